@@ -1,0 +1,165 @@
+//! # Mergeable, exact histograms with time weights
+//!
+//! Both histograms store integer weights (milliseconds), so merging two of them is exact and
+//! order-independent: `merge(h(a), h(b)) == h(a ++ b)` bit for bit. This is what lets chunks of
+//! one file and whole files be profiled in parallel and combined afterwards.
+
+use std::collections::BTreeMap;
+
+/// Utilization in 0.1 % bins over `0..=100 %`: 1,001 bins of milliseconds.
+///
+/// Quantiles are exact to the bin (0.1 %), which is finer than any GPU utilization counter
+/// reports (nvidia-smi and DCGM `GPU_UTIL` are integers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UtilHist {
+    bins: Box<[u64]>,
+}
+
+/// Number of bins of [`UtilHist`].
+pub const UTIL_BINS: usize = 1001;
+
+impl Default for UtilHist {
+    fn default() -> Self {
+        Self { bins: vec![0; UTIL_BINS].into_boxed_slice() }
+    }
+}
+
+impl UtilHist {
+    /// Add `ms` milliseconds at `pct` percent (`0..=100`).
+    pub fn add(&mut self, pct: f32, ms: u64) {
+        self.bins[Self::bin(pct)] += ms;
+    }
+
+    /// The bin of `pct`: 0.1 % steps, rounded to nearest.
+    #[must_use]
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    pub fn bin(pct: f32) -> usize {
+        ((pct * 10.0).round() as usize).min(UTIL_BINS - 1)
+    }
+
+    /// Add all of `other`.
+    pub fn merge(&mut self, other: &UtilHist) {
+        for (a, b) in self.bins.iter_mut().zip(other.bins.iter()) {
+            *a += b;
+        }
+    }
+
+    /// Total weight.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.bins.iter().sum()
+    }
+
+    /// The smallest value `v` such that at least `q` of the weight is at or below `v`
+    /// (`q` in `0..=1`). `None` when empty.
+    #[must_use]
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let total = self.total();
+        if total == 0 {
+            return None;
+        }
+        let target = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut acc = 0u64;
+        for (i, w) in self.bins.iter().enumerate() {
+            acc += w;
+            if acc >= target {
+                return Some(i as f64 / 10.0);
+            }
+        }
+        Some(100.0)
+    }
+
+    /// The largest value with weight, `None` when empty.
+    #[must_use]
+    #[allow(clippy::cast_precision_loss)]
+    pub fn max(&self) -> Option<f64> {
+        self.bins.iter().rposition(|w| *w > 0).map(|i| i as f64 / 10.0)
+    }
+
+    /// Weight per whole percent (101 buckets, `[0, 0.5)` → 0 … `[99.5, 100]` → 100), for charts.
+    #[must_use]
+    pub fn by_percent(&self) -> Vec<u64> {
+        let mut out = vec![0u64; 101];
+        for (i, w) in self.bins.iter().enumerate() {
+            out[(i + 5) / 10] += w;
+        }
+        out
+    }
+}
+
+/// Log-bucketed histogram for unbounded positive values (memory in MiB), 1 % relative error.
+///
+/// Hand-written rather than `sketches-ddsketch` because it must take integer time weights and
+/// merge exactly (ddsketch keeps an `f64` sum and counts, so merged ≠ sequential bit for bit).
+/// Buckets are sparse; a device's memory use touches a few hundred at most.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogHist {
+    buckets: BTreeMap<i32, u64>,
+}
+
+const LOG_GAMMA: f64 = 0.009_950_330_853_168_083; // ln(1.01)
+
+impl LogHist {
+    /// Add `ms` at value `v` (values ≤ 1 share bucket 0).
+    #[allow(clippy::cast_possible_truncation)]
+    pub fn add(&mut self, v: f64, ms: u64) {
+        let key = if v <= 1.0 { 0 } else { (v.ln() / LOG_GAMMA).ceil() as i32 };
+        *self.buckets.entry(key).or_default() += ms;
+    }
+
+    /// Add all of `other`.
+    pub fn merge(&mut self, other: &LogHist) {
+        for (k, w) in &other.buckets {
+            *self.buckets.entry(*k).or_default() += w;
+        }
+    }
+
+    /// Quantile `q` (upper edge of the bucket holding it, within 1 %).
+    #[must_use]
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let total: u64 = self.buckets.values().sum();
+        if total == 0 {
+            return None;
+        }
+        let target = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut acc = 0;
+        for (k, w) in &self.buckets {
+            acc += w;
+            if acc >= target {
+                return Some((f64::from(*k) * LOG_GAMMA).exp());
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn util_quantiles_are_exact_to_the_bin() {
+        let mut h = UtilHist::default();
+        h.add(10.0, 90);
+        h.add(80.0, 10);
+        assert_eq!(h.quantile(0.5), Some(10.0));
+        assert_eq!(h.quantile(0.9), Some(10.0));
+        assert_eq!(h.quantile(0.95), Some(80.0));
+        assert_eq!(h.max(), Some(80.0));
+        assert_eq!(h.total(), 100);
+        assert_eq!(UtilHist::default().quantile(0.5), None);
+        assert_eq!(h.by_percent()[10], 90);
+    }
+
+    #[test]
+    fn log_quantile_within_one_percent() {
+        let mut h = LogHist::default();
+        for v in 1..=1000 {
+            h.add(f64::from(v) * 10.0, 1);
+        }
+        let p95 = h.quantile(0.95).unwrap_or_default();
+        assert!((p95 - 9500.0).abs() / 9500.0 < 0.011, "{p95}");
+    }
+}

@@ -1,0 +1,61 @@
+//! # Settings the engine needs, with every default stated
+//!
+//! Defaults come from `docs/vision.md` ("decision-rule defaults from practice"); each is a
+//! setting the user can change and each is printed in the report, so a reader can see what
+//! rule produced a class.
+
+use serde::Serialize;
+
+/// How samples become time: weighting, gaps and idle episodes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProfileSettings {
+    /// A sample stands until the next sample of its device, unless the gap is longer than
+    /// this: then the gap is *no data* (neither idle nor busy).
+    pub max_gap_ms: u64,
+    /// Utilization strictly below this is idle.
+    pub idle_threshold_pct: f32,
+    /// A run of idle time counts as an idle episode only when it lasts at least this long.
+    pub min_idle_episode_ms: u64,
+    /// Idle time is *held idle* while at least this much memory is in use.
+    pub held_idle_min_mib: f32,
+}
+
+impl Default for ProfileSettings {
+    fn default() -> Self {
+        Self {
+            max_gap_ms: 5 * 60_000,
+            idle_threshold_pct: 5.0,
+            min_idle_episode_ms: 10 * 60_000,
+            held_idle_min_mib: 1024.0,
+        }
+    }
+}
+
+/// Thresholds that turn a profile into a class and a bottleneck hint.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DiagnoseSettings {
+    /// A device idle for at least this share of its observed time is `idle` (or `held_idle`).
+    pub idle_share_pct: f64,
+    /// An idle device whose idle time is held (memory allocated) for at least this share is
+    /// `held_idle`.
+    pub held_share_pct: f64,
+    /// Mean utilization below this is `underutilized` (over-provisioned).
+    pub underutilized_below_pct: f64,
+    /// Mean utilization above this is `saturated` (the top of the healthy band).
+    pub saturated_above_pct: f64,
+    /// An hour-of-week bin is a recurring idle hour when idle for at least this share of its
+    /// observed time.
+    pub recurring_idle_share_pct: f64,
+}
+
+impl Default for DiagnoseSettings {
+    fn default() -> Self {
+        Self {
+            idle_share_pct: 80.0,
+            held_share_pct: 50.0,
+            underutilized_below_pct: 50.0,
+            saturated_above_pct: 85.0,
+            recurring_idle_share_pct: 90.0,
+        }
+    }
+}
