@@ -1,1 +1,349 @@
-//! stub
+//! # Diagnosis: a class, a bottleneck hint and recurring idle windows per device
+//!
+//! Pure functions of a [`DeviceStats`] and the thresholds in [`DiagnoseSettings`]. Each
+//! verdict carries the evidence it rests on, in words and numbers, and says `unknown` with a
+//! reason when the data cannot support a verdict (nvidia-smi data has no SM or DRAM activity,
+//! so it cannot tell memory-bound from compute-bound).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::profile::{DeviceStats, HowBin};
+use crate::settings::DiagnoseSettings;
+
+/// How a device spent its time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// Idle for most of the observed time, memory mostly free.
+    Idle,
+    /// Idle for most of the observed time while holding memory (a forgotten notebook kernel).
+    HeldIdle,
+    /// Mean utilization below the over-provisioning threshold.
+    Underutilized,
+    /// Inside the healthy band.
+    Healthy,
+    /// Above the healthy band: the device is the constraint.
+    Saturated,
+    /// No utilization signal to judge from.
+    Unknown,
+}
+
+impl Class {
+    /// All classes, in report order.
+    pub const ALL: [Class; 6] = [
+        Class::Idle,
+        Class::HeldIdle,
+        Class::Underutilized,
+        Class::Healthy,
+        Class::Saturated,
+        Class::Unknown,
+    ];
+
+    /// The JSON name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Idle => "idle",
+            Class::HeldIdle => "held_idle",
+            Class::Underutilized => "underutilized",
+            Class::Healthy => "healthy",
+            Class::Saturated => "saturated",
+            Class::Unknown => "unknown",
+        }
+    }
+}
+
+/// What limits a device's work, as far as the data can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BottleneckKind {
+    /// Bursts of work separated by short stalls: the GPU waits for its input pipeline.
+    InputBound,
+    /// DRAM busy while compute pipes are not: bandwidth limits the work.
+    MemoryBound,
+    /// SMs or tensor cores busy: the GPU is doing arithmetic.
+    ComputeBound,
+    /// The engine is busy but SMs are mostly empty: small kernels, launch overhead.
+    LaunchBound,
+    /// The data cannot say (the reason says why).
+    Unknown,
+}
+
+/// A bottleneck hint with its evidence.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Bottleneck {
+    /// The hint.
+    pub kind: BottleneckKind,
+    /// The measured numbers it rests on, or why it is unknown.
+    pub evidence: String,
+}
+
+/// A recurring idle window, in the report's time zone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IdleWindow {
+    /// `weekdays`, `weekend`, or `every day`.
+    pub days: String,
+    /// First idle hour (`0..24`).
+    pub start_hour: u8,
+    /// Hour the window ends (exclusive; may be smaller than `start_hour` across midnight).
+    pub end_hour: u8,
+}
+
+/// A device's diagnosis.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Diagnosis {
+    /// The class.
+    pub class: Class,
+    /// Why this class, with numbers.
+    pub class_reason: String,
+    /// Bottleneck hint.
+    pub bottleneck: Bottleneck,
+    /// Recurring idle windows.
+    pub idle_windows: Vec<IdleWindow>,
+    /// The windows in words (`idle 19:00–08:00 on weekdays and all weekend`).
+    pub idle_pattern: Option<String>,
+    /// Hours per week inside recurring idle hours of the week.
+    pub recurring_idle_hours_per_week: f64,
+}
+
+/// Diagnose one device.
+#[must_use]
+pub fn diagnose(s: &DeviceStats, st: &DiagnoseSettings) -> Diagnosis {
+    let (class, class_reason) = classify(s, st);
+    let bottleneck = bottleneck(s, class);
+    let (idle_windows, recurring) = idle_windows(&s.hour_of_week, st.recurring_idle_share_pct);
+    let idle_pattern = describe(&idle_windows);
+    Diagnosis {
+        class,
+        class_reason,
+        bottleneck,
+        idle_windows,
+        idle_pattern,
+        recurring_idle_hours_per_week: recurring,
+    }
+}
+
+fn classify(s: &DeviceStats, st: &DiagnoseSettings) -> (Class, String) {
+    let Some(u) = &s.util else {
+        return (
+            Class::Unknown,
+            "no utilization reading (nvidia-smi prints [N/A] for utilization in MIG mode; \
+             DCGM needs PROF_GR_ENGINE_ACTIVE for MIG instances)"
+                .to_owned(),
+        );
+    };
+    if u.observed_hours <= 0.0 {
+        return (Class::Unknown, "a single sample: no observed duration".to_owned());
+    }
+    let idle_share = 100.0 * s.idle_hours / u.observed_hours;
+    if idle_share >= st.idle_share_pct {
+        let held_share = if s.idle_hours > 0.0 { 100.0 * s.held_idle_hours / s.idle_hours } else { 0.0 };
+        if held_share >= st.held_share_pct {
+            return (
+                Class::HeldIdle,
+                format!(
+                    "idle {idle_share:.0} % of observed time (≥ {:.0} %), memory held during {held_share:.0} % of it (≥ {:.0} %)",
+                    st.idle_share_pct, st.held_share_pct
+                ),
+            );
+        }
+        return (Class::Idle, format!("idle {idle_share:.0} % of observed time (≥ {:.0} %)", st.idle_share_pct));
+    }
+    if u.mean_pct < st.underutilized_below_pct {
+        return (
+            Class::Underutilized,
+            format!("mean utilization {:.1} % < {:.0} %", u.mean_pct, st.underutilized_below_pct),
+        );
+    }
+    if u.mean_pct > st.saturated_above_pct {
+        return (
+            Class::Saturated,
+            format!("mean utilization {:.1} % > {:.0} %", u.mean_pct, st.saturated_above_pct),
+        );
+    }
+    (
+        Class::Healthy,
+        format!(
+            "mean utilization {:.1} % within {:.0}–{:.0} %",
+            u.mean_pct, st.underutilized_below_pct, st.saturated_above_pct
+        ),
+    )
+}
+
+fn bottleneck(s: &DeviceStats, class: Class) -> Bottleneck {
+    let unknown = |why: &str| Bottleneck { kind: BottleneckKind::Unknown, evidence: why.to_owned() };
+    let Some(u) = &s.util else {
+        return unknown("no utilization reading");
+    };
+    if matches!(class, Class::Idle | Class::HeldIdle) {
+        return unknown("the device is idle: no work to diagnose");
+    }
+    // Stalls: time below the idle threshold that is not part of an idle episode, i.e. short
+    // dips between bursts of work.
+    let stall_share = if u.observed_hours > 0.0 {
+        100.0 * (s.below_threshold_hours - s.idle_hours).max(0.0) / u.observed_hours
+    } else {
+        0.0
+    };
+    if stall_share >= 15.0 && u.p95_pct >= 70.0 {
+        return Bottleneck {
+            kind: BottleneckKind::InputBound,
+            evidence: format!(
+                "utilization drops below the idle threshold for {stall_share:.0} % of the time in short stalls \
+                 (shorter than an idle episode) between bursts at p95 {:.0} %: the GPU waits for its input",
+                u.p95_pct
+            ),
+        };
+    }
+    let (Some(sm), Some(dram)) = (s.sm_active_pct, s.dram_active_pct) else {
+        return unknown(
+            "no SM or DRAM activity in the data (nvidia-smi and DCGM without profiling metrics cannot \
+             tell memory-bound from compute-bound); collect DCGM_FI_PROF_SM_ACTIVE and DCGM_FI_PROF_DRAM_ACTIVE",
+        );
+    };
+    let tensor = s.tensor_active_pct.unwrap_or(0.0);
+    if u.mean_pct >= 50.0 && sm < 0.5 * u.mean_pct && sm < 40.0 {
+        return Bottleneck {
+            kind: BottleneckKind::LaunchBound,
+            evidence: format!(
+                "engine active {:.0} % but SM active only {sm:.0} %: kernels too small to fill the GPU \
+                 (launch overhead, small batches)",
+                u.mean_pct
+            ),
+        };
+    }
+    if dram >= 50.0 && tensor < 30.0 && dram >= sm * 0.6 {
+        return Bottleneck {
+            kind: BottleneckKind::MemoryBound,
+            evidence: format!("DRAM active {dram:.0} % with tensor pipes {tensor:.0} % and SM active {sm:.0} %"),
+        };
+    }
+    if sm >= 70.0 || tensor >= 40.0 {
+        return Bottleneck {
+            kind: BottleneckKind::ComputeBound,
+            evidence: format!("SM active {sm:.0} %, tensor pipes {tensor:.0} %, DRAM active {dram:.0} %"),
+        };
+    }
+    Bottleneck {
+        kind: BottleneckKind::Unknown,
+        evidence: format!(
+            "no dominant limit: SM active {sm:.0} %, tensor pipes {tensor:.0} %, DRAM active {dram:.0} %"
+        ),
+    }
+}
+
+/// Recurring idle windows from the hour-of-week bins: a bin is idle when idle for at least
+/// `share_pct` of its observed time. Returns the windows and the idle-bin hours per week.
+#[must_use]
+pub fn idle_windows(how: &[HowBin], share_pct: f64) -> (Vec<IdleWindow>, f64) {
+    if how.len() != 168 {
+        return (Vec::new(), 0.0);
+    }
+    let idle: Vec<bool> = how
+        .iter()
+        .map(|b| b.covered_hours > 0.0 && 100.0 * b.idle_hours / b.covered_hours >= share_pct)
+        .collect();
+    #[allow(clippy::cast_precision_loss)]
+    let per_week = idle.iter().filter(|x| **x).count() as f64;
+    let mut out = Vec::new();
+    let all = |days: std::ops::Range<usize>, h: usize| days.clone().all(|d| idle[d * 24 + h]);
+    let weekday: Vec<bool> = (0..24).map(|h| all(0..5, h)).collect();
+    let weekend: Vec<bool> = (0..24).map(|h| all(5..7, h)).collect();
+    if weekday.iter().all(|x| *x) && weekend.iter().all(|x| *x) {
+        out.push(IdleWindow { days: "every day".into(), start_hour: 0, end_hour: 0 });
+        return (out, per_week);
+    }
+    let same = weekday == weekend;
+    if let Some((a, b)) = longest_circular_run(&weekday) {
+        let days = if same { "every day" } else { "weekdays" };
+        out.push(IdleWindow { days: days.into(), start_hour: a, end_hour: b });
+    }
+    if !same {
+        if let Some((a, b)) = longest_circular_run(&weekend) {
+            out.push(IdleWindow { days: "weekend".into(), start_hour: a, end_hour: b });
+        }
+    }
+    (out, per_week)
+}
+
+/// Longest run of `true` hours on a 24-hour circle, at least 2 hours long; `(start, end)` with
+/// `end` exclusive, `(0, 0)` for the whole day.
+#[allow(clippy::cast_possible_truncation)]
+fn longest_circular_run(hours: &[bool]) -> Option<(u8, u8)> {
+    if hours.iter().all(|x| *x) {
+        return Some((0, 0));
+    }
+    let n = hours.len();
+    let mut best: Option<(usize, usize)> = None;
+    for start in 0..n {
+        if !hours[start] || hours[(start + n - 1) % n] {
+            continue;
+        }
+        let len = (0..n).take_while(|k| hours[(start + k) % n]).count();
+        if len >= 2 && best.is_none_or(|(_, l)| len > l) {
+            best = Some((start, len));
+        }
+    }
+    best.map(|(s, l)| (s as u8, ((s + l) % n) as u8))
+}
+
+/// Windows in words: `idle 19:00–08:00 on weekdays and all weekend`.
+#[must_use]
+pub fn describe(windows: &[IdleWindow]) -> Option<String> {
+    if windows.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for w in windows {
+        let whole = w.start_hour == w.end_hour;
+        let part = match (w.days.as_str(), whole) {
+            ("every day", true) => "around the clock".to_owned(),
+            ("weekend", true) => "all weekend".to_owned(),
+            ("weekdays", true) => "all day on weekdays".to_owned(),
+            (days, false) => {
+                let mut s = format!("{:02}:00–{:02}:00", w.start_hour, w.end_hour);
+                let _ = write!(s, " {}", if days == "every day" { "every day".to_owned() } else { format!("on {days}") });
+                s
+            }
+            (days, true) => format!("all day {days}"),
+        };
+        parts.push(part);
+    }
+    Some(format!("idle {}", parts.join(" and ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn how(idle: impl Fn(usize, usize) -> bool) -> Vec<HowBin> {
+        (0..168)
+            .map(|b| HowBin {
+                covered_hours: 1.0,
+                util_hours: 1.0,
+                util_pct_hours: 0.0,
+                idle_hours: if idle(b / 24, b % 24) { 1.0 } else { 0.0 },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn nights_and_weekends_in_words() {
+        let bins = how(|d, h| d >= 5 || h >= 19 || h < 8);
+        let (w, per_week) = idle_windows(&bins, 90.0);
+        assert_eq!(describe(&w).as_deref(), Some("idle 19:00–08:00 on weekdays and all weekend"));
+        assert!((per_week - (5.0 * 13.0 + 48.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn every_night_and_always() {
+        let (w, _) = idle_windows(&how(|_, h| h < 6), 90.0);
+        assert_eq!(describe(&w).as_deref(), Some("idle 00:00–06:00 every day"));
+        let (w, _) = idle_windows(&how(|_, _| true), 90.0);
+        assert_eq!(describe(&w).as_deref(), Some("idle around the clock"));
+        let (w, _) = idle_windows(&how(|_, _| false), 90.0);
+        assert_eq!(describe(&w), None);
+    }
+}

@@ -1,1 +1,868 @@
-//! stub
+//! # The report model: fleet summary, devices, groups, KPIs, warnings
+//!
+//! [`build`] joins profiles, diagnoses and prices into one [`Report`], the only thing the
+//! renderers read. Its JSON form is the public contract `gpuwise.report/v1`
+//! (`docs/report-schema.md`): field names carry their unit, missing values are `null`.
+//!
+//! Money rule: every dollar figure is `GPU-hours × $/GPU-hour` of one device, summed. A
+//! device's GPU-hours are its observed hours × its share of a physical GPU (1, or MIG slices /
+//! parent slices). Idle cost is idle-episode hours × share × price. Devices without a price
+//! add no dollars and are listed in `warnings`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::diagnose::{self, Bottleneck, Class, Diagnosis, IdleWindow};
+use crate::gpu;
+use crate::price::{self, PriceBook};
+use crate::profile::DeviceProfile;
+use crate::sample::EpochMs;
+use crate::settings::{DiagnoseSettings, ProfileSettings};
+
+/// JSON schema id of [`Report`].
+pub const SCHEMA: &str = "gpuwise.report/v1";
+
+/// How devices are grouped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// By host.
+    Host,
+    /// By canonical GPU model.
+    Model,
+    /// By Kubernetes namespace.
+    Namespace,
+    /// By team (from the team map).
+    Team,
+    /// By a label's value.
+    Label(String),
+}
+
+impl GroupBy {
+    /// Parse `host`, `model`, `namespace`, `team` or `label:NAME`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "host" => Ok(Self::Host),
+            "model" => Ok(Self::Model),
+            "namespace" => Ok(Self::Namespace),
+            "team" => Ok(Self::Team),
+            other => match other.strip_prefix("label:") {
+                Some(name) if !name.is_empty() => Ok(Self::Label(name.to_owned())),
+                _ => Err(format!("`{other}` is not one of host, model, namespace, team, label:NAME")),
+            },
+        }
+    }
+
+    /// The name as given on the command line.
+    #[must_use]
+    pub fn name(&self) -> String {
+        match self {
+            Self::Host => "host".into(),
+            Self::Model => "model".into(),
+            Self::Namespace => "namespace".into(),
+            Self::Team => "team".into(),
+            Self::Label(l) => format!("label:{l}"),
+        }
+    }
+}
+
+/// Maps hosts, namespaces and pods (globs) to teams. Pod rules win over namespace rules, which
+/// win over host rules; within a kind, the first matching pattern wins.
+#[derive(Clone, Debug, Default)]
+pub struct TeamMap {
+    /// `(pattern, team)` for host names.
+    pub hosts: Vec<(glob::Pattern, String)>,
+    /// `(pattern, team)` for namespaces.
+    pub namespaces: Vec<(glob::Pattern, String)>,
+    /// `(pattern, team)` for pods.
+    pub pods: Vec<(glob::Pattern, String)>,
+}
+
+impl TeamMap {
+    /// Parse a team file: `[hosts]`, `[namespaces]`, `[pods]` tables of `"glob" = "team"`.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            #[serde(default)]
+            hosts: toml::Table,
+            #[serde(default)]
+            namespaces: toml::Table,
+            #[serde(default)]
+            pods: toml::Table,
+        }
+        let file: File = toml::from_str(text).map_err(|e| format!("`{origin}` is not a valid team file: {e}"))?;
+        let table = |t: toml::Table, kind: &str| -> Result<Vec<(glob::Pattern, String)>, String> {
+            t.into_iter()
+                .map(|(k, v)| {
+                    let team = v
+                        .as_str()
+                        .ok_or_else(|| format!("`{origin}` [{kind}] `{k}`: the team must be a string"))?
+                        .to_owned();
+                    let pat = glob::Pattern::new(&k).map_err(|e| format!("`{origin}` [{kind}] `{k}`: {e}"))?;
+                    Ok((pat, team))
+                })
+                .collect()
+        };
+        Ok(Self {
+            hosts: table(file.hosts, "hosts")?,
+            namespaces: table(file.namespaces, "namespaces")?,
+            pods: table(file.pods, "pods")?,
+        })
+    }
+
+    fn team(&self, host: &str, namespace: Option<&str>, pod: Option<&str>) -> Option<&str> {
+        fn find<'a>(rules: &'a [(glob::Pattern, String)], v: Option<&str>) -> Option<&'a str> {
+            v.and_then(|v| rules.iter().find(|(p, _)| p.matches(v)).map(|(_, t)| t.as_str()))
+        }
+        find(&self.pods, pod).or_else(|| find(&self.namespaces, namespace)).or_else(|| find(&self.hosts, Some(host)))
+    }
+}
+
+/// What the readers say about the input.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct IngestSummary {
+    /// Inputs read (paths, `-` for stdin).
+    pub inputs: Vec<String>,
+    /// Detected format of each input, same order.
+    pub formats: Vec<String>,
+    /// Lines read.
+    pub lines: u64,
+    /// Samples taken.
+    pub samples: u64,
+    /// Lines or values skipped.
+    pub skipped: u64,
+    /// Reader warnings (skips by reason, with the first examples).
+    pub warnings: Vec<Warning>,
+}
+
+/// A warning: something the user should know about the data or the figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Warning {
+    /// Stable machine-readable kind (`skipped_line`, `unknown_model`, `unpriced`, …).
+    pub kind: String,
+    /// Human-readable message.
+    pub message: String,
+    /// How many times it happened.
+    pub count: u64,
+}
+
+/// Options of [`build`].
+#[derive(Clone, Debug)]
+pub struct ReportOptions {
+    /// Profile settings used (echoed in the report).
+    pub profile: ProfileSettings,
+    /// Diagnosis thresholds.
+    pub diagnose: DiagnoseSettings,
+    /// Grouping.
+    pub group_by: GroupBy,
+    /// IANA name of the report's time zone.
+    pub tz_name: String,
+    /// "Now", for staleness and future-timestamp checks (`None`: skip those checks).
+    pub now_ms: Option<EpochMs>,
+    /// Prices older than this many days are flagged.
+    pub stale_price_days: u32,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Always [`SCHEMA`].
+    pub schema: &'static str,
+    /// Observed window.
+    pub window: Window,
+    /// Settings the figures depend on.
+    pub settings: Settings,
+    /// Fleet summary.
+    pub fleet: Fleet,
+    /// Devices, most wasteful first.
+    pub devices: Vec<DeviceRow>,
+    /// Groups, most expensive first.
+    pub groups: Vec<GroupRow>,
+    /// Fleet utilization per hour (for charts).
+    pub timeline: Vec<FleetHour>,
+    /// Fleet hour-of-week pattern, Monday 00:00 first (168 entries).
+    pub hour_of_week: Vec<FleetHowBin>,
+    /// What was read.
+    pub ingest: IngestSummary,
+    /// Warnings about data and figures.
+    pub warnings: Vec<Warning>,
+}
+
+/// The observed window.
+#[derive(Clone, Debug, Serialize)]
+pub struct Window {
+    /// First sample, RFC 3339 UTC.
+    pub start: Option<String>,
+    /// Last sample, RFC 3339 UTC.
+    pub end: Option<String>,
+    /// Time zone of hour-of-week patterns and idle windows.
+    pub timezone: String,
+}
+
+/// The settings echoed in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    /// Idle threshold.
+    pub idle_threshold_pct: f32,
+    /// Minimum idle episode, minutes.
+    pub min_idle_episode_min: f64,
+    /// Held-idle memory threshold.
+    pub held_idle_min_mib: f32,
+    /// Longest gap that still counts as data, seconds.
+    pub max_gap_s: f64,
+    /// Class thresholds.
+    pub diagnose: DiagnoseSettings,
+    /// Grouping.
+    pub group_by: String,
+}
+
+/// The fleet summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fleet {
+    /// Devices (whole GPUs and MIG instances).
+    pub devices: usize,
+    /// GPU-hours observed (MIG instances count their share).
+    pub gpu_hours: f64,
+    /// Utilization, GPU-hour weighted, over devices with a reading.
+    pub mean_utilization_pct: Option<f64>,
+    /// GPU-hours in idle episodes.
+    pub idle_gpu_hours: f64,
+    /// GPU-hours idle while holding memory.
+    pub held_idle_gpu_hours: f64,
+    /// Cost of priced devices.
+    pub cost_usd: f64,
+    /// Cost of idle GPU-hours.
+    pub idle_cost_usd: f64,
+    /// Cost of held-idle GPU-hours.
+    pub held_idle_cost_usd: f64,
+    /// GPU-hours per class.
+    pub gpu_hours_by_class: BTreeMap<String, f64>,
+    /// Devices per class.
+    pub devices_by_class: BTreeMap<String, usize>,
+    /// Devices without a price.
+    pub unpriced_devices: usize,
+    /// Key performance indicators.
+    pub kpis: Kpis,
+}
+
+/// The KPIs practitioners track.
+#[derive(Clone, Debug, Serialize)]
+pub struct Kpis {
+    /// Fleet mean utilization.
+    pub utilization_rate_pct: Option<f64>,
+    /// Idle GPU-hours over GPU-hours.
+    pub idle_share_pct: Option<f64>,
+    /// Idle cost over cost.
+    pub waste_share_pct: Option<f64>,
+    /// Cost over utilization-weighted GPU-hours (what an hour of actual work costs).
+    pub cost_per_busy_gpu_hour_usd: Option<f64>,
+    /// Cost per observed GPU-hour.
+    pub cost_per_gpu_hour_usd: Option<f64>,
+    /// Share of GPU-hours on right-sized hardware: needs the advice engine, `null` until then.
+    pub rightsized_share_pct: Option<f64>,
+}
+
+/// One device.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceRow {
+    /// `host/uuid[/migN]`.
+    pub id: String,
+    /// Host.
+    pub host: String,
+    /// GPU UUID or index.
+    pub gpu: String,
+    /// MIG instance id.
+    pub mig_instance: Option<String>,
+    /// MIG profile.
+    pub mig_profile: Option<String>,
+    /// Canonical model (`null` when the printed name is unknown).
+    pub model: Option<String>,
+    /// Product name as printed.
+    pub model_name: Option<String>,
+    /// Namespace (majority of samples).
+    pub namespace: Option<String>,
+    /// Pod (majority of samples).
+    pub pod: Option<String>,
+    /// Team from the team map.
+    pub team: Option<String>,
+    /// The group this device is in.
+    pub group: String,
+    /// First sample, RFC 3339.
+    pub first_seen: Option<String>,
+    /// Last sample, RFC 3339.
+    pub last_seen: Option<String>,
+    /// Samples.
+    pub samples: u64,
+    /// Median sampling interval.
+    pub sampling_interval_s: Option<f64>,
+    /// Observed hours over first-to-last span.
+    pub coverage_pct: Option<f64>,
+    /// Share of a physical GPU (1, or MIG slices / parent slices).
+    pub gpu_share: f64,
+    /// GPU-hours (observed hours × share).
+    pub gpu_hours: f64,
+    /// Utilization signal.
+    pub utilization_source: Option<String>,
+    /// Mean utilization.
+    pub mean_utilization_pct: Option<f64>,
+    /// Median utilization.
+    pub p50_utilization_pct: Option<f64>,
+    /// 95th-percentile utilization.
+    pub p95_utilization_pct: Option<f64>,
+    /// Maximum utilization.
+    pub max_utilization_pct: Option<f64>,
+    /// Hours in utilization bands 0–5, 5–25, 25–50, 50–85, 85–100 %.
+    pub utilization_bands_hours: [f64; 5],
+    /// Mean SM activity.
+    pub sm_active_pct: Option<f64>,
+    /// Mean SM occupancy.
+    pub sm_occupancy_pct: Option<f64>,
+    /// Mean tensor-pipe activity.
+    pub tensor_active_pct: Option<f64>,
+    /// Mean DRAM activity.
+    pub dram_active_pct: Option<f64>,
+    /// Mean memory-interface busy time.
+    pub memory_bandwidth_utilization_pct: Option<f64>,
+    /// Peak memory used.
+    pub peak_memory_used_mib: Option<f64>,
+    /// p95 memory used.
+    pub p95_memory_used_mib: Option<f64>,
+    /// Memory installed.
+    pub memory_total_mib: Option<f64>,
+    /// Peak memory over installed.
+    pub peak_memory_used_pct: Option<f64>,
+    /// Mean power.
+    pub power_mean_w: Option<f64>,
+    /// Power limit.
+    pub power_limit_w: Option<f64>,
+    /// Mean power over the limit.
+    pub power_mean_pct_of_limit: Option<f64>,
+    /// Idle-episode hours.
+    pub idle_hours: f64,
+    /// Held-idle hours.
+    pub held_idle_hours: f64,
+    /// Idle episodes.
+    pub idle_episodes: usize,
+    /// Longest idle episode.
+    pub longest_idle_hours: f64,
+    /// Gaps (no data).
+    pub gaps: u64,
+    /// Class.
+    pub class: Class,
+    /// Why.
+    pub class_reason: String,
+    /// Bottleneck hint.
+    pub bottleneck: Bottleneck,
+    /// Recurring idle windows.
+    pub idle_windows: Vec<IdleWindow>,
+    /// In words.
+    pub idle_pattern: Option<String>,
+    /// $/GPU-hour used.
+    pub usd_per_gpu_hour: Option<f64>,
+    /// Cost.
+    pub cost_usd: f64,
+    /// Idle cost.
+    pub idle_cost_usd: f64,
+    /// Held-idle cost.
+    pub held_idle_cost_usd: f64,
+    /// Where the price came from (`null`: unpriced).
+    pub price_source: Option<String>,
+}
+
+/// One group.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupRow {
+    /// Group value.
+    pub key: String,
+    /// Devices.
+    pub devices: usize,
+    /// GPU-hours.
+    pub gpu_hours: f64,
+    /// Mean utilization (GPU-hour weighted).
+    pub mean_utilization_pct: Option<f64>,
+    /// Idle GPU-hours.
+    pub idle_gpu_hours: f64,
+    /// Cost.
+    pub cost_usd: f64,
+    /// Idle cost.
+    pub idle_cost_usd: f64,
+    /// Held-idle cost.
+    pub held_idle_cost_usd: f64,
+}
+
+/// The fleet in one UTC hour.
+#[derive(Clone, Debug, Serialize)]
+pub struct FleetHour {
+    /// Start of the hour, epoch ms.
+    pub start_ms: EpochMs,
+    /// Device-hours with data.
+    pub device_hours: f64,
+    /// Mean utilization of devices with a reading.
+    pub mean_utilization_pct: Option<f64>,
+    /// Idle device-hours.
+    pub idle_hours: f64,
+}
+
+/// The fleet in one hour of the week.
+#[derive(Clone, Debug, Serialize)]
+pub struct FleetHowBin {
+    /// 0 = Monday … 6 = Sunday.
+    pub day: u8,
+    /// 0–23.
+    pub hour: u8,
+    /// Device-hours with data.
+    pub device_hours: f64,
+    /// Mean utilization.
+    pub mean_utilization_pct: Option<f64>,
+    /// Idle share of the device-hours.
+    pub idle_share_pct: Option<f64>,
+}
+
+#[derive(Default)]
+struct Sums {
+    devices: usize,
+    gpu_hours: f64,
+    util_num: f64,
+    util_den: f64,
+    idle: f64,
+    cost: f64,
+    idle_cost: f64,
+    held_cost: f64,
+}
+
+impl Sums {
+    fn mean(&self) -> Option<f64> {
+        (self.util_den > 0.0).then(|| self.util_num / self.util_den)
+    }
+}
+
+fn rfc3339(ms: EpochMs) -> Option<String> {
+    jiff::Timestamp::from_millisecond(ms).ok().map(|t| t.to_string())
+}
+
+/// Join profiles, diagnoses and prices into a report.
+#[must_use]
+#[allow(clippy::too_many_lines)]
+pub fn build(
+    profiles: Vec<DeviceProfile>,
+    prices: &PriceBook,
+    teams: &TeamMap,
+    opts: &ReportOptions,
+    ingest: IngestSummary,
+) -> Report {
+    let mut warnings = Vec::new();
+    let mut unknown_models: BTreeMap<String, u64> = BTreeMap::new();
+    let mut no_model = 0u64;
+    let mut unpriced: Vec<String> = Vec::new();
+    let mut stale: BTreeMap<String, u64> = BTreeMap::new();
+    let mut devices = Vec::with_capacity(profiles.len());
+    let mut fleet = Sums::default();
+    let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
+    let mut count_by_class: BTreeMap<String, usize> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Sums> = BTreeMap::new();
+    let mut timeline: BTreeMap<EpochMs, (f64, f64, f64, f64)> = BTreeMap::new();
+    let mut how = vec![(0.0f64, 0.0f64, 0.0f64, 0.0f64); 168];
+    let (mut start, mut end) = (None::<EpochMs>, None::<EpochMs>);
+    let mut gaps = (0u64, 0u64);
+    let mut order_issues = (0u64, 0u64, 0u64);
+    let mut future = 0u64;
+
+    for p in profiles {
+        let s = &p.stats;
+        let model = p.info.model_name.as_deref().and_then(gpu::resolve);
+        match (&p.info.model_name, model) {
+            (Some(name), None) => *unknown_models.entry(name.clone()).or_default() += 1,
+            (None, _) => no_model += 1,
+            _ => {}
+        }
+        let share = price::gpu_share(&p.info, model);
+        let quote = prices.quote(&p.key, &p.info, model);
+        if let (Some(q), Some(now)) = (&quote, opts.now_ms) {
+            if let Some(as_of) = q.as_of.as_deref() {
+                if let Ok(date) = as_of.parse::<jiff::civil::Date>() {
+                    let as_of_ms = jiff::tz::TimeZone::UTC
+                        .to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))
+                        .map_or(now, jiff::Timestamp::as_millisecond);
+                    let age_days = (now - as_of_ms) / 86_400_000;
+                    if age_days > i64::from(opts.stale_price_days) {
+                        *stale.entry(format!("{} ({} days old)", q.source, age_days)).or_default() += 1;
+                    }
+                }
+            }
+        }
+        if quote.is_none() {
+            unpriced.push(p.key.to_string());
+        }
+        let d: Diagnosis = diagnose::diagnose(s, &opts.diagnose);
+        let price = quote.as_ref().map(|q| q.usd_per_gpu_hour);
+        let gpu_hours = s.observed_hours * share;
+        let cost = price.map_or(0.0, |pr| gpu_hours * pr);
+        let idle_cost = price.map_or(0.0, |pr| s.idle_hours * share * pr);
+        let held_cost = price.map_or(0.0, |pr| s.held_idle_hours * share * pr);
+        let namespace = p.info.label("namespace").map(str::to_owned);
+        let pod = p.info.label("pod").map(str::to_owned);
+        let team = teams.team(&p.key.host, namespace.as_deref(), pod.as_deref()).map(str::to_owned);
+        let group = match &opts.group_by {
+            GroupBy::Host => Some(p.key.host.clone()),
+            GroupBy::Model => model.map(|m| m.id.to_owned()).or_else(|| p.info.model_name.clone()),
+            GroupBy::Namespace => namespace.clone(),
+            GroupBy::Team => team.clone(),
+            GroupBy::Label(l) => p.info.label(l).map(str::to_owned),
+        }
+        .unwrap_or_else(|| "(none)".to_owned());
+
+        let mut bands = [0.0; 5];
+        for (pct, h) in s.util_by_percent_hours.iter().enumerate() {
+            let b = match pct {
+                0..=4 => 0,
+                5..=24 => 1,
+                25..=49 => 2,
+                50..=84 => 3,
+                _ => 4,
+            };
+            bands[b] += h;
+        }
+        let util_mean = s.util.as_ref().map(|u| u.mean_pct);
+        for acc in [&mut fleet, groups.entry(group.clone()).or_default()] {
+            acc.devices += 1;
+            acc.gpu_hours += gpu_hours;
+            if let Some(u) = &s.util {
+                acc.util_num += u.mean_pct * u.observed_hours * share;
+                acc.util_den += u.observed_hours * share;
+            }
+            acc.idle += s.idle_hours * share;
+            acc.cost += cost;
+            acc.idle_cost += idle_cost;
+            acc.held_cost += held_cost;
+        }
+        *by_class.entry(d.class.as_str().to_owned()).or_default() += gpu_hours;
+        *count_by_class.entry(d.class.as_str().to_owned()).or_default() += 1;
+        for h in &s.hourly {
+            let e = timeline.entry(h.start_ms).or_default();
+            e.0 += h.covered_hours;
+            #[allow(clippy::cast_precision_loss)]
+            {
+                e.1 += h.util_weighted as f64 / 100.0 / 3_600_000.0;
+            }
+            e.2 += h.util_hours;
+            e.3 += h.idle_hours;
+        }
+        for (i, b) in s.hour_of_week.iter().enumerate() {
+            how[i].0 += b.covered_hours;
+            how[i].1 += b.util_pct_hours;
+            how[i].2 += b.util_hours;
+            how[i].3 += b.idle_hours;
+        }
+        start = Some(start.map_or(s.first_ts_ms, |x: EpochMs| x.min(s.first_ts_ms)));
+        end = Some(end.map_or(s.last_ts_ms, |x: EpochMs| x.max(s.last_ts_ms)));
+        if s.gaps > 0 {
+            gaps.0 += 1;
+            gaps.1 += s.gaps;
+        }
+        order_issues.0 += s.reordered;
+        order_issues.1 += s.duplicates;
+        order_issues.2 += s.overlaps;
+        if opts.now_ms.is_some_and(|now| s.last_ts_ms > now + 86_400_000) {
+            future += 1;
+        }
+        let longest = s.idle_episodes.iter().map(|e| e.dur_ms).max().unwrap_or(0);
+        devices.push(DeviceRow {
+            id: p.key.to_string(),
+            host: p.key.host.clone(),
+            gpu: p.key.gpu.clone(),
+            mig_instance: p.key.mig.clone(),
+            mig_profile: p.info.mig_profile.clone(),
+            model: model.map(|m| m.id.to_owned()),
+            model_name: p.info.model_name.clone(),
+            namespace,
+            pod,
+            team,
+            group,
+            first_seen: rfc3339(s.first_ts_ms),
+            last_seen: rfc3339(s.last_ts_ms),
+            samples: s.samples,
+            sampling_interval_s: s.sampling_interval_s,
+            coverage_pct: (s.span_hours > 0.0).then(|| 100.0 * s.observed_hours / s.span_hours),
+            gpu_share: share,
+            gpu_hours,
+            utilization_source: p
+                .info
+                .util_source
+                .and_then(|u| serde_json_like_name(&u)),
+            mean_utilization_pct: util_mean,
+            p50_utilization_pct: s.util.as_ref().map(|u| u.p50_pct),
+            p95_utilization_pct: s.util.as_ref().map(|u| u.p95_pct),
+            max_utilization_pct: s.util.as_ref().map(|u| u.max_pct),
+            utilization_bands_hours: bands,
+            sm_active_pct: s.sm_active_pct,
+            sm_occupancy_pct: s.sm_occupancy_pct,
+            tensor_active_pct: s.tensor_active_pct,
+            dram_active_pct: s.dram_active_pct,
+            memory_bandwidth_utilization_pct: s.mem_bw_util_pct,
+            peak_memory_used_mib: s.mem_used_peak_mib,
+            p95_memory_used_mib: s.mem_used_p95_mib,
+            memory_total_mib: s.mem_total_mib,
+            peak_memory_used_pct: match (s.mem_used_peak_mib, s.mem_total_mib) {
+                (Some(u), Some(t)) if t > 0.0 => Some(100.0 * u / t),
+                _ => None,
+            },
+            power_mean_w: s.power_mean_w,
+            power_limit_w: s.power_limit_w,
+            power_mean_pct_of_limit: match (s.power_mean_w, s.power_limit_w) {
+                (Some(p), Some(l)) if l > 0.0 => Some(100.0 * p / l),
+                _ => None,
+            },
+            idle_hours: s.idle_hours,
+            held_idle_hours: s.held_idle_hours,
+            idle_episodes: s.idle_episodes.len(),
+            #[allow(clippy::cast_precision_loss)]
+            longest_idle_hours: longest as f64 / 3_600_000.0,
+            gaps: s.gaps,
+            class: d.class,
+            class_reason: d.class_reason,
+            bottleneck: d.bottleneck,
+            idle_windows: d.idle_windows,
+            idle_pattern: d.idle_pattern,
+            usd_per_gpu_hour: price,
+            cost_usd: cost,
+            idle_cost_usd: idle_cost,
+            held_idle_cost_usd: held_cost,
+            price_source: quote.map(|q| q.source),
+        });
+    }
+
+    devices.sort_by(|a, b| {
+        b.idle_cost_usd
+            .total_cmp(&a.idle_cost_usd)
+            .then(b.cost_usd.total_cmp(&a.cost_usd))
+            .then(b.idle_hours.total_cmp(&a.idle_hours))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+
+    for (name, n) in &unknown_models {
+        warnings.push(Warning {
+            kind: "unknown_model".into(),
+            message: format!("GPU model `{name}` is not in the catalog: its devices are not priced unless a --prices rule matches them"),
+            count: *n,
+        });
+    }
+    if no_model > 0 {
+        warnings.push(Warning {
+            kind: "no_model".into(),
+            message: "devices whose data names no GPU model (dmon logs, generic CSV without a model column): price them with a --prices rule".into(),
+            count: no_model,
+        });
+    }
+    if !unpriced.is_empty() {
+        let shown: Vec<&str> = unpriced.iter().take(5).map(String::as_str).collect();
+        warnings.push(Warning {
+            kind: "unpriced".into(),
+            message: format!(
+                "no price for {} device(s) ({}{}): their cost is not counted",
+                unpriced.len(),
+                shown.join(", "),
+                if unpriced.len() > 5 { ", …" } else { "" }
+            ),
+            count: unpriced.len() as u64,
+        });
+    }
+    for (what, n) in stale {
+        warnings.push(Warning {
+            kind: "stale_price".into(),
+            message: format!("price older than {} days: {what}", opts.stale_price_days),
+            count: n,
+        });
+    }
+    if gaps.0 > 0 {
+        warnings.push(Warning {
+            kind: "gaps".into(),
+            message: format!(
+                "{} gap(s) longer than {:.0} s in {} device(s) count as no data (neither idle nor billed)",
+                gaps.1,
+                opts.profile.max_gap_ms as f64 / 1000.0,
+                gaps.0
+            ),
+            count: gaps.1,
+        });
+    }
+    for (kind, n, what) in [
+        ("out_of_order", order_issues.0, "sample(s) older than the previous sample of their device were dropped"),
+        ("duplicate_timestamp", order_issues.1, "sample(s) repeating the previous timestamp of their device were dropped"),
+        ("overlap", order_issues.2, "piece(s) of data overlapping in time with others of the same device were joined with a break"),
+        ("future_timestamp", future, "device(s) have samples more than a day in the future (check --tz and clocks)"),
+    ] {
+        if n > 0 {
+            warnings.push(Warning { kind: kind.into(), message: format!("{n} {what}"), count: n });
+        }
+    }
+
+    let mut group_rows: Vec<GroupRow> = groups
+        .into_iter()
+        .map(|(key, g)| GroupRow {
+            key,
+            devices: g.devices,
+            gpu_hours: g.gpu_hours,
+            mean_utilization_pct: g.mean(),
+            idle_gpu_hours: g.idle,
+            cost_usd: g.cost,
+            idle_cost_usd: g.idle_cost,
+            held_idle_cost_usd: g.held_cost,
+        })
+        .collect();
+    group_rows.sort_by(|a, b| b.cost_usd.total_cmp(&a.cost_usd).then_with(|| a.key.cmp(&b.key)));
+
+    let busy_gpu_hours = fleet.util_num / 100.0;
+    let kpis = Kpis {
+        utilization_rate_pct: fleet.mean(),
+        idle_share_pct: (fleet.gpu_hours > 0.0).then(|| 100.0 * fleet.idle / fleet.gpu_hours),
+        waste_share_pct: (fleet.cost > 0.0).then(|| 100.0 * fleet.idle_cost / fleet.cost),
+        cost_per_busy_gpu_hour_usd: (busy_gpu_hours > 0.0 && fleet.cost > 0.0).then(|| fleet.cost / busy_gpu_hours),
+        cost_per_gpu_hour_usd: (fleet.gpu_hours > 0.0 && fleet.cost > 0.0).then(|| fleet.cost / fleet.gpu_hours),
+        rightsized_share_pct: None,
+    };
+    let held_idle_gpu_hours: f64 = devices.iter().map(|d| d.held_idle_hours * d.gpu_share).sum();
+    let fleet_out = Fleet {
+        devices: fleet.devices,
+        gpu_hours: fleet.gpu_hours,
+        mean_utilization_pct: fleet.mean(),
+        idle_gpu_hours: fleet.idle,
+        held_idle_gpu_hours,
+        cost_usd: fleet.cost,
+        idle_cost_usd: fleet.idle_cost,
+        held_idle_cost_usd: fleet.held_cost,
+        gpu_hours_by_class: by_class,
+        devices_by_class: count_by_class,
+        unpriced_devices: unpriced.len(),
+        kpis,
+    };
+    let mut all_warnings = ingest.warnings.clone();
+    all_warnings.extend(warnings);
+    Report {
+        schema: SCHEMA,
+        window: Window { start: start.and_then(rfc3339), end: end.and_then(rfc3339), timezone: opts.tz_name.clone() },
+        settings: Settings {
+            idle_threshold_pct: opts.profile.idle_threshold_pct,
+            #[allow(clippy::cast_precision_loss)]
+            min_idle_episode_min: opts.profile.min_idle_episode_ms as f64 / 60_000.0,
+            held_idle_min_mib: opts.profile.held_idle_min_mib,
+            #[allow(clippy::cast_precision_loss)]
+            max_gap_s: opts.profile.max_gap_ms as f64 / 1000.0,
+            diagnose: opts.diagnose.clone(),
+            group_by: opts.group_by.name(),
+        },
+        fleet: fleet_out,
+        devices,
+        groups: group_rows,
+        timeline: timeline
+            .into_iter()
+            .map(|(start_ms, (dev_h, util_sum, util_h, idle_h))| FleetHour {
+                start_ms,
+                device_hours: dev_h,
+                mean_utilization_pct: (util_h > 0.0).then(|| util_sum / util_h),
+                idle_hours: idle_h,
+            })
+            .collect(),
+        hour_of_week: how
+            .into_iter()
+            .enumerate()
+            .map(|(i, (cov, util_sum, util_h, idle))| FleetHowBin {
+                #[allow(clippy::cast_possible_truncation)]
+                day: (i / 24) as u8,
+                #[allow(clippy::cast_possible_truncation)]
+                hour: (i % 24) as u8,
+                device_hours: cov,
+                mean_utilization_pct: (util_h > 0.0).then(|| util_sum / util_h),
+                idle_share_pct: (cov > 0.0).then(|| 100.0 * idle / cov),
+            })
+            .collect(),
+        ingest: IngestSummary { warnings: Vec::new(), ..ingest },
+        warnings: all_warnings,
+    }
+}
+
+fn serde_json_like_name(u: &crate::sample::UtilSource) -> Option<String> {
+    use crate::sample::UtilSource;
+    Some(
+        match u {
+            UtilSource::DcgmGrEngineActive => "dcgm_gr_engine_active",
+            UtilSource::DcgmGpuUtil => "dcgm_gpu_util",
+            UtilSource::NvidiaSmi => "nvidia_smi",
+            UtilSource::Mapped => "mapped",
+        }
+        .to_owned(),
+    )
+}
+
+/// The class of every device, for tests and summaries.
+#[must_use]
+pub fn classes(report: &Report) -> BTreeMap<String, Class> {
+    report.devices.iter().map(|d| (d.id.clone(), d.class)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::ProfileBuilder;
+    use crate::sample::{DeviceKey, Sample};
+
+    fn opts() -> ReportOptions {
+        ReportOptions {
+            profile: ProfileSettings::default(),
+            diagnose: DiagnoseSettings::default(),
+            group_by: GroupBy::Host,
+            tz_name: "UTC".into(),
+            now_ms: None,
+            stale_price_days: 180,
+        }
+    }
+
+    #[test]
+    fn dollars_are_hours_times_price() {
+        let st = ProfileSettings::default();
+        let mut b = ProfileBuilder::new(st.clone());
+        let busy = b.device(DeviceKey::new("h1", "GPU-a"));
+        b.info_mut(busy).model_name = Some("NVIDIA A100-SXM4-80GB".into());
+        let idle = b.device(DeviceKey::new("h1", "GPU-b"));
+        b.info_mut(idle).model_name = Some("Tesla T4".into());
+        // 2 hours at 1-minute samples.
+        for m in 0..=120 {
+            let t = m * 60_000;
+            b.push(busy, &Sample { util_pct: Some(90.0), ..Sample::at(t) }).expect("in order");
+            b.push(idle, &Sample { util_pct: Some(0.0), mem_used_mib: Some(0.0), ..Sample::at(t) }).expect("in order");
+        }
+        let profiles = b.build().finish(&st, &jiff::tz::TimeZone::UTC);
+        let r = build(profiles, &PriceBook::default(), &TeamMap::default(), &opts(), IngestSummary::default());
+        assert_eq!(r.fleet.devices, 2);
+        assert!((r.fleet.gpu_hours - 4.0).abs() < 1e-9);
+        let expected = 2.0 * 3.43088125 + 2.0 * 0.526;
+        assert!((r.fleet.cost_usd - expected).abs() < 1e-9);
+        assert!((r.fleet.idle_cost_usd - 2.0 * 0.526).abs() < 1e-9);
+        assert!((r.fleet.mean_utilization_pct.expect("util") - 45.0).abs() < 1e-9);
+        assert_eq!(r.devices[0].id, "h1/GPU-b", "most wasteful first");
+        assert_eq!(r.devices[0].class, Class::Idle);
+        assert_eq!(r.devices[1].class, Class::Saturated);
+    }
+
+    #[test]
+    fn group_by_parses() {
+        assert_eq!(GroupBy::parse("label:team"), Ok(GroupBy::Label("team".into())));
+        assert!(GroupBy::parse("label:").is_err());
+        assert!(GroupBy::parse("planet").is_err());
+    }
+
+    #[test]
+    fn team_map_precedence() {
+        let t = TeamMap::from_toml(
+            "[hosts]\n\"train-*\" = \"research\"\n[namespaces]\n\"serve\" = \"platform\"\n[pods]\n\"jupyter-*\" = \"notebooks\"\n",
+            "teams.toml",
+        )
+        .expect("valid");
+        assert_eq!(t.team("train-1", Some("serve"), Some("jupyter-x")), Some("notebooks"));
+        assert_eq!(t.team("train-1", Some("serve"), Some("p")), Some("platform"));
+        assert_eq!(t.team("train-1", None, None), Some("research"));
+        assert_eq!(t.team("other", None, None), None);
+        assert!(TeamMap::from_toml("[hosts]\na = 1", "t.toml").is_err());
+    }
+}
