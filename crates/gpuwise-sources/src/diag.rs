@@ -1,0 +1,135 @@
+//! Errors and counted skips.
+//!
+//! A problem with one line or one value is a *skip*: counted by kind, the first few shown with
+//! file and line, the rest of the data kept. A problem that makes a whole input unreadable (no
+//! such file, unknown format, a missing required column) is an [`IngestError`]. `--strict`
+//! turns the first skip into an error.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::path::PathBuf;
+
+use gpuwise_core::report::Warning;
+
+/// How many examples of each kind of skip are kept.
+pub const EXAMPLES: usize = 5;
+
+/// An error that stops reading.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// Cannot open or read an input.
+    #[error("cannot read `{}`", path.display())]
+    Io {
+        /// The input.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A path or glob that names no file.
+    #[error("`{0}` matches no file")]
+    NoMatch(String),
+    /// An input that cannot be read as any (or the forced) format.
+    #[error("`{file}`: {message}")]
+    Format {
+        /// The input.
+        file: String,
+        /// What is wrong, and how to fix it.
+        message: String,
+    },
+    /// A skip under `--strict`.
+    #[error("`{file}` line {line}: {message} (--strict turns skipped lines into errors)")]
+    Strict {
+        /// The input.
+        file: String,
+        /// 1-based line.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// Bad options.
+    #[error("{0}")]
+    Usage(String),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Kind {
+    count: u64,
+    examples: Vec<(String, u64, String)>,
+}
+
+/// Counted skips and reading statistics of one piece of input. Mergeable.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Lines read.
+    pub lines: u64,
+    /// Samples produced.
+    pub samples: u64,
+    kinds: BTreeMap<&'static str, Kind>,
+}
+
+impl Tally {
+    /// Count a skip of `kind` at `file:line`.
+    pub fn skip(&mut self, kind: &'static str, file: &str, line: u64, message: impl Display) {
+        let k = self.kinds.entry(kind).or_default();
+        k.count += 1;
+        if k.examples.len() < EXAMPLES {
+            k.examples.push((file.to_owned(), line, message.to_string()));
+        }
+    }
+
+    /// Total skips.
+    #[must_use]
+    pub fn skipped(&self) -> u64 {
+        self.kinds.values().map(|k| k.count).sum()
+    }
+
+    /// Skips of one kind.
+    #[must_use]
+    pub fn count(&self, kind: &str) -> u64 {
+        self.kinds.get(kind).map_or(0, |k| k.count)
+    }
+
+    /// Add `other` (a later piece: its examples come after ours).
+    pub fn merge(&mut self, other: Tally) {
+        self.lines += other.lines;
+        self.samples += other.samples;
+        for (name, k) in other.kinds {
+            let mine = self.kinds.entry(name).or_default();
+            mine.count += k.count;
+            for ex in k.examples {
+                if mine.examples.len() < EXAMPLES {
+                    mine.examples.push(ex);
+                }
+            }
+        }
+    }
+
+    /// The first skip, as a `--strict` error.
+    #[must_use]
+    pub fn first_error(&self) -> Option<IngestError> {
+        self.kinds
+            .values()
+            .flat_map(|k| k.examples.iter())
+            .min_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)))
+            .map(|(file, line, message)| IngestError::Strict { file: file.clone(), line: *line, message: message.clone() })
+    }
+
+    /// One warning per kind, with the examples.
+    #[must_use]
+    pub fn warnings(&self) -> Vec<Warning> {
+        self.kinds
+            .iter()
+            .map(|(kind, k)| {
+                let examples: Vec<String> =
+                    k.examples.iter().map(|(f, l, m)| if *l > 0 { format!("`{f}` line {l}: {m}") } else { format!("`{f}`: {m}") }).collect();
+                let more = if k.count > examples.len() as u64 { format!("; {} more", k.count - examples.len() as u64) } else { String::new() };
+                Warning {
+                    kind: (*kind).to_owned(),
+                    message: format!("{} skipped ({}{more})", k.count, examples.join("; ")),
+                    count: k.count,
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,205 @@
+//! Generic CSV exports with a column map (`--map timestamp=ts,device=gpu_id,util=value`).
+//!
+//! Keys: `timestamp` (required; RFC 3339, epoch seconds or milliseconds, or a naive date-time
+//! in `--tz`), `device` (else one device per host), `host`, `model`, `namespace`, `pod`, and the
+//! readings `util`, `sm_active`, `sm_occupancy`, `tensor_active`, `dram_active`, `mem_bw_util`
+//! (percent 0–100; add `_ratio` to the key for a 0–1 column, e.g. `util_ratio=gr_active`),
+//! `mem_used_mib`, `mem_total_mib`, `power_w`, `power_limit_w`. At least one reading is
+//! required. The file is read with a real CSV parser (quotes allowed), in one piece, and must
+//! be in time order per device.
+
+use std::collections::HashMap;
+use std::io::Read;
+
+use gpuwise_core::profile::{DeviceId, ProfileBuilder};
+use gpuwise_core::sample::UtilSource;
+use gpuwise_core::{DeviceKey, Sample};
+
+use crate::diag::{IngestError, Tally};
+use crate::time::{self, LocalClock};
+use crate::value;
+
+/// A reading's target in a [`Sample`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reading {
+    Util,
+    SmActive,
+    SmOccupancy,
+    Tensor,
+    Dram,
+    MemBw,
+    MemUsed,
+    MemTotal,
+    Power,
+    PowerLimit,
+}
+
+/// Parsed `--map`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ColumnMap {
+    entries: Vec<(String, String)>,
+}
+
+const ID_KEYS: &[&str] = &["timestamp", "device", "host", "model", "namespace", "pod"];
+
+fn reading(key: &str) -> Option<(Reading, f64)> {
+    let (base, scale) = key.strip_suffix("_ratio").map_or((key, 1.0), |b| (b, 100.0));
+    let r = match base {
+        "util" => Reading::Util,
+        "sm_active" => Reading::SmActive,
+        "sm_occupancy" => Reading::SmOccupancy,
+        "tensor_active" => Reading::Tensor,
+        "dram_active" => Reading::Dram,
+        "mem_bw_util" => Reading::MemBw,
+        "mem_used_mib" if scale == 1.0 => Reading::MemUsed,
+        "mem_total_mib" if scale == 1.0 => Reading::MemTotal,
+        "power_w" if scale == 1.0 => Reading::Power,
+        "power_limit_w" if scale == 1.0 => Reading::PowerLimit,
+        _ => return None,
+    };
+    Some((r, scale))
+}
+
+impl ColumnMap {
+    /// Parse `key=column` pairs (each spec may hold several, comma-separated).
+    pub fn parse(specs: &[String]) -> Result<Self, String> {
+        let mut entries = Vec::new();
+        for spec in specs {
+            for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let (k, v) = pair.split_once('=').ok_or_else(|| format!("--map entry `{pair}` is not key=column"))?;
+                let k = k.trim();
+                if !ID_KEYS.contains(&k) && reading(k).is_none() {
+                    return Err(format!(
+                        "--map key `{k}` is unknown; keys: {}, util, sm_active, sm_occupancy, tensor_active, dram_active, mem_bw_util (each also as *_ratio), mem_used_mib, mem_total_mib, power_w, power_limit_w",
+                        ID_KEYS.join(", ")
+                    ));
+                }
+                entries.push((k.to_owned(), v.trim().to_owned()));
+            }
+        }
+        if !entries.iter().any(|(k, _)| k == "timestamp") {
+            return Err("--map needs `timestamp=COLUMN`".into());
+        }
+        if !entries.iter().any(|(k, _)| reading(k).is_some()) {
+            return Err("--map needs at least one reading (util=, mem_used_mib=, power_w=, …)".into());
+        }
+        Ok(Self { entries })
+    }
+}
+
+/// Read a whole generic CSV.
+#[allow(clippy::too_many_lines)]
+pub fn read(
+    r: impl Read,
+    map: &ColumnMap,
+    file: &str,
+    host: Option<&str>,
+    stem: &str,
+    clock: &mut LocalClock,
+    b: &mut ProfileBuilder,
+    t: &mut Tally,
+) -> Result<(), IngestError> {
+    let mut rdr = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(r);
+    let headers = rdr
+        .headers()
+        .map_err(|e| IngestError::Format { file: file.to_owned(), message: format!("cannot read the CSV header: {e}") })?
+        .clone();
+    let col = |name: &str| -> Result<usize, IngestError> {
+        headers.iter().position(|h| h == name).ok_or_else(|| IngestError::Format {
+            file: file.to_owned(),
+            message: format!("--map names column `{name}`, which is not in the header ({})", headers.iter().collect::<Vec<_>>().join(", ")),
+        })
+    };
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    let mut readings: Vec<(usize, Reading, f64, &str)> = Vec::new();
+    for (k, c) in &map.entries {
+        let i = col(c)?;
+        match reading(k) {
+            Some((r, scale)) => readings.push((i, r, scale, c.as_str())),
+            None => {
+                ids.insert(k.as_str(), i);
+            }
+        }
+    }
+    let ts_col = ids["timestamp"];
+    let mut devices: HashMap<(String, String), DeviceId> = HashMap::new();
+    let mut record = csv::StringRecord::new();
+    loop {
+        match rdr.read_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => {
+                let line = e.position().map_or(0, csv::Position::line);
+                t.lines += 1;
+                t.skip("bad_line", file, line, format!("not valid CSV: {e}"));
+                continue;
+            }
+        }
+        let line = record.position().map_or(0, csv::Position::line);
+        t.lines += 1;
+        if record.len() != headers.len() {
+            t.skip("wrong_column_count", file, line, format!("expected {} columns, found {}", headers.len(), record.len()));
+            continue;
+        }
+        let get = |key: &str| ids.get(key).map(|i| &record[*i]);
+        let Some((ts, _)) = time::parse_instant(&record[ts_col], clock) else {
+            t.skip("bad_timestamp", file, line, format!("`{}` is not a timestamp: `{}`", headers.get(ts_col).unwrap_or(""), &record[ts_col]));
+            continue;
+        };
+        let mut s = Sample::at(ts);
+        for &(i, r, scale, name) in &readings {
+            let raw = record[i].as_bytes();
+            if value::is_missing(raw) {
+                continue;
+            }
+            let Some(v) = value::fast_float(&record[i]) else {
+                t.skip("bad_value", file, line, format!("`{name}` is not a number: `{}` (value dropped)", &record[i]));
+                continue;
+            };
+            #[allow(clippy::cast_possible_truncation)]
+            let v = Some((v * scale) as f32);
+            match r {
+                Reading::Util => s.util_pct = v,
+                Reading::SmActive => s.sm_active_pct = v,
+                Reading::SmOccupancy => s.sm_occupancy_pct = v,
+                Reading::Tensor => s.tensor_active_pct = v,
+                Reading::Dram => s.dram_active_pct = v,
+                Reading::MemBw => s.mem_bw_util_pct = v,
+                Reading::MemUsed => s.mem_used_mib = v,
+                Reading::MemTotal => s.mem_total_mib = v,
+                Reading::Power => s.power_w = v,
+                Reading::PowerLimit => s.power_limit_w = v,
+            }
+        }
+        s.sanitize(|inv| t.skip("invalid_value", file, line, format!("{inv} (value dropped)")));
+        let h = host.map(str::to_owned).or_else(|| get("host").filter(|h| !h.is_empty()).map(str::to_owned)).unwrap_or_else(|| stem.to_owned());
+        let d = get("device").unwrap_or("gpu").to_owned();
+        let id = match devices.get(&(h.clone(), d.clone())) {
+            Some(id) => *id,
+            None => {
+                let id = b.device(DeviceKey::new(h.clone(), d.clone()));
+                devices.insert((h, d), id);
+                let info = b.info_mut(id);
+                info.util_source = Some(UtilSource::Mapped);
+                id
+            }
+        };
+        {
+            let info = b.info_mut(id);
+            if info.model_name.is_none() {
+                info.model_name = get("model").filter(|m| !m.is_empty()).map(str::to_owned);
+            }
+            for k in ["namespace", "pod"] {
+                if let Some(v) = get(k) {
+                    info.add_label(k, v, 1);
+                }
+            }
+        }
+        if s.is_empty() {
+            t.skip("empty_sample", file, line, "no readable value on the line");
+        } else if b.push(id, &s).is_ok() {
+            t.samples += 1;
+        }
+    }
+    Ok(())
+}

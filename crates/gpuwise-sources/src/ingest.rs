@@ -1,0 +1,416 @@
+//! Reading inputs into a profile: format detection, chunked parallel parsing, merging.
+//!
+//! Line-oriented formats (nvidia-smi CSV, timed dmon) are cut into blocks at line boundaries;
+//! a batch of blocks is parsed in parallel (one profile per block), and the block profiles are
+//! joined in order after each batch, so memory stays bounded by the number of devices and the
+//! batch size, not by the input. Many inputs are read in parallel too. DCGM scrapes and generic
+//! CSV are read one file at a time (files in parallel).
+
+use std::io::{BufRead, Read};
+
+use gpuwise_core::profile::{Profile, ProfileBuilder};
+use gpuwise_core::settings::ProfileSettings;
+use gpuwise_core::EpochMs;
+use jiff::tz::TimeZone;
+use rayon::prelude::*;
+
+use crate::diag::{IngestError, Tally};
+use crate::generic::ColumnMap;
+use crate::input::{self, Input};
+use crate::time::LocalClock;
+use crate::{dcgm, dmon, generic, smi};
+
+/// Input formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// `nvidia-smi --query-gpu … --format=csv`.
+    NvidiaSmi,
+    /// `nvidia-smi dmon`.
+    Dmon,
+    /// DCGM exporter scrape (Prometheus text).
+    Dcgm,
+    /// Generic CSV with `--map`.
+    Csv,
+}
+
+impl Format {
+    /// Parse a `--input-format` value.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "nvidia-smi" | "smi" => Ok(Self::NvidiaSmi),
+            "dmon" => Ok(Self::Dmon),
+            "dcgm" | "prometheus" => Ok(Self::Dcgm),
+            "csv" => Ok(Self::Csv),
+            other => Err(format!("`{other}` is not one of nvidia-smi, dmon, dcgm, csv")),
+        }
+    }
+
+    /// The name `--input-format` takes.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NvidiaSmi => "nvidia-smi",
+            Self::Dmon => "dmon",
+            Self::Dcgm => "dcgm",
+            Self::Csv => "csv",
+        }
+    }
+}
+
+/// Options of [`read_all`].
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// Force a format (else detected per input).
+    pub format: Option<Format>,
+    /// Force the host of every device.
+    pub host: Option<String>,
+    /// Time zone of naive local timestamps.
+    pub tz: TimeZone,
+    /// Column names of `noheader` nvidia-smi logs, in query order.
+    pub columns: Option<Vec<String>>,
+    /// Column map of generic CSV.
+    pub map: Option<ColumnMap>,
+    /// Turn the first skip into an error.
+    pub strict: bool,
+    /// How samples become time.
+    pub profile: ProfileSettings,
+    /// Start time of untimed dmon logs.
+    pub start_ms: Option<EpochMs>,
+    /// Interval of untimed dmon rows.
+    pub interval_ms: u64,
+    /// Block size for parallel parsing.
+    pub block_bytes: usize,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        Self {
+            format: None,
+            host: None,
+            tz: TimeZone::UTC,
+            columns: None,
+            map: None,
+            strict: false,
+            profile: ProfileSettings::default(),
+            start_ms: None,
+            interval_ms: 1000,
+            block_bytes: 4 << 20,
+        }
+    }
+}
+
+/// The result of reading.
+#[derive(Debug, Default)]
+pub struct Ingested {
+    /// Per-device accumulators.
+    pub profile: Profile,
+    /// Lines, samples and skips.
+    pub tally: Tally,
+    /// Each input's name and format.
+    pub formats: Vec<(String, Format)>,
+}
+
+const HEAD: usize = 64 << 10;
+const MAX_LINE: usize = 1 << 20;
+
+/// Detect the format from the first bytes of an input.
+pub fn detect(head: &[u8], opts: &ReadOptions) -> Result<Format, String> {
+    let text = String::from_utf8_lossy(head);
+    let text = text.trim_start_matches('\u{feff}');
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let Some(first) = lines.next() else {
+        return Err("is empty".into());
+    };
+    let first_lower = first.to_ascii_lowercase();
+    if first_lower.starts_with("#date") || first_lower.trim_start_matches('#').split_whitespace().next() == Some("gpu") {
+        return Ok(Format::Dmon);
+    }
+    let dcgmish = |l: &str| {
+        let l = l.trim_start_matches("# HELP ").trim_start_matches("# TYPE ");
+        l.starts_with("DCGM_") || l.starts_with("dcgm_")
+    };
+    if dcgmish(first) || text.lines().take(200).any(dcgmish) {
+        return Ok(Format::Dcgm);
+    }
+    if opts.map.is_some() {
+        return Ok(Format::Csv);
+    }
+    if first.contains(',') && (smi::looks_like_header(first) || opts.columns.is_some()) {
+        return Ok(Format::NvidiaSmi);
+    }
+    let shown: String = first.chars().take(80).collect();
+    Err(format!(
+        "cannot tell the format (first line: `{shown}`); pass --input-format nvidia-smi|dmon|dcgm|csv (a noheader nvidia-smi log needs --columns, a generic CSV needs --map)"
+    ))
+}
+
+/// Read all inputs in parallel into one profile.
+pub fn read_all(inputs: &[Input], opts: &ReadOptions, progress: &(dyn Fn(u64) + Sync)) -> Result<Ingested, IngestError> {
+    let parts: Vec<Result<(Profile, Tally, Format), IngestError>> =
+        inputs.par_iter().map(|i| read_one(i, opts, progress)).collect();
+    let mut out = Ingested::default();
+    for (input, part) in inputs.iter().zip(parts) {
+        let (p, t, f) = part?;
+        out.profile.merge(p);
+        out.tally.merge(t);
+        out.formats.push((input.name.clone(), f));
+    }
+    if opts.strict {
+        if let Some(e) = out.tally.first_error() {
+            return Err(e);
+        }
+    }
+    Ok(out)
+}
+
+/// Read one input.
+pub fn read_one(input: &Input, opts: &ReadOptions, progress: &(dyn Fn(u64) + Sync)) -> Result<(Profile, Tally, Format), IngestError> {
+    let io_err = |source| IngestError::Io { path: input.path.clone().unwrap_or_else(|| "-".into()), source };
+    let mut reader = input::open(input)?;
+    let mut head = Vec::with_capacity(HEAD);
+    (&mut reader).take(HEAD as u64).read_to_end(&mut head).map_err(io_err)?;
+    let format = match opts.format {
+        Some(f) => f,
+        None => detect(&head, opts).map_err(|message| IngestError::Format { file: input.name.clone(), message })?,
+    };
+    let stem = input.host_stem();
+    let host = opts.host.clone().unwrap_or_else(|| stem.clone());
+    let file = input.name.as_str();
+    let fmt_err = |message: String| IngestError::Format { file: file.to_owned(), message };
+    let mut all = std::io::Cursor::new(head).chain(reader);
+    let settings = &opts.profile;
+    match format {
+        Format::NvidiaSmi => {
+            let (layout, _) = smi_layout(all.get_ref().0.get_ref(), opts).map_err(fmt_err)?;
+            let force_host = opts.host.is_some();
+            let (profile, tally) = blocks(&mut all, opts, progress, |data, first, b, t| {
+                let mut r = smi::SmiReader::new(&layout, file, &host, force_host, LocalClock::new(opts.tz.clone()));
+                r.read(data, first, b, t);
+            })
+            .map_err(io_err)?;
+            Ok((profile, tally, format))
+        }
+        Format::Dmon => {
+            let head_text = String::from_utf8_lossy(all.get_ref().0.get_ref()).into_owned();
+            let header = head_text
+                .lines()
+                .find(|l| l.trim_start().starts_with('#'))
+                .ok_or_else(|| fmt_err("no `# gpu …` header line (dmon prints it first)".into()))?;
+            let layout = dmon::Layout::from_header(header).map_err(fmt_err)?;
+            if layout.timed() {
+                let (profile, tally) = blocks(&mut all, opts, progress, |data, first, b, t| {
+                    let mut r = dmon::DmonReader::new(&layout, file, &host, LocalClock::new(opts.tz.clone()), None, opts.interval_ms);
+                    r.read(data, first, b, t);
+                })
+                .map_err(io_err)?;
+                Ok((profile, tally, format))
+            } else {
+                let Some(start) = opts.start_ms else {
+                    return Err(fmt_err(
+                        "the dmon log has no date and time columns: collect with `nvidia-smi dmon -o DT`, or pass --start (and --interval if not 1 s)".into(),
+                    ));
+                };
+                let mut data = Vec::new();
+                all.read_to_end(&mut data).map_err(io_err)?;
+                progress(data.len() as u64);
+                let mut b = ProfileBuilder::new(settings.clone());
+                let mut t = Tally::default();
+                dmon::DmonReader::new(&layout, file, &host, LocalClock::new(opts.tz.clone()), Some(start), opts.interval_ms).read(&data, 1, &mut b, &mut t);
+                Ok((b.build(), t, format))
+            }
+        }
+        Format::Dcgm => {
+            let mut data = Vec::new();
+            all.read_to_end(&mut data).map_err(io_err)?;
+            progress(data.len() as u64);
+            let text = String::from_utf8_lossy(&data);
+            let file_ts = input::file_time_ms(input);
+            let mut b = ProfileBuilder::new(settings.clone());
+            let mut t = Tally::default();
+            dcgm::read(&text, file, opts.host.as_deref(), &stem, file_ts, &mut b, &mut t);
+            Ok((b.build(), t, format))
+        }
+        Format::Csv => {
+            let map = opts.map.as_ref().ok_or_else(|| fmt_err("generic CSV needs --map timestamp=COL,util=COL,…".into()))?;
+            let mut b = ProfileBuilder::new(settings.clone());
+            let mut t = Tally::default();
+            let mut clock = LocalClock::new(opts.tz.clone());
+            generic::read(all, map, file, opts.host.as_deref(), &stem, &mut clock, &mut b, &mut t)?;
+            Ok((b.build(), t, format))
+        }
+    }
+}
+
+/// The nvidia-smi layout from the head of a file: its header, or `--columns`.
+fn smi_layout(head: &[u8], opts: &ReadOptions) -> Result<(smi::Layout, bool), String> {
+    let text = String::from_utf8_lossy(head);
+    let first = text.trim_start_matches('\u{feff}').lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#'));
+    match (first, &opts.columns) {
+        (Some(line), _) if smi::looks_like_header(line) => {
+            let names: Vec<String> = line.split(',').map(str::to_owned).collect();
+            Ok((smi::Layout::new(&names, Some(line.as_bytes().to_vec()))?, true))
+        }
+        (_, Some(cols)) => Ok((smi::Layout::new(cols, None)?, false)),
+        _ => Err("no header line: a `--format=csv,noheader` log needs --columns with the --query-gpu list used to collect it".into()),
+    }
+}
+
+/// Parse a line-oriented input in parallel batches of blocks.
+fn blocks(
+    r: &mut impl BufRead,
+    opts: &ReadOptions,
+    progress: &(dyn Fn(u64) + Sync),
+    parse: impl Fn(&[u8], u64, &mut ProfileBuilder, &mut Tally) + Sync,
+) -> std::io::Result<(Profile, Tally)> {
+    let batch_len = 2 * rayon::current_num_threads().max(1);
+    let mut cutter = BlockCutter::new(opts.block_bytes);
+    let mut profile = Profile::default();
+    let mut tally = Tally::default();
+    loop {
+        let mut batch = Vec::with_capacity(batch_len);
+        while batch.len() < batch_len {
+            match cutter.next(r)? {
+                Some(b) => batch.push(b),
+                None => break,
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let results: Vec<(Profile, Tally)> = batch
+            .par_iter()
+            .map(|blk| {
+                let mut b = ProfileBuilder::new(opts.profile.clone());
+                let mut t = Tally::default();
+                parse(&blk.data, blk.first_line, &mut b, &mut t);
+                (b.build(), t)
+            })
+            .collect();
+        for (blk, (p, mut t)) in batch.iter().zip(results) {
+            progress(blk.data.len() as u64);
+            for line in &blk.overlong {
+                t.lines += 1;
+                t.skip("line_too_long", "", *line, format!("line longer than {} bytes", MAX_LINE));
+            }
+            profile.merge(p);
+            tally.merge(t);
+        }
+        profile.compact(&opts.profile);
+    }
+    Ok((profile, tally))
+}
+
+struct Block {
+    data: Vec<u8>,
+    first_line: u64,
+    overlong: Vec<u64>,
+}
+
+/// Cuts a stream into blocks that end at a line boundary.
+struct BlockCutter {
+    size: usize,
+    carry: Vec<u8>,
+    next_line: u64,
+    skipping: bool,
+    done: bool,
+}
+
+impl BlockCutter {
+    fn new(size: usize) -> Self {
+        Self { size: size.max(1024), carry: Vec::new(), next_line: 1, skipping: false, done: false }
+    }
+
+    fn next(&mut self, r: &mut impl BufRead) -> std::io::Result<Option<Block>> {
+        let mut overlong = Vec::new();
+        loop {
+            if self.done {
+                if self.carry.is_empty() {
+                    return Ok(None);
+                }
+                let data = std::mem::take(&mut self.carry);
+                return Ok(Some(self.emit(data, overlong)));
+            }
+            let buf = r.fill_buf()?;
+            if buf.is_empty() {
+                self.done = true;
+                continue;
+            }
+            let n = buf.len();
+            if self.skipping {
+                // Inside an over-long line: drop bytes up to its end.
+                if let Some(i) = memchr::memchr(b'\n', buf) {
+                    r.consume(i + 1);
+                    self.skipping = false;
+                    self.next_line += 1;
+                } else {
+                    r.consume(n);
+                }
+                continue;
+            }
+            self.carry.extend_from_slice(buf);
+            r.consume(n);
+            let done_len = memchr::memrchr(b'\n', &self.carry).map_or(0, |i| i + 1);
+            if self.carry.len() - done_len > MAX_LINE {
+                // The unfinished line is over-long: emit the lines before it, skip the rest of it.
+                self.carry.truncate(done_len);
+                let data = std::mem::take(&mut self.carry);
+                let lines_before = memchr::memchr_iter(b'\n', &data).count() as u64;
+                overlong.push(self.next_line + lines_before);
+                self.skipping = true;
+                let block = self.emit(data, overlong);
+                return Ok(Some(block));
+            }
+            if self.carry.len() >= self.size && done_len > 0 {
+                let rest = self.carry.split_off(done_len);
+                let data = std::mem::replace(&mut self.carry, rest);
+                return Ok(Some(self.emit(data, overlong)));
+            }
+        }
+    }
+
+    fn emit(&mut self, data: Vec<u8>, overlong: Vec<u64>) -> Block {
+        let first_line = self.next_line;
+        self.next_line += memchr::memchr_iter(b'\n', &data).count() as u64;
+        Block { data, first_line, overlong }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cutter_keeps_lines_whole_and_counts_them() {
+        let text: String = (1..=1000).map(|i| format!("line {i}\n")).collect();
+        let mut r = std::io::BufReader::with_capacity(100, text.as_bytes());
+        let mut c = BlockCutter::new(1024);
+        let mut joined = Vec::new();
+        let mut expect_line = 1;
+        while let Some(b) = c.next(&mut r).expect("io") {
+            assert_eq!(b.first_line, expect_line);
+            assert!(b.data.ends_with(b"\n"));
+            let first = String::from_utf8_lossy(&b.data).lines().next().unwrap_or("").to_owned();
+            assert_eq!(first, format!("line {expect_line}"));
+            expect_line += b.data.iter().filter(|c| **c == b'\n').count() as u64;
+            joined.extend_from_slice(&b.data);
+        }
+        assert_eq!(joined, text.as_bytes());
+    }
+
+    #[test]
+    fn cutter_drops_overlong_lines() {
+        let mut text = b"a\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', 2 * MAX_LINE));
+        text.extend_from_slice(b"\nb\n");
+        let mut r = std::io::BufReader::with_capacity(4096, &text[..]);
+        let mut c = BlockCutter::new(1024);
+        let mut out = Vec::new();
+        let mut over = Vec::new();
+        while let Some(b) = c.next(&mut r).expect("io") {
+            out.extend_from_slice(&b.data);
+            over.extend(b.overlong);
+        }
+        assert_eq!(over, vec![2]);
+        assert_eq!(out, b"a\nb\n");
+    }
+}

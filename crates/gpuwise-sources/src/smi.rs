@@ -1,0 +1,286 @@
+//! `nvidia-smi --query-gpu=… --format=csv[,noheader][,nounits]` logs.
+//!
+//! Columns are found by header name (any order; a trailing ` [unit]` is stripped and aliases
+//! such as `gpu_uuid` are folded to the canonical name), or, for `noheader` logs, from
+//! `--columns` in query order. Rows are split on commas (nvidia-smi never quotes) and must
+//! have as many fields as the header; a line equal to the header (a restarted loop) is skipped
+//! silently. Timestamps are `YYYY/MM/DD HH:MM:SS[.mmm]` in the host's local time (`--tz`).
+
+use std::collections::HashMap;
+
+use gpuwise_core::profile::{DeviceId, ProfileBuilder};
+use gpuwise_core::sample::UtilSource;
+use gpuwise_core::{DeviceKey, Sample};
+
+use crate::diag::Tally;
+use crate::time::{LocalClock, LocalKind};
+use crate::value::{self, BadValue, Unit};
+
+/// Which column holds what.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// Number of columns.
+    pub columns: usize,
+    /// Column names (canonical).
+    pub names: Vec<String>,
+    /// The header line as printed, to skip repeats.
+    pub header: Option<Vec<u8>>,
+    ts: Option<usize>,
+    name: Option<usize>,
+    uuid: Option<usize>,
+    bus: Option<usize>,
+    index: Option<usize>,
+    hostname: Option<usize>,
+    values: Vec<(usize, Field)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Util,
+    MemUtil,
+    MemUsed,
+    MemTotal,
+    Power,
+    PowerLimit,
+}
+
+/// Canonical name of a query field or header token: strip ` [unit]`, lower-case, fold aliases.
+#[must_use]
+pub fn canonical(token: &str) -> String {
+    let t = token.trim();
+    let t = t.split_once(" [").map_or(t, |(a, _)| a).trim().to_ascii_lowercase();
+    let alias = match t.as_str() {
+        "gpu_name" => "name",
+        "gpu_uuid" => "uuid",
+        "gpu_bus_id" => "pci.bus_id",
+        "gpu_serial" => "serial",
+        "clocks.gr" => "clocks.current.graphics",
+        "clocks.sm" => "clocks.current.sm",
+        "clocks.mem" => "clocks.current.memory",
+        "gpu.power.draw.average" => "power.draw.average",
+        "gpu.power.draw.instant" => "power.draw.instant",
+        "gpu.power.requested_limit" => "power.limit",
+        "gpu.power.current_limit" => "enforced.power.limit",
+        "clocks_throttle_reasons.active" => "clocks_event_reasons.active",
+        other => other,
+    };
+    alias.to_owned()
+}
+
+/// Field names that only an nvidia-smi query prints; used to recognize a header.
+const KNOWN: &[&str] = &[
+    "timestamp",
+    "name",
+    "uuid",
+    "index",
+    "pci.bus_id",
+    "utilization.gpu",
+    "utilization.memory",
+    "memory.used",
+    "memory.total",
+    "memory.free",
+    "power.draw",
+    "temperature.gpu",
+    "driver_version",
+];
+
+/// Whether a line looks like an nvidia-smi CSV header.
+#[must_use]
+pub fn looks_like_header(line: &str) -> bool {
+    line.split(',').map(canonical).filter(|t| KNOWN.contains(&t.as_str())).count() >= 2
+}
+
+impl Layout {
+    /// Layout from column names (a header line split on commas, or `--columns`).
+    pub fn new(names: &[String], header: Option<Vec<u8>>) -> Result<Self, String> {
+        let names: Vec<String> = names.iter().map(|n| canonical(n)).collect();
+        let find = |want: &str| names.iter().position(|n| n == want);
+        let mut l = Layout {
+            columns: names.len(),
+            ts: find("timestamp"),
+            name: find("name"),
+            uuid: find("uuid"),
+            bus: find("pci.bus_id"),
+            index: find("index"),
+            hostname: find("hostname"),
+            header,
+            ..Layout::default()
+        };
+        for (want, field) in [
+            ("utilization.gpu", Field::Util),
+            ("utilization.memory", Field::MemUtil),
+            ("memory.used", Field::MemUsed),
+            ("memory.total", Field::MemTotal),
+        ] {
+            if let Some(i) = find(want) {
+                l.values.push((i, field));
+            }
+        }
+        if let Some(i) = find("power.draw").or_else(|| find("power.draw.average")).or_else(|| find("power.draw.instant")) {
+            l.values.push((i, Field::Power));
+        }
+        if let Some(i) = find("enforced.power.limit").or_else(|| find("power.limit")) {
+            l.values.push((i, Field::PowerLimit));
+        }
+        l.names = names;
+        if l.ts.is_none() {
+            return Err("no `timestamp` column: collect with `--query-gpu=timestamp,…` so samples can be placed in time".into());
+        }
+        if l.values.is_empty() {
+            return Err("none of utilization.gpu, utilization.memory, memory.used, memory.total, power.draw is present: nothing to measure".into());
+        }
+        Ok(l)
+    }
+}
+
+/// Per-chunk reader state: device lookup cache.
+pub struct SmiReader<'a> {
+    layout: &'a Layout,
+    file: &'a str,
+    host: &'a str,
+    force_host: bool,
+    clock: LocalClock,
+    devices: HashMap<Vec<u8>, DeviceId>,
+    /// Field boundaries of the current line, reused across lines.
+    spans: Vec<(usize, usize)>,
+}
+
+impl<'a> SmiReader<'a> {
+    /// A reader for one chunk of `file`.
+    #[must_use]
+    pub fn new(layout: &'a Layout, file: &'a str, host: &'a str, force_host: bool, clock: LocalClock) -> Self {
+        Self { layout, file, host, force_host, clock, devices: HashMap::new(), spans: Vec::with_capacity(layout.columns) }
+    }
+
+    /// Read every line of `data`, the first being line `first_line` of the file.
+    pub fn read(&mut self, data: &[u8], first_line: u64, b: &mut ProfileBuilder, t: &mut Tally) {
+        let mut line_no = first_line;
+        for raw in data.split(|c| *c == b'\n') {
+            let line = value::trim(raw);
+            if !line.is_empty() {
+                t.lines += 1;
+                self.line(line, line_no, b, t);
+            }
+            line_no += 1;
+        }
+    }
+
+    #[allow(clippy::too_many_lines)]
+    fn line(&mut self, line: &[u8], line_no: u64, b: &mut ProfileBuilder, t: &mut Tally) {
+        let layout = self.layout;
+        if line[0] == b'#' || layout.header.as_deref() == Some(line) {
+            return;
+        }
+        self.spans.clear();
+        let mut start = 0;
+        for end in memchr::memchr_iter(b',', line).chain(std::iter::once(line.len())) {
+            self.spans.push((start, end));
+            start = end + 1;
+        }
+        let field = |i: usize| -> &[u8] {
+            let (a, z) = self.spans[i];
+            value::trim(&line[a..z])
+        };
+        if self.spans.len() != layout.columns {
+            t.skip(
+                "wrong_column_count",
+                self.file,
+                line_no,
+                format!("expected {} columns, found {}", layout.columns, self.spans.len()),
+            );
+            return;
+        }
+        let Some(ts_i) = layout.ts else { return };
+        let Some(local) = crate::time::parse_naive(field(ts_i)) else {
+            t.skip(
+                "bad_timestamp",
+                self.file,
+                line_no,
+                format!("`timestamp` is not YYYY/MM/DD HH:MM:SS[.mmm]: `{}`", String::from_utf8_lossy(field(ts_i))),
+            );
+            return;
+        };
+        let (ts, kind) = self.clock.to_utc(local);
+        match kind {
+            LocalKind::Unique => {}
+            LocalKind::Ambiguous => t.skip("dst_ambiguous", self.file, line_no, "local time repeats at the end of daylight saving: first occurrence assumed (sample kept)"),
+            LocalKind::Skipped => t.skip("dst_nonexistent", self.file, line_no, "local time does not exist (daylight-saving gap): read with the earlier offset (sample kept)"),
+        }
+        let mut s = Sample::at(ts);
+        for &(i, kind) in &layout.values {
+            let unit = match kind {
+                Field::Util | Field::MemUtil => Unit::Percent,
+                Field::MemUsed | Field::MemTotal => Unit::Mib,
+                Field::Power | Field::PowerLimit => Unit::Watts,
+            };
+            match value::parse(field(i), unit) {
+                Ok(v) => {
+                    let slot = match kind {
+                        Field::Util => &mut s.util_pct,
+                        Field::MemUtil => &mut s.mem_bw_util_pct,
+                        Field::MemUsed => &mut s.mem_used_mib,
+                        Field::MemTotal => &mut s.mem_total_mib,
+                        Field::Power => &mut s.power_w,
+                        Field::PowerLimit => &mut s.power_limit_w,
+                    };
+                    *slot = v;
+                }
+                Err(e) => {
+                    let what = match e {
+                        BadValue::NotNumber => "is not a number",
+                        BadValue::Unit(_) => "has a unit that does not belong to the column",
+                    };
+                    t.skip(
+                        "bad_value",
+                        self.file,
+                        line_no,
+                        format!("`{}` {what}: `{}` (value dropped)", layout.names[i], String::from_utf8_lossy(field(i))),
+                    );
+                }
+            }
+        }
+        let file = self.file;
+        s.sanitize(|inv| t.skip("invalid_value", file, line_no, format!("{inv} (value dropped)")));
+        // Device identity: uuid, else PCI bus id, else index, else one device per host.
+        let id_field = layout.uuid.or(layout.bus).or(layout.index).map_or(&b""[..], |i| field(i));
+        let host_field = match layout.hostname {
+            Some(i) if !self.force_host && !value::is_missing(field(i)) => field(i),
+            _ => b"",
+        };
+        let mut cache_key = Vec::with_capacity(host_field.len() + id_field.len() + 1);
+        cache_key.extend_from_slice(host_field);
+        cache_key.push(0);
+        cache_key.extend_from_slice(id_field);
+        let id = match self.devices.get(&cache_key) {
+            Some(id) => *id,
+            None => {
+                let host = if host_field.is_empty() { self.host.to_owned() } else { String::from_utf8_lossy(host_field).into_owned() };
+                let gpu = match (layout.uuid, layout.bus, layout.index) {
+                    (Some(i), ..) | (None, Some(i), _) => String::from_utf8_lossy(field(i)).into_owned(),
+                    (None, None, Some(i)) => format!("gpu{}", String::from_utf8_lossy(field(i))),
+                    (None, None, None) => "gpu".to_owned(),
+                };
+                let id = b.device(DeviceKey::new(host, gpu));
+                let info = b.info_mut(id);
+                info.util_source = Some(UtilSource::NvidiaSmi);
+                if let Some(i) = layout.name {
+                    if !value::is_missing(field(i)) {
+                        info.model_name = Some(String::from_utf8_lossy(field(i)).into_owned());
+                    }
+                }
+                if let Some(i) = layout.index {
+                    info.index = std::str::from_utf8(field(i)).ok().and_then(|x| x.parse().ok());
+                }
+                self.devices.insert(cache_key, id);
+                id
+            }
+        };
+        if s.is_empty() {
+            t.skip("empty_sample", self.file, line_no, "no readable value on the line");
+        } else if let Err(e) = b.push(id, &s) {
+            let _ = e; // counted by the profile (`reordered` / `duplicates`) and reported there
+        } else {
+            t.samples += 1;
+        }
+    }
+}
