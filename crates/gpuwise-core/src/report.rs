@@ -273,6 +273,8 @@ pub struct DeviceRow {
     pub host: String,
     /// GPU UUID or index.
     pub gpu: String,
+    /// GPU index on its host, when the data has it.
+    pub index: Option<u32>,
     /// MIG instance id.
     pub mig_instance: Option<String>,
     /// MIG profile.
@@ -472,13 +474,13 @@ pub fn build(
     for p in profiles {
         let s = &p.stats;
         let model = p.info.model_name.as_deref().and_then(gpu::resolve);
-        match (&p.info.model_name, model) {
-            (Some(name), None) => *unknown_models.entry(name.clone()).or_default() += 1,
-            (None, _) => no_model += 1,
-            _ => {}
-        }
         let share = price::gpu_share(&p.info, model);
         let quote = prices.quote(&p.key, &p.info, model);
+        match (&p.info.model_name, model) {
+            (Some(name), None) => *unknown_models.entry(name.clone()).or_default() += 1,
+            (None, _) if quote.is_none() => no_model += 1,
+            _ => {}
+        }
         if let (Some(q), Some(now)) = (&quote, opts.now_ms) {
             if let Some(as_of) = q.as_of.as_deref() {
                 if let Ok(date) = as_of.parse::<jiff::civil::Date>() {
@@ -572,6 +574,7 @@ pub fn build(
             id: p.key.to_string(),
             host: p.key.host.clone(),
             gpu: p.key.gpu.clone(),
+            index: p.info.index,
             mig_instance: p.key.mig.clone(),
             mig_profile: p.info.mig_profile.clone(),
             model: model.map(|m| m.id.to_owned()),
@@ -651,7 +654,7 @@ pub fn build(
     if no_model > 0 {
         warnings.push(Warning {
             kind: "no_model".into(),
-            message: "devices whose data names no GPU model (dmon logs, generic CSV without a model column): price them with a --prices rule".into(),
+            message: "unpriced devices whose data names no GPU model (dmon logs, generic CSV without a model column): price them with a --prices rule".into(),
             count: no_model,
         });
     }

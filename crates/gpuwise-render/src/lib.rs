@@ -1,1 +1,76 @@
-//! stub
+//! # gpuwise-render
+//!
+//! Renderers of a [`gpuwise_core::report::Report`]: they format, they decide nothing.
+//!
+//! | format | module | shape |
+//! |---|---|---|
+//! | `table` | [`table`] | terminal sections, fits 100 columns |
+//! | `json` | [`json`] | the whole report, schema `gpuwise.report/v1` |
+//! | `csv` | [`csv`] | one row per device |
+//! | `markdown` | [`markdown`] | the table sections as Markdown |
+//! | `html` | [`html`] | one self-contained file with inline SVG charts, works offline |
+
+pub mod csv;
+pub mod html;
+pub mod json;
+pub mod markdown;
+mod sections;
+mod svg;
+pub mod table;
+mod text;
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Terminal table.
+    Table,
+    /// JSON.
+    Json,
+    /// CSV.
+    Csv,
+    /// Markdown.
+    Markdown,
+    /// HTML.
+    Html,
+}
+
+impl Format {
+    /// Parse a `--format` value.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "table" => Ok(Self::Table),
+            "json" => Ok(Self::Json),
+            "csv" => Ok(Self::Csv),
+            "markdown" | "md" => Ok(Self::Markdown),
+            "html" => Ok(Self::Html),
+            other => Err(format!("`{other}` is not one of table, json, csv, markdown, html")),
+        }
+    }
+}
+
+/// Options that change how a report looks (never what it says).
+#[derive(Clone, Debug)]
+pub struct RenderOptions {
+    /// Rows of the device table in `table` and `markdown` (all rows in the other formats).
+    pub top: usize,
+    /// Use ANSI colour (`table` only).
+    pub color: bool,
+}
+
+impl Default for RenderOptions {
+    fn default() -> Self {
+        Self { top: 20, color: false }
+    }
+}
+
+/// Render `report` in `format`.
+#[must_use]
+pub fn render(report: &gpuwise_core::report::Report, format: Format, opts: &RenderOptions) -> String {
+    match format {
+        Format::Table => table::render(report, opts),
+        Format::Json => json::render(report),
+        Format::Csv => csv::render(report),
+        Format::Markdown => markdown::render(report, opts),
+        Format::Html => html::render(report),
+    }
+}

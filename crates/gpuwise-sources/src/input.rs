@@ -31,7 +31,7 @@ impl Input {
         let mut name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         loop {
             let lower = name.to_ascii_lowercase();
-            let cut = [".gz", ".zst", ".zstd", ".csv", ".tsv", ".log", ".txt", ".prom", ".metrics", ".om"]
+            let cut = [".gz", ".zst", ".zstd", ".dmon", ".csv", ".tsv", ".log", ".txt", ".prom", ".metrics", ".om"]
                 .iter()
                 .find(|ext| lower.ends_with(*ext) && lower.len() > ext.len());
             match cut {

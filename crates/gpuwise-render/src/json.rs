@@ -1,0 +1,9 @@
+//! JSON: the report as it is, schema `gpuwise.report/v1` (see `docs/report-schema.md`).
+
+/// Pretty-printed JSON with a trailing newline.
+#[must_use]
+pub fn render(report: &gpuwise_core::report::Report) -> String {
+    let mut s = serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    s.push('\n');
+    s
+}

@@ -1,0 +1,191 @@
+//! Inline SVG charts, written by hand: four simple chart shapes need only rectangles, lines
+//! and text, and hand-written SVG keeps the HTML report small, dependency-free and readable
+//! offline (no JavaScript, no fonts to fetch).
+
+use std::fmt::Write as _;
+
+pub(crate) fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Colour for a utilization percentage: pale grey (idle) → deep blue (busy).
+pub(crate) fn util_color(pct: Option<f64>) -> String {
+    match pct {
+        None => "#eeeeee".to_owned(),
+        Some(p) => {
+            let t = (p / 100.0).clamp(0.0, 1.0);
+            let lerp = |a: f64, b: f64| (a + (b - a) * t).round();
+            format!("rgb({},{},{})", lerp(241.0, 8.0), lerp(245.0, 69.0), lerp(249.0, 148.0))
+        }
+    }
+}
+
+/// A line chart of utilization over time with the idle share as a shaded area.
+/// `points`: (epoch ms, mean utilization %, idle share %).
+pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> String {
+    let (w, h, l, r, t, b) = (900.0, 260.0, 48.0, 12.0, 28.0, 36.0);
+    let mut s = format!(r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#, esc(title));
+    let _ = write!(s, r##"<text x="{l}" y="18" class="t">{}</text>"##, esc(title));
+    if points.len() < 2 {
+        s.push_str(r#"<text x="60" y="120">not enough data</text></svg>"#);
+        return s;
+    }
+    let (x0, x1) = (points[0].0 as f64, points[points.len() - 1].0 as f64);
+    let sx = |x: i64| l + (x as f64 - x0) / (x1 - x0).max(1.0) * (w - l - r);
+    let sy = |y: f64| t + (1.0 - y / 100.0) * (h - t - b);
+    for y in [0.0, 25.0, 50.0, 75.0, 100.0] {
+        let _ = write!(s, r##"<line x1="{l}" x2="{}" y1="{y1:.1}" y2="{y1:.1}" class="g"/><text x="{}" y="{:.1}" class="a" text-anchor="end">{y:.0}%</text>"##, w - r, l - 6.0, sy(y) + 4.0, y1 = sy(y));
+    }
+    // Day ticks.
+    let day = 86_400_000i64;
+    let mut d = (points[0].0 / day + 1) * day;
+    let step = ((points[points.len() - 1].0 - points[0].0) / day / 10 + 1) * day;
+    while d <= points[points.len() - 1].0 {
+        let x = sx(d);
+        let date = jiff::Timestamp::from_millisecond(d).map(|ts| ts.strftime("%a %m-%d").to_string()).unwrap_or_default();
+        let _ = write!(s, r##"<line x1="{x:.1}" x2="{x:.1}" y1="{t}" y2="{}" class="g"/><text x="{x:.1}" y="{}" class="a" text-anchor="middle">{date}</text>"##, h - b, h - b + 16.0);
+        d += step;
+    }
+    let mut area = format!("M{:.1},{:.1}", sx(points[0].0), sy(0.0));
+    for p in points {
+        let _ = write!(area, " L{:.1},{:.1}", sx(p.0), sy(p.2));
+    }
+    let _ = write!(area, " L{:.1},{:.1} Z", sx(points[points.len() - 1].0), sy(0.0));
+    let _ = write!(s, r##"<path d="{area}" fill="#f4a261" fill-opacity="0.35"/>"##);
+    let mut line = String::new();
+    let mut pen_up = true;
+    for p in points {
+        match p.1 {
+            Some(u) => {
+                let _ = write!(line, "{}{:.1},{:.1} ", if pen_up { "M" } else { "L" }, sx(p.0), sy(u));
+                pen_up = false;
+            }
+            None => pen_up = true,
+        }
+    }
+    let _ = write!(s, r##"<path d="{line}" fill="none" stroke="#08457e" stroke-width="1.5"/>"##);
+    let _ = write!(
+        s,
+        r##"<rect x="{}" y="8" width="10" height="10" fill="#08457e"/><text x="{}" y="17" class="a">mean utilization</text><rect x="{}" y="8" width="10" height="10" fill="#f4a261" fill-opacity="0.6"/><text x="{}" y="17" class="a">idle share of device-hours</text>"##,
+        w - 330.0,
+        w - 316.0,
+        w - 200.0,
+        w - 186.0
+    );
+    s.push_str("</svg>");
+    s
+}
+
+/// 7 × 24 heatmap. `bins[day*24+hour]` = (mean utilization %, idle share %, device-hours).
+pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> String {
+    let (cell, l, t) = (30.0, 44.0, 40.0);
+    let w = l + 24.0 * cell + 10.0;
+    let h = t + 7.0 * cell + 10.0;
+    let title = format!("Mean utilization by hour of week ({tz})");
+    let mut s = format!(r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#, esc(&title));
+    let _ = write!(s, r#"<text x="{l}" y="16" class="t">{}</text>"#, esc(&title));
+    for hour in (0..24).step_by(3) {
+        let _ = write!(s, r#"<text x="{:.1}" y="{}" class="a" text-anchor="middle">{hour:02}</text>"#, l + (f64::from(hour) + 0.5) * cell, t - 6.0);
+    }
+    for (d, name) in ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"].iter().enumerate() {
+        #[allow(clippy::cast_precision_loss)]
+        let y = t + d as f64 * cell;
+        let _ = write!(s, r#"<text x="{}" y="{:.1}" class="a" text-anchor="end">{name}</text>"#, l - 6.0, y + cell / 2.0 + 4.0);
+        for hour in 0..24 {
+            let (u, idle, dh) = bins.get(d * 24 + hour).copied().unwrap_or((None, None, 0.0));
+            #[allow(clippy::cast_precision_loss)]
+            let x = l + hour as f64 * cell;
+            let tip = format!(
+                "{name} {hour:02}:00 — utilization {}, idle {}, {dh:.1} device-hours",
+                u.map_or("–".into(), |v| format!("{v:.1}%")),
+                idle.map_or("–".into(), |v| format!("{v:.0}%"))
+            );
+            let _ = write!(
+                s,
+                r##"<rect x="{x:.1}" y="{y:.1}" width="{}" height="{}" fill="{}" stroke="#fff"><title>{}</title></rect>"##,
+                cell - 1.0,
+                cell - 1.0,
+                util_color(u),
+                esc(&tip)
+            );
+        }
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// Horizontal stacked bars: per label, hours in the five utilization bands.
+pub(crate) fn bands(rows: &[(String, [f64; 5])]) -> String {
+    let colors = ["#d9d9d9", "#c6dbef", "#6baed6", "#2171b5", "#08306b"];
+    let names = ["0–5%", "5–25%", "25–50%", "50–85%", "85–100%"];
+    let (l, bar, gap, w) = (230.0, 14.0, 4.0, 900.0);
+    #[allow(clippy::cast_precision_loss)]
+    let h = 40.0 + rows.len() as f64 * (bar + gap) + 10.0;
+    let mut s = format!(r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="Utilization distribution per device" xmlns="http://www.w3.org/2000/svg">"#);
+    s.push_str(r#"<text x="0" y="16" class="t">Share of each device's time in utilization bands</text>"#);
+    for (i, (c, n)) in colors.iter().zip(names).enumerate() {
+        #[allow(clippy::cast_precision_loss)]
+        let x = l + i as f64 * 110.0;
+        let _ = write!(s, r#"<rect x="{x}" y="24" width="10" height="10" fill="{c}"/><text x="{}" y="33" class="a">{n}</text>"#, x + 14.0);
+    }
+    for (i, (label, hours)) in rows.iter().enumerate() {
+        #[allow(clippy::cast_precision_loss)]
+        let y = 42.0 + i as f64 * (bar + gap);
+        let total: f64 = hours.iter().sum();
+        let _ = write!(s, r#"<text x="{}" y="{:.1}" class="a" text-anchor="end">{}</text>"#, l - 6.0, y + bar - 3.0, esc(label));
+        let mut x = l;
+        for (k, hrs) in hours.iter().enumerate() {
+            if total <= 0.0 || *hrs <= 0.0 {
+                continue;
+            }
+            let width = hrs / total * (w - l - 10.0);
+            let _ = write!(
+                s,
+                r#"<rect x="{x:.1}" y="{y:.1}" width="{width:.1}" height="{bar}" fill="{}"><title>{} {}: {:.1} h ({:.0}%)</title></rect>"#,
+                colors[k],
+                esc(label),
+                names[k],
+                hrs,
+                100.0 * hrs / total
+            );
+            x += width;
+        }
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// Horizontal bars of cost per group, the idle part in orange.
+pub(crate) fn cost_bars(rows: &[(String, f64, f64)], title: &str) -> String {
+    let (l, bar, gap, w) = (200.0, 18.0, 6.0, 900.0);
+    #[allow(clippy::cast_precision_loss)]
+    let h = 40.0 + rows.len() as f64 * (bar + gap) + 10.0;
+    let max = rows.iter().map(|r| r.1).fold(0.0f64, f64::max).max(1e-9);
+    let mut s = format!(r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#, esc(title));
+    let _ = write!(
+        s,
+        r##"<text x="0" y="16" class="t">{}</text><rect x="{l}" y="24" width="10" height="10" fill="#5b8db8"/><text x="{}" y="33" class="a">cost</text><rect x="{}" y="24" width="10" height="10" fill="#e76f51"/><text x="{}" y="33" class="a">of which idle</text>"##,
+        esc(title),
+        l + 14.0,
+        l + 60.0,
+        l + 74.0
+    );
+    for (i, (label, cost, idle)) in rows.iter().enumerate() {
+        #[allow(clippy::cast_precision_loss)]
+        let y = 42.0 + i as f64 * (bar + gap);
+        let span = w - l - 120.0;
+        let cw = cost / max * span;
+        let iw = idle / max * span;
+        let _ = write!(
+            s,
+            r##"<text x="{}" y="{:.1}" class="a" text-anchor="end">{}</text><rect x="{l}" y="{y:.1}" width="{cw:.1}" height="{bar}" fill="#5b8db8"/><rect x="{l}" y="{y:.1}" width="{iw:.1}" height="{bar}" fill="#e76f51"><title>idle ${idle:.2}</title></rect><text x="{:.1}" y="{:.1}" class="a">${cost:.0} (idle ${idle:.0})</text>"##,
+            l - 6.0,
+            y + bar - 4.0,
+            esc(label),
+            l + cw + 6.0,
+            y + bar - 4.0
+        );
+    }
+    s.push_str("</svg>");
+    s
+}

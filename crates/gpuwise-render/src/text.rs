@@ -1,0 +1,64 @@
+//! Number and label formatting shared by the text renderers.
+
+use gpuwise_core::report::DeviceRow;
+
+pub(crate) fn usd(v: f64) -> String {
+    let abs = v.abs();
+    let s = if abs >= 100.0 { format!("{:.0}", abs) } else { format!("{abs:.2}") };
+    let (int, frac) = s.split_once('.').map_or((s.as_str(), None), |(a, b)| (a, Some(b)));
+    let mut out = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    format!("{}${out}", if v < 0.0 { "-" } else { "" })
+}
+
+pub(crate) fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_owned(), |x| format!("{x:.1}%"))
+}
+
+pub(crate) fn hours(v: f64) -> String {
+    if v >= 100.0 { format!("{v:.0}") } else { format!("{v:.1}") }
+}
+
+pub(crate) fn gib(mib: Option<f64>) -> String {
+    mib.map_or_else(|| "–".to_owned(), |m| format!("{:.1}", m / 1024.0))
+}
+
+/// A short device label: `host/gpuN` from the index (MIG: `host/gpuN/mig7`), else
+/// `host/` and the first 8 hex digits of the UUID.
+pub(crate) fn short_id(d: &DeviceRow) -> String {
+    let gpu = match (d.index, d.gpu.strip_prefix("GPU-")) {
+        (Some(i), _) => format!("gpu{i}"),
+        (None, Some(rest)) => format!("{}…", &rest[..rest.len().min(8)]),
+        (None, None) => d.gpu.clone(),
+    };
+    let mut s = format!("{}/{}", d.host, gpu);
+    if let Some(m) = &d.mig_instance {
+        s.push_str("/mig");
+        s.push_str(m);
+    }
+    s
+}
+
+pub(crate) fn model(d: &DeviceRow) -> String {
+    d.model.clone().or_else(|| d.model_name.clone()).unwrap_or_else(|| "?".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dollars() {
+        assert_eq!(super::usd(1234567.891), "$1,234,568");
+        assert_eq!(super::usd(12.345), "$12.35");
+        assert_eq!(super::usd(0.0), "$0.00");
+        assert_eq!(super::usd(-1500.0), "-$1,500");
+    }
+}

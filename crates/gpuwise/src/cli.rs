@@ -1,0 +1,177 @@
+//! Command-line arguments. Only this module knows about clap; `commands` turns these into
+//! settings (flag > environment > config file > default).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const REPORT_EXAMPLES: &str = "Examples:
+  gpuwise report logs/                        # every file below logs/, formats detected
+  gpuwise report node-a.csv.gz --tz Europe/Berlin
+  gpuwise report 'scrapes/*.prom' --group-by namespace --format html > report.html
+  gpuwise report gpu.log --columns timestamp,uuid,utilization.gpu,memory.used,memory.total
+  gpuwise report export.csv --map timestamp=ts,device=gpu_id,util=value
+  nvidia-smi dmon -o DT | gpuwise report - --host $(hostname)";
+
+/// gpuwise: where your GPU money goes, how much of it is wasted, and why.
+#[derive(Debug, Parser)]
+#[command(name = "gpuwise", version, about, long_about = None, propagate_version = true)]
+#[command(after_help = "Start with `gpuwise demo`. Exit codes: 0 ok, 1 budget exceeded (--max-idle-share), 2 error.")]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Fleet waste report from GPU telemetry files.
+    #[command(after_help = REPORT_EXAMPLES)]
+    Report(ReportArgs),
+    /// Write a synthetic week of a 52-GPU fleet, report on it, print where the HTML report is.
+    #[command(after_help = "Example:\n  gpuwise demo --out /tmp/gpuwise-demo")]
+    Demo(DemoArgs),
+    /// Generate a synthetic fleet of any size, with its planted truth.
+    #[command(after_help = "Example:\n  gpuwise generate --out fleet --gpus 200 --days 7 --interval 30s --format dcgm --seed 7")]
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Files, directories, globs, or `-` for stdin (.gz and .zst are decompressed).
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<String>,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+    /// Output format.
+    #[arg(long, short = 'f', env = "GPUWISE_FORMAT", value_name = "table|json|csv|markdown|html")]
+    pub format: Option<String>,
+    /// Write the report to FILE instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Rows of the device table in table and markdown output.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// Exit with code 1 when the fleet's idle share of GPU-hours is above PCT (for CI budgets).
+    #[arg(long, value_name = "PCT")]
+    pub max_idle_share: Option<f64>,
+    /// Config file (default: $GPUWISE_CONFIG, else ./gpuwise.toml if present).
+    #[arg(long, env = "GPUWISE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// No progress display.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// How inputs are read.
+#[derive(Debug, Args, Default, Clone)]
+pub(crate) struct ReadArgs {
+    /// Force the input format instead of detecting it.
+    #[arg(long, value_name = "nvidia-smi|dmon|dcgm|csv")]
+    pub input_format: Option<String>,
+    /// Host name of every device (default: from the data, else the file name stem).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Time zone of local timestamps (nvidia-smi, dmon) and of hour-of-week patterns.
+    #[arg(long, env = "GPUWISE_TZ", value_name = "IANA")]
+    pub tz: Option<String>,
+    /// Column names of a `--format=csv,noheader` nvidia-smi log, in query order.
+    #[arg(long, value_name = "FIELD,…")]
+    pub columns: Option<String>,
+    /// Column map of a generic CSV: `timestamp=COL,device=COL,util=COL,…` (repeatable).
+    #[arg(long, value_name = "KEY=COL")]
+    pub map: Vec<String>,
+    /// Start time of a dmon log without date and time columns.
+    #[arg(long, value_name = "TIME")]
+    pub start: Option<String>,
+    /// Interval between rounds of such a dmon log.
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// Treat the first skipped line or value as an error.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// Thresholds, prices and grouping.
+#[derive(Debug, Args, Default, Clone)]
+pub(crate) struct AnalysisArgs {
+    /// Price file (TOML): $/GPU-hour by host, label or GPU model. See docs/prices.md.
+    #[arg(long, env = "GPUWISE_PRICES", value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+    /// Team file (TOML): hosts, namespaces and pods to teams. See docs/teams.md.
+    #[arg(long, env = "GPUWISE_TEAMS", value_name = "FILE")]
+    pub teams: Option<PathBuf>,
+    /// Group devices by host, model, namespace, team, or label:NAME.
+    #[arg(long, value_name = "KEY")]
+    pub group_by: Option<String>,
+    /// Utilization below this is idle [default: 5].
+    #[arg(long, value_name = "PCT")]
+    pub idle_threshold: Option<f32>,
+    /// Shortest idle episode [default: 10m].
+    #[arg(long, value_name = "DURATION")]
+    pub min_idle: Option<String>,
+    /// Memory in use that makes idle time "held" [default: 1024].
+    #[arg(long, value_name = "MIB")]
+    pub held_idle_mib: Option<f32>,
+    /// A longer gap between samples is no data [default: 5m].
+    #[arg(long, value_name = "DURATION")]
+    pub max_gap: Option<String>,
+    /// A device idle this share of its time is idle [default: 80].
+    #[arg(long, value_name = "PCT")]
+    pub idle_share: Option<f64>,
+    /// Mean utilization below this is underutilized [default: 50].
+    #[arg(long, value_name = "PCT")]
+    pub underutilized_below: Option<f64>,
+    /// Mean utilization above this is saturated [default: 85].
+    #[arg(long, value_name = "PCT")]
+    pub saturated_above: Option<f64>,
+    /// Warn about prices older than this [default: 180].
+    #[arg(long, value_name = "DAYS")]
+    pub stale_price_days: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Folder to write the fleet and the reports to.
+    #[arg(long, default_value = "gpuwise-demo")]
+    pub out: PathBuf,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Output format of the summary on stdout.
+    #[arg(long, short = 'f', default_value = "table")]
+    pub format: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GenerateArgs {
+    /// Folder to write to (created).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Number of GPUs.
+    #[arg(long, default_value_t = 48)]
+    pub gpus: usize,
+    /// Days of data.
+    #[arg(long, default_value_t = 7)]
+    pub days: u32,
+    /// Sampling interval.
+    #[arg(long, default_value = "30s")]
+    pub interval: String,
+    /// nvidia-smi, dcgm, dmon, or mixed (each host in its template's format).
+    #[arg(long, default_value = "mixed")]
+    pub format: String,
+    /// Seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// First sample, RFC 3339 or YYYY-MM-DD (UTC) [default: 2026-01-05, a Monday].
+    #[arg(long)]
+    pub start: Option<String>,
+    /// Compress files: none, gzip or zstd.
+    #[arg(long, default_value = "none")]
+    pub compress: String,
+}
+
+pub(crate) fn parse() -> Cli {
+    Cli::parse()
+}

@@ -1,0 +1,73 @@
+//! `gpuwise demo`: a deterministic synthetic week of a 52-GPU fleet, reported on.
+
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use gpuwise_render::{Format, RenderOptions};
+use gpuwise_synth::{Fleet, FleetOptions};
+
+use crate::cli::{AnalysisArgs, DemoArgs, ReadArgs};
+use crate::config::Config;
+use crate::printer;
+
+use super::{generate, report};
+
+/// The demo's price file: the dmon host's logs name no GPU model, so a rule prices it.
+const PRICES: &str = r#"# Prices for the demo fleet. Rules are tried in order; the first match wins; devices no rule
+# matches get the built-in reference price of their GPU model.
+[[rule]]
+host = "dev-t4-*"
+usd_per_gpu_hour = 0.526
+instance = "aws g4dn.xlarge"
+pricing = "on-demand"
+note = "dmon logs name no GPU model: priced as T4 (instances.vantage.sh, us-east-1, 2026-01-21)"
+"#;
+
+const TEAMS: &str = r#"# Teams for the demo fleet: pods win over namespaces, which win over hosts.
+[namespaces]
+"research" = "research"
+"ml-serving" = "serving"
+"notebooks" = "research"
+
+[hosts]
+"train-h100-*" = "research"
+"serve-l4-*" = "serving"
+"nb-a10g-*" = "research"
+"dev-*" = "platform"
+"#;
+
+pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    let format = Format::parse(&args.format).map_err(|e| anyhow!("--format: {e}"))?;
+    let fleet = Fleet::new(FleetOptions {
+        gpus: 52,
+        days: 7,
+        interval_ms: 120_000,
+        seed: args.seed,
+        start_ms: generate::DEFAULT_START_MS,
+        format: None,
+    });
+    let data = args.out.join("data");
+    if data.exists() {
+        fs_err::remove_dir_all(&data)?;
+    }
+    printer::info(&format!("writing a week of a {}-GPU fleet to {} …", fleet.devices.len(), data.display()));
+    generate::write_fleet(&fleet, &data, "none")?;
+    generate::write_truth(&fleet, &args.out.join("truth.json"))?;
+    let prices = args.out.join("prices.toml");
+    let teams = args.out.join("teams.toml");
+    fs_err::write(&prices, PRICES)?;
+    fs_err::write(&teams, TEAMS)?;
+    let analysis = AnalysisArgs { prices: Some(prices), teams: Some(teams), group_by: Some("team".into()), ..AnalysisArgs::default() };
+    let settings = report::resolve(&ReadArgs::default(), &analysis, &Config::default())?;
+    let rep = report::build(&[data.display().to_string()], &settings, true)?;
+    let html = args.out.join("report.html");
+    let json = args.out.join("report.json");
+    fs_err::write(&html, gpuwise_render::render(&rep, Format::Html, &RenderOptions::default()))?;
+    fs_err::write(&json, gpuwise_render::render(&rep, Format::Json, &RenderOptions::default()))?;
+    let color = printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    report::emit(&gpuwise_render::render(&rep, format, &RenderOptions { top: 15, color }), None)?;
+    printer::info(&format!("HTML report: {}", html.display()));
+    printer::info(&format!("JSON report: {}   planted truth: {}", json.display(), args.out.join("truth.json").display()));
+    printer::info(&format!("Run it yourself: gpuwise report {} --prices {} --teams {} --group-by team", data.display(), args.out.join("prices.toml").display(), args.out.join("teams.toml").display()));
+    Ok(ExitCode::SUCCESS)
+}

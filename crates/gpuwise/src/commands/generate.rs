@@ -1,0 +1,92 @@
+//! `gpuwise generate`: a synthetic fleet of any size, with its planted truth.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, anyhow, bail};
+use gpuwise_synth::{Fleet, FleetOptions};
+
+use crate::cli::GenerateArgs;
+use crate::{duration, printer};
+
+/// Default first sample: Monday 2026-01-05 00:00 UTC.
+pub(crate) const DEFAULT_START_MS: i64 = 1_767_571_200_000;
+
+pub(crate) fn parse_start(s: Option<&str>) -> anyhow::Result<i64> {
+    let Some(s) = s else { return Ok(DEFAULT_START_MS) };
+    if let Ok(ts) = s.parse::<jiff::Timestamp>() {
+        return Ok(ts.as_millisecond());
+    }
+    let date: jiff::civil::Date = s.parse().map_err(|_| anyhow!("--start `{s}` is not RFC 3339 or YYYY-MM-DD"))?;
+    Ok(jiff::tz::TimeZone::UTC.to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))?.as_millisecond())
+}
+
+/// Write every host of `fleet` into `dir`, compressed as asked; returns the files written.
+pub(crate) fn write_fleet(fleet: &Fleet, dir: &Path, compress: &str) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    fs_err::create_dir_all(dir)?;
+    let hosts = fleet.hosts();
+    let results: Vec<anyhow::Result<std::path::PathBuf>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = hosts
+            .iter()
+            .map(|(host, format, devices)| {
+                scope.spawn(move || -> anyhow::Result<std::path::PathBuf> {
+                    let ext = gpuwise_synth::write::extension(format);
+                    let suffix = match compress {
+                        "gzip" => ".gz",
+                        "zstd" => ".zst",
+                        _ => "",
+                    };
+                    let path = dir.join(format!("{host}.{ext}{suffix}"));
+                    let file = fs_err::File::create(&path)?;
+                    let mut w: Box<dyn Write> = match compress {
+                        "gzip" => Box::new(flate2::write::GzEncoder::new(BufWriter::new(file), flate2::Compression::fast())),
+                        "zstd" => Box::new(zstd::stream::write::Encoder::new(BufWriter::new(file), 3)?.auto_finish()),
+                        _ => Box::new(BufWriter::with_capacity(1 << 20, file)),
+                    };
+                    gpuwise_synth::write::host(&mut w, fleet, format, devices).with_context(|| format!("writing `{}`", path.display()))?;
+                    w.flush()?;
+                    Ok(path)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a writer thread panicked")))).collect()
+    });
+    results.into_iter().collect()
+}
+
+pub(crate) fn write_truth(fleet: &Fleet, path: &Path) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(&fleet.truth())?;
+    text.push('\n');
+    fs_err::write(path, text)?;
+    Ok(())
+}
+
+pub(crate) fn run(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
+    let interval_ms = duration::parse_ms(&args.interval).map_err(|e| anyhow!("--interval: {e}"))?;
+    if interval_ms < 1000 || interval_ms % 1000 != 0 {
+        bail!("--interval must be a whole number of seconds (nvidia-smi and dmon print whole seconds)");
+    }
+    let format = match args.format.as_str() {
+        "mixed" => None,
+        "nvidia-smi" => Some("nvidia-smi"),
+        "dcgm" => Some("dcgm"),
+        "dmon" => Some("dmon"),
+        other => bail!("--format `{other}` is not one of nvidia-smi, dcgm, dmon, mixed"),
+    };
+    if !["none", "gzip", "zstd"].contains(&args.compress.as_str()) {
+        bail!("--compress `{}` is not one of none, gzip, zstd", args.compress);
+    }
+    anyhow::ensure!(args.gpus > 0 && args.days > 0, "--gpus and --days must be at least 1");
+    let fleet = Fleet::new(FleetOptions { gpus: args.gpus, days: args.days, interval_ms, seed: args.seed, start_ms: parse_start(args.start.as_deref())?, format });
+    let files = write_fleet(&fleet, &args.out, &args.compress)?;
+    write_truth(&fleet, &args.out.join("truth.json"))?;
+    printer::info(&format!(
+        "wrote {} GPUs × {} samples in {} files and truth.json to {}",
+        fleet.devices.len(),
+        fleet.samples_per_device(),
+        files.len(),
+        args.out.display()
+    ));
+    Ok(ExitCode::SUCCESS)
+}

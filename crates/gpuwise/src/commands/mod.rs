@@ -1,0 +1,18 @@
+//! The commands. Each resolves its settings, calls the library crates, renders, and returns
+//! an exit code; none prints data anywhere but stdout or `--output`.
+
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command};
+
+mod demo;
+mod generate;
+mod report;
+
+pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Report(args) => report::run(&args),
+        Command::Demo(args) => demo::run(&args),
+        Command::Generate(args) => generate::run(&args),
+    }
+}

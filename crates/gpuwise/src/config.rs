@@ -1,0 +1,53 @@
+//! The config file (`gpuwise.toml`): defaults for `report` flags. Precedence: flag, then
+//! environment variable, then config file, then built-in default. See `config.example.toml`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::Deserialize;
+
+/// Keys of the config file; each mirrors a `report` flag.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Config {
+    pub tz: Option<String>,
+    pub format: Option<String>,
+    pub prices: Option<PathBuf>,
+    pub teams: Option<PathBuf>,
+    pub group_by: Option<String>,
+    pub idle_threshold_pct: Option<f32>,
+    pub min_idle: Option<String>,
+    pub held_idle_mib: Option<f32>,
+    pub max_gap: Option<String>,
+    pub idle_share_pct: Option<f64>,
+    pub underutilized_below_pct: Option<f64>,
+    pub saturated_above_pct: Option<f64>,
+    pub stale_price_days: Option<u32>,
+    pub top: Option<usize>,
+}
+
+impl Config {
+    /// Load `explicit`, else `./gpuwise.toml` when it exists, else nothing. Relative paths in
+    /// the file are relative to the file.
+    pub(crate) fn load(explicit: Option<&Path>) -> anyhow::Result<Self> {
+        let path = match explicit {
+            Some(p) => p.to_path_buf(),
+            None => {
+                let p = PathBuf::from("gpuwise.toml");
+                if !p.is_file() {
+                    return Ok(Self::default());
+                }
+                p
+            }
+        };
+        let text = fs_err::read_to_string(&path)?;
+        let mut c: Config = toml::from_str(&text).with_context(|| format!("`{}` is not a valid gpuwise config", path.display()))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        for p in [&mut c.prices, &mut c.teams].into_iter().flatten() {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(c)
+    }
+}

@@ -1,0 +1,43 @@
+//! Messages to people go to stderr (data goes to stdout); progress only on a terminal.
+
+#![allow(clippy::print_stderr)]
+
+use std::io::IsTerminal;
+
+/// Whether colour may be used on `stream_is_tty`: never with `NO_COLOR` set (any value).
+pub(crate) fn color_allowed(stream_is_tty: bool) -> bool {
+    stream_is_tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Print an error chain once, with a hint line where one helps.
+pub(crate) fn error(err: &anyhow::Error) {
+    let color = color_allowed(std::io::stderr().is_terminal());
+    let label = if color { "\x1b[1;31merror\x1b[0m" } else { "error" };
+    eprintln!("{label}: {err:#}");
+}
+
+/// An informational line.
+pub(crate) fn info(msg: &str) {
+    eprintln!("{msg}");
+}
+
+/// A warning line.
+pub(crate) fn warn(msg: &str) {
+    let color = color_allowed(std::io::stderr().is_terminal());
+    let label = if color { "\x1b[1;33mwarning\x1b[0m" } else { "warning" };
+    eprintln!("{label}: {msg}");
+}
+
+/// A byte counter shown while reading, on a terminal only.
+pub(crate) fn progress(enabled: bool) -> Option<indicatif::ProgressBar> {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} reading {bytes} ({bytes_per_sec}) {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    Some(bar)
+}
