@@ -135,11 +135,18 @@ fn classify(s: &DeviceStats, st: &DiagnoseSettings) -> (Class, String) {
         );
     };
     if u.observed_hours <= 0.0 {
-        return (Class::Unknown, "a single sample: no observed duration".to_owned());
+        return (
+            Class::Unknown,
+            "a single sample: no observed duration".to_owned(),
+        );
     }
     let idle_share = 100.0 * s.idle_hours / u.observed_hours;
     if idle_share >= st.idle_share_pct {
-        let held_share = if s.idle_hours > 0.0 { 100.0 * s.held_idle_hours / s.idle_hours } else { 0.0 };
+        let held_share = if s.idle_hours > 0.0 {
+            100.0 * s.held_idle_hours / s.idle_hours
+        } else {
+            0.0
+        };
         if held_share >= st.held_share_pct {
             return (
                 Class::HeldIdle,
@@ -149,18 +156,30 @@ fn classify(s: &DeviceStats, st: &DiagnoseSettings) -> (Class, String) {
                 ),
             );
         }
-        return (Class::Idle, format!("idle {idle_share:.0} % of observed time (≥ {:.0} %)", st.idle_share_pct));
+        return (
+            Class::Idle,
+            format!(
+                "idle {idle_share:.0} % of observed time (≥ {:.0} %)",
+                st.idle_share_pct
+            ),
+        );
     }
     if u.mean_pct < st.underutilized_below_pct {
         return (
             Class::Underutilized,
-            format!("mean utilization {:.1} % < {:.0} %", u.mean_pct, st.underutilized_below_pct),
+            format!(
+                "mean utilization {:.1} % < {:.0} %",
+                u.mean_pct, st.underutilized_below_pct
+            ),
         );
     }
     if u.mean_pct > st.saturated_above_pct {
         return (
             Class::Saturated,
-            format!("mean utilization {:.1} % > {:.0} %", u.mean_pct, st.saturated_above_pct),
+            format!(
+                "mean utilization {:.1} % > {:.0} %",
+                u.mean_pct, st.saturated_above_pct
+            ),
         );
     }
     (
@@ -173,7 +192,10 @@ fn classify(s: &DeviceStats, st: &DiagnoseSettings) -> (Class, String) {
 }
 
 fn bottleneck(s: &DeviceStats, class: Class) -> Bottleneck {
-    let unknown = |why: &str| Bottleneck { kind: BottleneckKind::Unknown, evidence: why.to_owned() };
+    let unknown = |why: &str| Bottleneck {
+        kind: BottleneckKind::Unknown,
+        evidence: why.to_owned(),
+    };
     let Some(u) = &s.util else {
         return unknown("no utilization reading");
     };
@@ -217,13 +239,17 @@ fn bottleneck(s: &DeviceStats, class: Class) -> Bottleneck {
     if dram >= 50.0 && tensor < 30.0 && dram >= sm * 0.6 {
         return Bottleneck {
             kind: BottleneckKind::MemoryBound,
-            evidence: format!("DRAM active {dram:.0} % with tensor pipes {tensor:.0} % and SM active {sm:.0} %"),
+            evidence: format!(
+                "DRAM active {dram:.0} % with tensor pipes {tensor:.0} % and SM active {sm:.0} %"
+            ),
         };
     }
     if sm >= 70.0 || tensor >= 40.0 {
         return Bottleneck {
             kind: BottleneckKind::ComputeBound,
-            evidence: format!("SM active {sm:.0} %, tensor pipes {tensor:.0} %, DRAM active {dram:.0} %"),
+            evidence: format!(
+                "SM active {sm:.0} %, tensor pipes {tensor:.0} %, DRAM active {dram:.0} %"
+            ),
         };
     }
     Bottleneck {
@@ -252,18 +278,28 @@ pub fn idle_windows(how: &[HowBin], share_pct: f64) -> (Vec<IdleWindow>, f64) {
     let weekday: Vec<bool> = (0..24).map(|h| all(0..5, h)).collect();
     let weekend: Vec<bool> = (0..24).map(|h| all(5..7, h)).collect();
     if weekday.iter().all(|x| *x) && weekend.iter().all(|x| *x) {
-        out.push(IdleWindow { days: "every day".into(), start_hour: 0, end_hour: 0 });
+        out.push(IdleWindow {
+            days: "every day".into(),
+            start_hour: 0,
+            end_hour: 0,
+        });
         return (out, per_week);
     }
     let same = weekday == weekend;
     if let Some((a, b)) = longest_circular_run(&weekday) {
         let days = if same { "every day" } else { "weekdays" };
-        out.push(IdleWindow { days: days.into(), start_hour: a, end_hour: b });
+        out.push(IdleWindow {
+            days: days.into(),
+            start_hour: a,
+            end_hour: b,
+        });
     }
-    if !same {
-        if let Some((a, b)) = longest_circular_run(&weekend) {
-            out.push(IdleWindow { days: "weekend".into(), start_hour: a, end_hour: b });
-        }
+    if !same && let Some((a, b)) = longest_circular_run(&weekend) {
+        out.push(IdleWindow {
+            days: "weekend".into(),
+            start_hour: a,
+            end_hour: b,
+        });
     }
     (out, per_week)
 }
@@ -304,7 +340,15 @@ pub fn describe(windows: &[IdleWindow]) -> Option<String> {
             ("weekdays", true) => "all day on weekdays".to_owned(),
             (days, false) => {
                 let mut s = format!("{:02}:00–{:02}:00", w.start_hour, w.end_hour);
-                let _ = write!(s, " {}", if days == "every day" { "every day".to_owned() } else { format!("on {days}") });
+                let _ = write!(
+                    s,
+                    " {}",
+                    if days == "every day" {
+                        "every day".to_owned()
+                    } else {
+                        format!("on {days}")
+                    }
+                );
                 s
             }
             (days, true) => format!("all day {days}"),
@@ -331,9 +375,12 @@ mod tests {
 
     #[test]
     fn nights_and_weekends_in_words() {
-        let bins = how(|d, h| d >= 5 || h >= 19 || h < 8);
+        let bins = how(|d, h| d >= 5 || !(8..19).contains(&h));
         let (w, per_week) = idle_windows(&bins, 90.0);
-        assert_eq!(describe(&w).as_deref(), Some("idle 19:00–08:00 on weekdays and all weekend"));
+        assert_eq!(
+            describe(&w).as_deref(),
+            Some("idle 19:00–08:00 on weekdays and all weekend")
+        );
         assert!((per_week - (5.0 * 13.0 + 48.0)).abs() < 1e-9);
     }
 

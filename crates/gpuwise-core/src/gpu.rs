@@ -19,28 +19,94 @@ pub struct GpuModel {
 }
 
 const MODELS: &[GpuModel] = &[
-    GpuModel { id: "T4", memory_gb: 16 },
-    GpuModel { id: "L4", memory_gb: 24 },
-    GpuModel { id: "A10", memory_gb: 24 },
-    GpuModel { id: "A10G", memory_gb: 24 },
-    GpuModel { id: "A30", memory_gb: 24 },
-    GpuModel { id: "L40", memory_gb: 48 },
-    GpuModel { id: "L40S", memory_gb: 48 },
-    GpuModel { id: "V100-SXM2-16GB", memory_gb: 16 },
-    GpuModel { id: "V100-SXM2-32GB", memory_gb: 32 },
-    GpuModel { id: "V100-PCIE-16GB", memory_gb: 16 },
-    GpuModel { id: "V100-PCIE-32GB", memory_gb: 32 },
-    GpuModel { id: "A100-SXM4-40GB", memory_gb: 40 },
-    GpuModel { id: "A100-SXM4-80GB", memory_gb: 80 },
-    GpuModel { id: "A100-PCIE-40GB", memory_gb: 40 },
-    GpuModel { id: "A100-PCIE-80GB", memory_gb: 80 },
-    GpuModel { id: "H100-SXM5-80GB", memory_gb: 80 },
-    GpuModel { id: "H100-PCIE-80GB", memory_gb: 80 },
-    GpuModel { id: "H100-NVL-94GB", memory_gb: 94 },
-    GpuModel { id: "H200-SXM-141GB", memory_gb: 141 },
-    GpuModel { id: "H200-NVL-141GB", memory_gb: 141 },
-    GpuModel { id: "B200", memory_gb: 180 },
-    GpuModel { id: "MI300X", memory_gb: 192 },
+    GpuModel {
+        id: "T4",
+        memory_gb: 16,
+    },
+    GpuModel {
+        id: "L4",
+        memory_gb: 24,
+    },
+    GpuModel {
+        id: "A10",
+        memory_gb: 24,
+    },
+    GpuModel {
+        id: "A10G",
+        memory_gb: 24,
+    },
+    GpuModel {
+        id: "A30",
+        memory_gb: 24,
+    },
+    GpuModel {
+        id: "L40",
+        memory_gb: 48,
+    },
+    GpuModel {
+        id: "L40S",
+        memory_gb: 48,
+    },
+    GpuModel {
+        id: "V100-SXM2-16GB",
+        memory_gb: 16,
+    },
+    GpuModel {
+        id: "V100-SXM2-32GB",
+        memory_gb: 32,
+    },
+    GpuModel {
+        id: "V100-PCIE-16GB",
+        memory_gb: 16,
+    },
+    GpuModel {
+        id: "V100-PCIE-32GB",
+        memory_gb: 32,
+    },
+    GpuModel {
+        id: "A100-SXM4-40GB",
+        memory_gb: 40,
+    },
+    GpuModel {
+        id: "A100-SXM4-80GB",
+        memory_gb: 80,
+    },
+    GpuModel {
+        id: "A100-PCIE-40GB",
+        memory_gb: 40,
+    },
+    GpuModel {
+        id: "A100-PCIE-80GB",
+        memory_gb: 80,
+    },
+    GpuModel {
+        id: "H100-SXM5-80GB",
+        memory_gb: 80,
+    },
+    GpuModel {
+        id: "H100-PCIE-80GB",
+        memory_gb: 80,
+    },
+    GpuModel {
+        id: "H100-NVL-94GB",
+        memory_gb: 94,
+    },
+    GpuModel {
+        id: "H200-SXM-141GB",
+        memory_gb: 141,
+    },
+    GpuModel {
+        id: "H200-NVL-141GB",
+        memory_gb: 141,
+    },
+    GpuModel {
+        id: "B200",
+        memory_gb: 180,
+    },
+    GpuModel {
+        id: "MI300X",
+        memory_gb: 192,
+    },
 ];
 
 /// Printed names (normalized: lower case, `nvidia `/`tesla `/`amd ` prefixes and `-`/`_`
@@ -97,7 +163,12 @@ pub fn resolve(name: &str) -> Option<GpuModel> {
         .iter()
         .find(|(alias, _)| *alias == norm)
         .map(|(_, id)| *id)
-        .or_else(|| MODELS.iter().find(|m| normalize(m.id) == norm).map(|m| m.id))?;
+        .or_else(|| {
+            MODELS
+                .iter()
+                .find(|m| normalize(m.id) == norm)
+                .map(|m| m.id)
+        })?;
     MODELS.iter().copied().find(|m| m.id == id)
 }
 
@@ -112,7 +183,9 @@ pub fn models() -> &'static [GpuModel] {
 /// (`7g.79gb` for an A100 80GB PCIe), so never match on the memory part.
 #[must_use]
 pub fn mig_slices(profile: &str) -> Option<u32> {
-    profile.split('.').find_map(|part| part.strip_suffix('g').and_then(|n| n.parse().ok()))
+    profile
+        .split('.')
+        .find_map(|part| part.strip_suffix('g').and_then(|n| n.parse().ok()))
 }
 
 #[cfg(test)]
@@ -141,7 +214,13 @@ mod tests {
 
     #[test]
     fn unknown_names_are_not_guessed() {
-        for printed in ["Quadro T2000", "NVIDIA GeForce RTX 3090", "NVIDIA A100", "NVIDIA RTX 2000 Ada Generation", ""] {
+        for printed in [
+            "Quadro T2000",
+            "NVIDIA GeForce RTX 3090",
+            "NVIDIA A100",
+            "NVIDIA RTX 2000 Ada Generation",
+            "",
+        ] {
             assert_eq!(resolve(printed), None, "{printed}");
         }
     }

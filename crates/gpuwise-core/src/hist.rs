@@ -20,7 +20,9 @@ pub const UTIL_BINS: usize = 1001;
 
 impl Default for UtilHist {
     fn default() -> Self {
-        Self { bins: vec![0; UTIL_BINS].into_boxed_slice() }
+        Self {
+            bins: vec![0; UTIL_BINS].into_boxed_slice(),
+        }
     }
 }
 
@@ -53,7 +55,11 @@ impl UtilHist {
     /// The smallest value `v` such that at least `q` of the weight is at or below `v`
     /// (`q` in `0..=1`). `None` when empty.
     #[must_use]
-    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
     pub fn quantile(&self, q: f64) -> Option<f64> {
         let total = self.total();
         if total == 0 {
@@ -74,7 +80,10 @@ impl UtilHist {
     #[must_use]
     #[allow(clippy::cast_precision_loss)]
     pub fn max(&self) -> Option<f64> {
-        self.bins.iter().rposition(|w| *w > 0).map(|i| i as f64 / 10.0)
+        self.bins
+            .iter()
+            .rposition(|w| *w > 0)
+            .map(|i| i as f64 / 10.0)
     }
 
     /// Weight per whole percent (101 buckets, `[0, 0.5)` → 0 … `[99.5, 100]` → 100), for charts.
@@ -104,7 +113,11 @@ impl LogHist {
     /// Add `ms` at value `v` (values ≤ 1 share bucket 0).
     #[allow(clippy::cast_possible_truncation)]
     pub fn add(&mut self, v: f64, ms: u64) {
-        let key = if v <= 1.0 { 0 } else { (v.ln() / LOG_GAMMA).ceil() as i32 };
+        let key = if v <= 1.0 {
+            0
+        } else {
+            (v.ln() / LOG_GAMMA).ceil() as i32
+        };
         *self.buckets.entry(key).or_default() += ms;
     }
 
@@ -117,7 +130,11 @@ impl LogHist {
 
     /// Quantile `q` (upper edge of the bucket holding it, within 1 %).
     #[must_use]
-    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
     pub fn quantile(&self, q: f64) -> Option<f64> {
         let total: u64 = self.buckets.values().sum();
         if total == 0 {

@@ -132,32 +132,52 @@ pub struct PriceBook {
 
 impl Default for PriceBook {
     fn default() -> Self {
-        Self { origin: String::new(), rules: Vec::new(), reference: reference_prices() }
+        Self {
+            origin: String::new(),
+            rules: Vec::new(),
+            reference: reference_prices(),
+        }
     }
 }
 
 impl PriceBook {
     /// Parse a price file (`origin` names it in messages and price sources).
     pub fn from_toml(text: &str, origin: &str) -> Result<Self, PriceError> {
-        let file: PriceFile = toml::from_str(text)
-            .map_err(|e| PriceError::Syntax { origin: origin.to_owned(), message: e.to_string() })?;
+        let file: PriceFile = toml::from_str(text).map_err(|e| PriceError::Syntax {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })?;
         let mut rules = Vec::new();
         for (i, rule) in file.rules.into_iter().enumerate() {
-            let err = |message: String| PriceError::Rule { origin: origin.to_owned(), index: i + 1, message };
-            let usd = match (rule.usd_per_gpu_hour, rule.usd_per_instance_hour, rule.gpus_per_instance) {
+            let err = |message: String| PriceError::Rule {
+                origin: origin.to_owned(),
+                index: i + 1,
+                message,
+            };
+            let usd = match (
+                rule.usd_per_gpu_hour,
+                rule.usd_per_instance_hour,
+                rule.gpus_per_instance,
+            ) {
                 (Some(p), None, _) => p,
                 (None, Some(p), Some(n)) if n > 0 => p / f64::from(n),
                 (None, Some(_), _) => {
-                    return Err(err("`usd_per_instance_hour` needs `gpus_per_instance` (at least 1)".into()));
+                    return Err(err(
+                        "`usd_per_instance_hour` needs `gpus_per_instance` (at least 1)".into(),
+                    ));
                 }
                 (Some(_), Some(_), _) => {
-                    return Err(err("give `usd_per_gpu_hour` or `usd_per_instance_hour`, not both".into()));
+                    return Err(err(
+                        "give `usd_per_gpu_hour` or `usd_per_instance_hour`, not both".into(),
+                    ));
                 }
                 (None, None, _) => {
                     let hint = rule.instance.as_deref().map_or(String::new(), |t| {
                         format!(" (instance `{t}`: looking an instance type up needs the price catalog, which is not built in yet)")
                     });
-                    return Err(err(format!("no price: give `usd_per_gpu_hour` or `usd_per_instance_hour`{hint}")));
+                    return Err(err(format!(
+                        "no price: give `usd_per_gpu_hour` or `usd_per_instance_hour`{hint}"
+                    )));
                 }
             };
             if !usd.is_finite() || usd < 0.0 {
@@ -179,19 +199,37 @@ impl PriceBook {
             };
             let label = match rule.label.as_deref() {
                 Some(l) => {
-                    let (k, v) = l.split_once('=').ok_or_else(|| err(format!("`label` must be `key=value`, got `{l}`")))?;
+                    let (k, v) = l
+                        .split_once('=')
+                        .ok_or_else(|| err(format!("`label` must be `key=value`, got `{l}`")))?;
                     Some((k.trim().to_owned(), v.trim().to_owned()))
                 }
                 None => None,
             };
-            rules.push(Compiled { rule, host, model, label, usd_per_gpu_hour: usd, index: i + 1 });
+            rules.push(Compiled {
+                rule,
+                host,
+                model,
+                label,
+                usd_per_gpu_hour: usd,
+                index: i + 1,
+            });
         }
-        Ok(Self { origin: origin.to_owned(), rules, reference: reference_prices() })
+        Ok(Self {
+            origin: origin.to_owned(),
+            rules,
+            reference: reference_prices(),
+        })
     }
 
     /// The price of one whole GPU-hour of this device, or `None` when nothing is known.
     #[must_use]
-    pub fn quote(&self, key: &DeviceKey, info: &DeviceInfo, model: Option<GpuModel>) -> Option<Quote> {
+    pub fn quote(
+        &self,
+        key: &DeviceKey,
+        info: &DeviceInfo,
+        model: Option<GpuModel>,
+    ) -> Option<Quote> {
         for c in &self.rules {
             let host_ok = c.host.as_ref().is_none_or(|p| p.matches(&key.host));
             let model_ok = c.model.is_none_or(|m| model.is_some_and(|x| x.id == m));
@@ -201,11 +239,18 @@ impl PriceBook {
                 .is_none_or(|(k, v)| info.labels.get(k).is_some_and(|vals| vals.contains_key(v)));
             if host_ok && model_ok && label_ok {
                 let mut source = format!("{} rule {}", self.origin, c.index);
-                for extra in [&c.rule.instance, &c.rule.pricing, &c.rule.note].into_iter().flatten() {
+                for extra in [&c.rule.instance, &c.rule.pricing, &c.rule.note]
+                    .into_iter()
+                    .flatten()
+                {
                     source.push_str(", ");
                     source.push_str(extra);
                 }
-                return Some(Quote { usd_per_gpu_hour: c.usd_per_gpu_hour, source, as_of: None });
+                return Some(Quote {
+                    usd_per_gpu_hour: c.usd_per_gpu_hour,
+                    source,
+                    as_of: None,
+                });
             }
         }
         let model = model?;
@@ -263,17 +308,34 @@ mod tests {
         )
         .expect("valid");
         let a100 = gpu::resolve("A100-SXM4-80GB");
-        let q = book.quote(&DeviceKey::new("train-1", "GPU-1"), &DeviceInfo::default(), a100).expect("quote");
+        let q = book
+            .quote(
+                &DeviceKey::new("train-1", "GPU-1"),
+                &DeviceInfo::default(),
+                a100,
+            )
+            .expect("quote");
         assert!((q.usd_per_gpu_hour - 2.5).abs() < 1e-12);
         assert_eq!(q.source, "prices.toml rule 1, p4de.24xlarge");
         let mut info = DeviceInfo::default();
         info.add_label("namespace", "notebooks", 1);
-        let q = book.quote(&DeviceKey::new("nb-1", "GPU-2"), &info, gpu::resolve("T4")).expect("quote");
+        let q = book
+            .quote(&DeviceKey::new("nb-1", "GPU-2"), &info, gpu::resolve("T4"))
+            .expect("quote");
         assert!((q.usd_per_gpu_hour - 1.5).abs() < 1e-12);
-        let q = book.quote(&DeviceKey::new("x", "GPU-3"), &DeviceInfo::default(), gpu::resolve("T4")).expect("quote");
+        let q = book
+            .quote(
+                &DeviceKey::new("x", "GPU-3"),
+                &DeviceInfo::default(),
+                gpu::resolve("T4"),
+            )
+            .expect("quote");
         assert!((q.usd_per_gpu_hour - 0.526).abs() < 1e-12);
         assert!(q.source.starts_with("reference: aws g4dn.xlarge"));
-        assert!(book.quote(&DeviceKey::new("x", "GPU-4"), &DeviceInfo::default(), None).is_none());
+        assert!(
+            book.quote(&DeviceKey::new("x", "GPU-4"), &DeviceInfo::default(), None)
+                .is_none()
+        );
     }
 
     #[test]
@@ -281,21 +343,38 @@ mod tests {
         for (text, needle) in [
             ("[[rule]]\nusd_per_gpu_hour = \"x\"", "invalid type"),
             ("[[rule]]\nhost = \"a\"", "rule 1: no price"),
-            ("[[rule]]\ninstance = \"p4d.24xlarge\"", "needs the price catalog"),
-            ("[[rule]]\nmodel = \"Voodoo 2\"\nusd_per_gpu_hour = 1", "unknown GPU model `Voodoo 2`"),
-            ("[[rule]]\nusd_per_instance_hour = 3", "needs `gpus_per_instance`"),
+            (
+                "[[rule]]\ninstance = \"p4d.24xlarge\"",
+                "needs the price catalog",
+            ),
+            (
+                "[[rule]]\nmodel = \"Voodoo 2\"\nusd_per_gpu_hour = 1",
+                "unknown GPU model `Voodoo 2`",
+            ),
+            (
+                "[[rule]]\nusd_per_instance_hour = 3",
+                "needs `gpus_per_instance`",
+            ),
             ("[[rule]]\nusd_per_gpu_hour = -1", "non-negative"),
-            ("[[rule]]\nlabel = \"team\"\nusd_per_gpu_hour = 1", "`key=value`"),
+            (
+                "[[rule]]\nlabel = \"team\"\nusd_per_gpu_hour = 1",
+                "`key=value`",
+            ),
             ("[[rule]]\nprice = 1", "unknown field"),
         ] {
-            let err = PriceBook::from_toml(text, "p.toml").expect_err(text).to_string();
+            let err = PriceBook::from_toml(text, "p.toml")
+                .expect_err(text)
+                .to_string();
             assert!(err.contains(needle), "{err} should contain {needle}");
         }
     }
 
     #[test]
     fn mig_share() {
-        let mut info = DeviceInfo { mig_profile: Some("3g.40gb".into()), ..DeviceInfo::default() };
+        let mut info = DeviceInfo {
+            mig_profile: Some("3g.40gb".into()),
+            ..DeviceInfo::default()
+        };
         assert!((gpu_share(&info, gpu::resolve("H100-SXM5-80GB")) - 3.0 / 7.0).abs() < 1e-12);
         info.mig_profile = Some("2g.12gb".into());
         assert!((gpu_share(&info, gpu::resolve("A30")) - 0.5).abs() < 1e-12);

@@ -86,7 +86,8 @@ impl Timeline {
             self.base_hour = hour;
         } else if hour < self.base_hour {
             let extra = (self.base_hour - hour) as usize;
-            self.cells.splice(0..0, std::iter::repeat_n(HourCell::default(), extra));
+            self.cells
+                .splice(0..0, std::iter::repeat_n(HourCell::default(), extra));
             self.base_hour = hour;
         }
         let i = (hour - self.base_hour) as usize;
@@ -96,7 +97,11 @@ impl Timeline {
         &mut self.cells[i]
     }
 
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_possible_wrap
+    )]
     fn add(&mut self, start: EpochMs, dt: u64, util: Option<f32>) {
         let mut t = start;
         let end = start + dt as i64;
@@ -170,7 +175,11 @@ impl IdleState {
                 run.held_ms += held_ms;
             }
             None => {
-                self.open = Some(Episode { start_ms: start, dur_ms: dt, held_ms });
+                self.open = Some(Episode {
+                    start_ms: start,
+                    dur_ms: dt,
+                    held_ms,
+                });
                 self.open_touches_start = !self.started;
             }
         }
@@ -245,16 +254,16 @@ impl IdleState {
     /// Decide the undecided runs: nothing comes before or after.
     fn finish(&self, min_ms: u64) -> Vec<Episode> {
         let mut out = Vec::with_capacity(self.episodes.len() + 2);
-        if let Some(h) = self.head {
-            if h.dur_ms >= min_ms {
-                out.push(h);
-            }
+        if let Some(h) = self.head
+            && h.dur_ms >= min_ms
+        {
+            out.push(h);
         }
         out.extend_from_slice(&self.episodes);
-        if let Some(o) = self.open {
-            if o.dur_ms >= min_ms {
-                out.push(o);
-            }
+        if let Some(o) = self.open
+            && o.dur_ms >= min_ms
+        {
+            out.push(o);
         }
         out
     }
@@ -398,7 +407,9 @@ impl DeviceAcc {
         self.covered_ms += dt;
         if let Some(u) = s.util_pct {
             self.util.add(u, dt);
-            self.util_hist.get_or_insert_with(UtilHist::default).add(u, dt);
+            self.util_hist
+                .get_or_insert_with(UtilHist::default)
+                .add(u, dt);
             if u < st.idle_threshold_pct {
                 let held = s.mem_used_mib.is_some_and(|m| m >= st.held_idle_min_mib);
                 self.below_ms += dt;
@@ -471,7 +482,11 @@ impl DeviceAcc {
         self.power_peak = max_opt(self.power_peak, later.power_peak);
         self.power_limit = max_opt(self.power_limit, later.power_limit);
         self.timeline.merge(&later.timeline);
-        for (a, b) in self.interval_log2.iter_mut().zip(later.interval_log2.iter()) {
+        for (a, b) in self
+            .interval_log2
+            .iter_mut()
+            .zip(later.interval_log2.iter())
+        {
             *a += b;
         }
         if later.last.ts_ms >= self.last.ts_ms {
@@ -747,7 +762,11 @@ impl ProfileBuilder {
     /// An empty builder.
     #[must_use]
     pub fn new(settings: ProfileSettings) -> Self {
-        Self { settings, devices: Vec::new(), index: std::collections::HashMap::new() }
+        Self {
+            settings,
+            devices: Vec::new(),
+            index: std::collections::HashMap::new(),
+        }
     }
 
     /// The number of `key`, registering it on first sight.
@@ -757,7 +776,11 @@ impl ProfileBuilder {
         }
         let i = self.devices.len();
         self.index.insert(key.clone(), i);
-        self.devices.push(Slot { key, info: DeviceInfo::default(), acc: None });
+        self.devices.push(Slot {
+            key,
+            info: DeviceInfo::default(),
+            acc: None,
+        });
         DeviceId(i)
     }
 
@@ -835,7 +858,11 @@ impl Profile {
             .into_iter()
             .map(|(key, pieces)| {
                 let (info, acc) = join(pieces, st);
-                DeviceProfile { stats: acc.finish(st, tz), key, info }
+                DeviceProfile {
+                    stats: acc.finish(st, tz),
+                    key,
+                    info,
+                }
             })
             .collect()
     }
@@ -843,7 +870,10 @@ impl Profile {
     /// The joined accumulator of each device (for tests and tools).
     #[must_use]
     pub fn joined(self, st: &ProfileSettings) -> BTreeMap<DeviceKey, (DeviceInfo, DeviceAcc)> {
-        self.parts.into_iter().map(|(k, pieces)| (k, join(pieces, st))).collect()
+        self.parts
+            .into_iter()
+            .map(|(k, pieces)| (k, join(pieces, st)))
+            .collect()
     }
 }
 
@@ -936,13 +966,18 @@ mod tests {
         assert_eq!(acc.push(&s(10, 1.0, 0.0), &st()), Err(Rejected::Duplicate));
         assert!(acc.push(&s(11, 1.0, 0.0), &st()).is_ok());
         let stats = acc.finish(&st(), &jiff::tz::TimeZone::UTC);
-        assert_eq!((stats.samples, stats.reordered, stats.duplicates), (2, 1, 1));
+        assert_eq!(
+            (stats.samples, stats.reordered, stats.duplicates),
+            (2, 1, 1)
+        );
     }
 
     #[test]
     fn hour_of_week_is_monday_first_in_the_zone() {
         // 2026-01-05 is a Monday. 00:30 UTC is Sunday 19:30 in New York.
-        let ms = jiff::Timestamp::from_second(1_767_573_000).expect("ts").as_millisecond();
+        let ms = jiff::Timestamp::from_second(1_767_573_000)
+            .expect("ts")
+            .as_millisecond();
         assert_eq!(hour_of_week_index(ms, &jiff::tz::TimeZone::UTC), Some(0));
         let ny = jiff::tz::TimeZone::get("America/New_York").expect("tz");
         assert_eq!(hour_of_week_index(ms, &ny), Some(6 * 24 + 19));
@@ -954,7 +989,11 @@ mod tests {
         prop::collection::vec(
             (
                 1_000i64..1_200_000,
-                prop_oneof![Just(None), (0f32..8.0).prop_map(Some), (0f32..=100.0).prop_map(Some)],
+                prop_oneof![
+                    Just(None),
+                    (0f32..8.0).prop_map(Some),
+                    (0f32..=100.0).prop_map(Some)
+                ],
                 prop_oneof![Just(None), (0f32..4096.0).prop_map(Some)],
                 prop_oneof![Just(None), (0f32..700.0).prop_map(Some)],
                 prop_oneof![Just(None), (0f32..=100.0).prop_map(Some)],

@@ -49,7 +49,9 @@ impl GroupBy {
             "team" => Ok(Self::Team),
             other => match other.strip_prefix("label:") {
                 Some(name) if !name.is_empty() => Ok(Self::Label(name.to_owned())),
-                _ => Err(format!("`{other}` is not one of host, model, namespace, team, label:NAME")),
+                _ => Err(format!(
+                    "`{other}` is not one of host, model, namespace, team, label:NAME"
+                )),
             },
         }
     }
@@ -92,15 +94,19 @@ impl TeamMap {
             #[serde(default)]
             pods: toml::Table,
         }
-        let file: File = toml::from_str(text).map_err(|e| format!("`{origin}` is not a valid team file: {e}"))?;
+        let file: File = toml::from_str(text)
+            .map_err(|e| format!("`{origin}` is not a valid team file: {e}"))?;
         let table = |t: toml::Table, kind: &str| -> Result<Vec<(glob::Pattern, String)>, String> {
             t.into_iter()
                 .map(|(k, v)| {
                     let team = v
                         .as_str()
-                        .ok_or_else(|| format!("`{origin}` [{kind}] `{k}`: the team must be a string"))?
+                        .ok_or_else(|| {
+                            format!("`{origin}` [{kind}] `{k}`: the team must be a string")
+                        })?
                         .to_owned();
-                    let pat = glob::Pattern::new(&k).map_err(|e| format!("`{origin}` [{kind}] `{k}`: {e}"))?;
+                    let pat = glob::Pattern::new(&k)
+                        .map_err(|e| format!("`{origin}` [{kind}] `{k}`: {e}"))?;
                     Ok((pat, team))
                 })
                 .collect()
@@ -114,9 +120,16 @@ impl TeamMap {
 
     fn team(&self, host: &str, namespace: Option<&str>, pod: Option<&str>) -> Option<&str> {
         fn find<'a>(rules: &'a [(glob::Pattern, String)], v: Option<&str>) -> Option<&'a str> {
-            v.and_then(|v| rules.iter().find(|(p, _)| p.matches(v)).map(|(_, t)| t.as_str()))
+            v.and_then(|v| {
+                rules
+                    .iter()
+                    .find(|(p, _)| p.matches(v))
+                    .map(|(_, t)| t.as_str())
+            })
         }
-        find(&self.pods, pod).or_else(|| find(&self.namespaces, namespace)).or_else(|| find(&self.hosts, Some(host)))
+        find(&self.pods, pod)
+            .or_else(|| find(&self.namespaces, namespace))
+            .or_else(|| find(&self.hosts, Some(host)))
     }
 }
 
@@ -441,7 +454,9 @@ impl Sums {
 }
 
 fn rfc3339(ms: EpochMs) -> Option<String> {
-    jiff::Timestamp::from_millisecond(ms).ok().map(|t| t.to_string())
+    jiff::Timestamp::from_millisecond(ms)
+        .ok()
+        .map(|t| t.to_string())
 }
 
 /// Join profiles, diagnoses and prices into a report.
@@ -481,17 +496,18 @@ pub fn build(
             (None, _) if quote.is_none() => no_model += 1,
             _ => {}
         }
-        if let (Some(q), Some(now)) = (&quote, opts.now_ms) {
-            if let Some(as_of) = q.as_of.as_deref() {
-                if let Ok(date) = as_of.parse::<jiff::civil::Date>() {
-                    let as_of_ms = jiff::tz::TimeZone::UTC
-                        .to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))
-                        .map_or(now, jiff::Timestamp::as_millisecond);
-                    let age_days = (now - as_of_ms) / 86_400_000;
-                    if age_days > i64::from(opts.stale_price_days) {
-                        *stale.entry(format!("{} ({} days old)", q.source, age_days)).or_default() += 1;
-                    }
-                }
+        if let (Some(q), Some(now)) = (&quote, opts.now_ms)
+            && let Some(as_of) = q.as_of.as_deref()
+            && let Ok(date) = as_of.parse::<jiff::civil::Date>()
+        {
+            let as_of_ms = jiff::tz::TimeZone::UTC
+                .to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))
+                .map_or(now, jiff::Timestamp::as_millisecond);
+            let age_days = (now - as_of_ms) / 86_400_000;
+            if age_days > i64::from(opts.stale_price_days) {
+                *stale
+                    .entry(format!("{as_of} ({age_days} days old)"))
+                    .or_default() += 1;
             }
         }
         if quote.is_none() {
@@ -505,10 +521,14 @@ pub fn build(
         let held_cost = price.map_or(0.0, |pr| s.held_idle_hours * share * pr);
         let namespace = p.info.label("namespace").map(str::to_owned);
         let pod = p.info.label("pod").map(str::to_owned);
-        let team = teams.team(&p.key.host, namespace.as_deref(), pod.as_deref()).map(str::to_owned);
+        let team = teams
+            .team(&p.key.host, namespace.as_deref(), pod.as_deref())
+            .map(str::to_owned);
         let group = match &opts.group_by {
             GroupBy::Host => Some(p.key.host.clone()),
-            GroupBy::Model => model.map(|m| m.id.to_owned()).or_else(|| p.info.model_name.clone()),
+            GroupBy::Model => model
+                .map(|m| m.id.to_owned())
+                .or_else(|| p.info.model_name.clone()),
             GroupBy::Namespace => namespace.clone(),
             GroupBy::Team => team.clone(),
             GroupBy::Label(l) => p.info.label(l).map(str::to_owned),
@@ -540,7 +560,9 @@ pub fn build(
             acc.held_cost += held_cost;
         }
         *by_class.entry(d.class.as_str().to_owned()).or_default() += gpu_hours;
-        *count_by_class.entry(d.class.as_str().to_owned()).or_default() += 1;
+        *count_by_class
+            .entry(d.class.as_str().to_owned())
+            .or_default() += 1;
         for h in &s.hourly {
             let e = timeline.entry(h.start_ms).or_default();
             e.0 += h.covered_hours;
@@ -566,7 +588,10 @@ pub fn build(
         order_issues.0 += s.reordered;
         order_issues.1 += s.duplicates;
         order_issues.2 += s.overlaps;
-        if opts.now_ms.is_some_and(|now| s.last_ts_ms > now + 86_400_000) {
+        if opts
+            .now_ms
+            .is_some_and(|now| s.last_ts_ms > now + 86_400_000)
+        {
             future += 1;
         }
         let longest = s.idle_episodes.iter().map(|e| e.dur_ms).max().unwrap_or(0);
@@ -590,10 +615,7 @@ pub fn build(
             coverage_pct: (s.span_hours > 0.0).then(|| 100.0 * s.observed_hours / s.span_hours),
             gpu_share: share,
             gpu_hours,
-            utilization_source: p
-                .info
-                .util_source
-                .and_then(|u| serde_json_like_name(&u)),
+            utilization_source: p.info.util_source.and_then(|u| serde_json_like_name(&u)),
             mean_utilization_pct: util_mean,
             p50_utilization_pct: s.util.as_ref().map(|u| u.p50_pct),
             p95_utilization_pct: s.util.as_ref().map(|u| u.p95_pct),
@@ -671,10 +693,16 @@ pub fn build(
             count: unpriced.len() as u64,
         });
     }
-    for (what, n) in stale {
+    if !stale.is_empty() {
+        let n: u64 = stale.values().sum();
+        let dates: Vec<String> = stale.keys().cloned().collect();
         warnings.push(Warning {
             kind: "stale_price".into(),
-            message: format!("price older than {} days: {what}", opts.stale_price_days),
+            message: format!(
+                "{n} device(s) priced with prices older than {} days (as of {}): check them, or pass --prices",
+                opts.stale_price_days,
+                dates.join(", ")
+            ),
             count: n,
         });
     }
@@ -691,13 +719,33 @@ pub fn build(
         });
     }
     for (kind, n, what) in [
-        ("out_of_order", order_issues.0, "sample(s) older than the previous sample of their device were dropped"),
-        ("duplicate_timestamp", order_issues.1, "sample(s) repeating the previous timestamp of their device were dropped"),
-        ("overlap", order_issues.2, "piece(s) of data overlapping in time with others of the same device were joined with a break"),
-        ("future_timestamp", future, "device(s) have samples more than a day in the future (check --tz and clocks)"),
+        (
+            "out_of_order",
+            order_issues.0,
+            "sample(s) older than the previous sample of their device were dropped",
+        ),
+        (
+            "duplicate_timestamp",
+            order_issues.1,
+            "sample(s) repeating the previous timestamp of their device were dropped",
+        ),
+        (
+            "overlap",
+            order_issues.2,
+            "piece(s) of data overlapping in time with others of the same device were joined with a break",
+        ),
+        (
+            "future_timestamp",
+            future,
+            "device(s) have samples more than a day in the future (check --tz and clocks)",
+        ),
     ] {
         if n > 0 {
-            warnings.push(Warning { kind: kind.into(), message: format!("{n} {what}"), count: n });
+            warnings.push(Warning {
+                kind: kind.into(),
+                message: format!("{n} {what}"),
+                count: n,
+            });
         }
     }
 
@@ -714,18 +762,27 @@ pub fn build(
             held_idle_cost_usd: g.held_cost,
         })
         .collect();
-    group_rows.sort_by(|a, b| b.cost_usd.total_cmp(&a.cost_usd).then_with(|| a.key.cmp(&b.key)));
+    group_rows.sort_by(|a, b| {
+        b.cost_usd
+            .total_cmp(&a.cost_usd)
+            .then_with(|| a.key.cmp(&b.key))
+    });
 
     let busy_gpu_hours = fleet.util_num / 100.0;
     let kpis = Kpis {
         utilization_rate_pct: fleet.mean(),
         idle_share_pct: (fleet.gpu_hours > 0.0).then(|| 100.0 * fleet.idle / fleet.gpu_hours),
         waste_share_pct: (fleet.cost > 0.0).then(|| 100.0 * fleet.idle_cost / fleet.cost),
-        cost_per_busy_gpu_hour_usd: (busy_gpu_hours > 0.0 && fleet.cost > 0.0).then(|| fleet.cost / busy_gpu_hours),
-        cost_per_gpu_hour_usd: (fleet.gpu_hours > 0.0 && fleet.cost > 0.0).then(|| fleet.cost / fleet.gpu_hours),
+        cost_per_busy_gpu_hour_usd: (busy_gpu_hours > 0.0 && fleet.cost > 0.0)
+            .then(|| fleet.cost / busy_gpu_hours),
+        cost_per_gpu_hour_usd: (fleet.gpu_hours > 0.0 && fleet.cost > 0.0)
+            .then(|| fleet.cost / fleet.gpu_hours),
         rightsized_share_pct: None,
     };
-    let held_idle_gpu_hours: f64 = devices.iter().map(|d| d.held_idle_hours * d.gpu_share).sum();
+    let held_idle_gpu_hours: f64 = devices
+        .iter()
+        .map(|d| d.held_idle_hours * d.gpu_share)
+        .sum();
     let fleet_out = Fleet {
         devices: fleet.devices,
         gpu_hours: fleet.gpu_hours,
@@ -744,7 +801,11 @@ pub fn build(
     all_warnings.extend(warnings);
     Report {
         schema: SCHEMA,
-        window: Window { start: start.and_then(rfc3339), end: end.and_then(rfc3339), timezone: opts.tz_name.clone() },
+        window: Window {
+            start: start.and_then(rfc3339),
+            end: end.and_then(rfc3339),
+            timezone: opts.tz_name.clone(),
+        },
         settings: Settings {
             idle_threshold_pct: opts.profile.idle_threshold_pct,
             #[allow(clippy::cast_precision_loss)]
@@ -780,7 +841,10 @@ pub fn build(
                 idle_share_pct: (cov > 0.0).then(|| 100.0 * idle / cov),
             })
             .collect(),
-        ingest: IngestSummary { warnings: Vec::new(), ..ingest },
+        ingest: IngestSummary {
+            warnings: Vec::new(),
+            ..ingest
+        },
         warnings: all_warnings,
     }
 }
@@ -801,7 +865,11 @@ fn serde_json_like_name(u: &crate::sample::UtilSource) -> Option<String> {
 /// The class of every device, for tests and summaries.
 #[must_use]
 pub fn classes(report: &Report) -> BTreeMap<String, Class> {
-    report.devices.iter().map(|d| (d.id.clone(), d.class)).collect()
+    report
+        .devices
+        .iter()
+        .map(|d| (d.id.clone(), d.class))
+        .collect()
 }
 
 #[cfg(test)]
@@ -832,11 +900,32 @@ mod tests {
         // 2 hours at 1-minute samples.
         for m in 0..=120 {
             let t = m * 60_000;
-            b.push(busy, &Sample { util_pct: Some(90.0), ..Sample::at(t) }).expect("in order");
-            b.push(idle, &Sample { util_pct: Some(0.0), mem_used_mib: Some(0.0), ..Sample::at(t) }).expect("in order");
+            b.push(
+                busy,
+                &Sample {
+                    util_pct: Some(90.0),
+                    ..Sample::at(t)
+                },
+            )
+            .expect("in order");
+            b.push(
+                idle,
+                &Sample {
+                    util_pct: Some(0.0),
+                    mem_used_mib: Some(0.0),
+                    ..Sample::at(t)
+                },
+            )
+            .expect("in order");
         }
         let profiles = b.build().finish(&st, &jiff::tz::TimeZone::UTC);
-        let r = build(profiles, &PriceBook::default(), &TeamMap::default(), &opts(), IngestSummary::default());
+        let r = build(
+            profiles,
+            &PriceBook::default(),
+            &TeamMap::default(),
+            &opts(),
+            IngestSummary::default(),
+        );
         assert_eq!(r.fleet.devices, 2);
         assert!((r.fleet.gpu_hours - 4.0).abs() < 1e-9);
         let expected = 2.0 * 3.43088125 + 2.0 * 0.526;
@@ -850,7 +939,10 @@ mod tests {
 
     #[test]
     fn group_by_parses() {
-        assert_eq!(GroupBy::parse("label:team"), Ok(GroupBy::Label("team".into())));
+        assert_eq!(
+            GroupBy::parse("label:team"),
+            Ok(GroupBy::Label("team".into()))
+        );
         assert!(GroupBy::parse("label:").is_err());
         assert!(GroupBy::parse("planet").is_err());
     }
@@ -862,8 +954,14 @@ mod tests {
             "teams.toml",
         )
         .expect("valid");
-        assert_eq!(t.team("train-1", Some("serve"), Some("jupyter-x")), Some("notebooks"));
-        assert_eq!(t.team("train-1", Some("serve"), Some("p")), Some("platform"));
+        assert_eq!(
+            t.team("train-1", Some("serve"), Some("jupyter-x")),
+            Some("notebooks")
+        );
+        assert_eq!(
+            t.team("train-1", Some("serve"), Some("p")),
+            Some("platform")
+        );
         assert_eq!(t.team("train-1", None, None), Some("research"));
         assert_eq!(t.team("other", None, None), None);
         assert!(TeamMap::from_toml("[hosts]\na = 1", "t.toml").is_err());

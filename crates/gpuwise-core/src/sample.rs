@@ -68,7 +68,10 @@ impl Sample {
     /// An empty sample at `ts_ms`.
     #[must_use]
     pub fn at(ts_ms: EpochMs) -> Self {
-        Self { ts_ms, ..Self::default() }
+        Self {
+            ts_ms,
+            ..Self::default()
+        }
     }
 
     /// Whether the sample carries no reading at all.
@@ -111,16 +114,21 @@ impl Sample {
         pct(&mut self.sm_occupancy_pct, "sm_occupancy", &mut report);
         pct(&mut self.tensor_active_pct, "tensor_active", &mut report);
         pct(&mut self.dram_active_pct, "dram_active", &mut report);
-        pct(&mut self.mem_bw_util_pct, "memory_bandwidth_utilization", &mut report);
+        pct(
+            &mut self.mem_bw_util_pct,
+            "memory_bandwidth_utilization",
+            &mut report,
+        );
         amount(&mut self.mem_used_mib, "memory_used", &mut report);
         amount(&mut self.mem_total_mib, "memory_total", &mut report);
         amount(&mut self.power_w, "power", &mut report);
         amount(&mut self.power_limit_w, "power_limit", &mut report);
-        if let (Some(used), Some(total)) = (self.mem_used_mib, self.mem_total_mib) {
-            if total > 0.0 && used > total * 1.01 {
-                self.mem_used_mib = None;
-                report(Invalid::MemoryUsedAboveTotal);
-            }
+        if let (Some(used), Some(total)) = (self.mem_used_mib, self.mem_total_mib)
+            && total > 0.0
+            && used > total * 1.01
+        {
+            self.mem_used_mib = None;
+            report(Invalid::MemoryUsedAboveTotal);
         }
     }
 }
@@ -140,7 +148,11 @@ impl DeviceKey {
     /// A whole-GPU key.
     #[must_use]
     pub fn new(host: impl Into<String>, gpu: impl Into<String>) -> Self {
-        Self { host: host.into(), gpu: gpu.into(), mig: None }
+        Self {
+            host: host.into(),
+            gpu: gpu.into(),
+            mig: None,
+        }
     }
 }
 

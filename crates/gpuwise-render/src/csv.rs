@@ -5,12 +5,44 @@ use std::fmt::Write as _;
 use gpuwise_core::report::{DeviceRow, Report};
 
 const COLUMNS: &[&str] = &[
-    "id", "host", "gpu", "mig_instance", "mig_profile", "model", "model_name", "namespace", "pod", "team", "group",
-    "first_seen", "last_seen", "samples", "gpu_hours", "mean_utilization_pct", "p50_utilization_pct",
-    "p95_utilization_pct", "max_utilization_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct",
-    "peak_memory_used_mib", "p95_memory_used_mib", "memory_total_mib", "power_mean_w", "power_limit_w", "idle_hours",
-    "held_idle_hours", "idle_episodes", "class", "bottleneck", "idle_pattern", "usd_per_gpu_hour", "cost_usd",
-    "idle_cost_usd", "held_idle_cost_usd", "price_source",
+    "id",
+    "host",
+    "gpu",
+    "mig_instance",
+    "mig_profile",
+    "model",
+    "model_name",
+    "namespace",
+    "pod",
+    "team",
+    "group",
+    "first_seen",
+    "last_seen",
+    "samples",
+    "gpu_hours",
+    "mean_utilization_pct",
+    "p50_utilization_pct",
+    "p95_utilization_pct",
+    "max_utilization_pct",
+    "sm_active_pct",
+    "tensor_active_pct",
+    "dram_active_pct",
+    "peak_memory_used_mib",
+    "p95_memory_used_mib",
+    "memory_total_mib",
+    "power_mean_w",
+    "power_limit_w",
+    "idle_hours",
+    "held_idle_hours",
+    "idle_episodes",
+    "class",
+    "bottleneck",
+    "idle_pattern",
+    "usd_per_gpu_hour",
+    "cost_usd",
+    "idle_cost_usd",
+    "held_idle_cost_usd",
+    "price_source",
 ];
 
 fn field(out: &mut String, v: &str) {
@@ -24,7 +56,12 @@ fn field(out: &mut String, v: &str) {
 }
 
 fn num(v: Option<f64>) -> String {
-    v.map_or_else(String::new, |x| format!("{x:.6}").trim_end_matches('0').trim_end_matches('.').to_owned())
+    v.map_or_else(String::new, |x| {
+        format!("{x:.6}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned()
+    })
 }
 
 fn row(d: &DeviceRow) -> Vec<String> {
@@ -61,7 +98,10 @@ fn row(d: &DeviceRow) -> Vec<String> {
         num(Some(d.held_idle_hours)),
         d.idle_episodes.to_string(),
         d.class.as_str().to_owned(),
-        serde_json::to_value(d.bottleneck.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        serde_json::to_value(d.bottleneck.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
         s(&d.idle_pattern),
         num(d.usd_per_gpu_hour),
         num(Some(d.cost_usd)),

@@ -29,7 +29,14 @@ pub fn render(r: &Report) -> String {
         (Some(a), Some(b)) => format!("{a} → {b}"),
         _ => "no data".to_owned(),
     };
-    let _ = write!(h, "<h1>GPU fleet report</h1><div class=\"sub\">{} · {} devices · time zone {} · schema {}</div>", esc(&window), f.devices, esc(&r.window.timezone), r.schema);
+    let _ = write!(
+        h,
+        "<h1>GPU fleet report</h1><div class=\"sub\">{} · {} devices · time zone {} · schema {}</div>",
+        esc(&window),
+        f.devices,
+        esc(&r.window.timezone),
+        r.schema
+    );
     h.push_str("<div class=\"cards\">");
     for (label, value) in [
         ("GPU-hours", format!("{:.0}", f.gpu_hours)),
@@ -38,9 +45,17 @@ pub fn render(r: &Report) -> String {
         ("idle GPU-hours", format!("{:.0}", f.idle_gpu_hours)),
         ("idle cost", usd(f.idle_cost_usd)),
         ("held-idle cost", usd(f.held_idle_cost_usd)),
-        ("cost per busy GPU-hour", f.kpis.cost_per_busy_gpu_hour_usd.map_or("–".into(), usd)),
+        (
+            "cost per busy GPU-hour",
+            f.kpis.cost_per_busy_gpu_hour_usd.map_or("–".into(), usd),
+        ),
     ] {
-        let _ = write!(h, "<div class=\"card\"><b>{}</b><span>{}</span></div>", esc(&value), esc(label));
+        let _ = write!(
+            h,
+            "<div class=\"card\"><b>{}</b><span>{}</span></div>",
+            esc(&value),
+            esc(label)
+        );
     }
     h.push_str("</div>");
 
@@ -48,20 +63,53 @@ pub fn render(r: &Report) -> String {
     let points: Vec<(i64, Option<f64>, f64)> = r
         .timeline
         .iter()
-        .map(|p| (p.start_ms, p.mean_utilization_pct, if p.device_hours > 0.0 { 100.0 * p.idle_hours / p.device_hours } else { 0.0 }))
+        .map(|p| {
+            (
+                p.start_ms,
+                p.mean_utilization_pct,
+                if p.device_hours > 0.0 {
+                    100.0 * p.idle_hours / p.device_hours
+                } else {
+                    0.0
+                },
+            )
+        })
         .collect();
-    h.push_str(&svg::timeline(&points, "Fleet mean utilization per hour (UTC)"));
+    h.push_str(&svg::timeline(
+        &points,
+        "Fleet mean utilization per hour (UTC)",
+    ));
     h.push_str("<h2>Hour-of-week pattern</h2>");
-    let bins: Vec<(Option<f64>, Option<f64>, f64)> = r.hour_of_week.iter().map(|b| (b.mean_utilization_pct, b.idle_share_pct, b.device_hours)).collect();
+    let bins: Vec<(Option<f64>, Option<f64>, f64)> = r
+        .hour_of_week
+        .iter()
+        .map(|b| (b.mean_utilization_pct, b.idle_share_pct, b.device_hours))
+        .collect();
     h.push_str(&svg::heatmap(&bins, &r.window.timezone));
     h.push_str("<h2>Cost and waste by group</h2>");
-    let groups: Vec<(String, f64, f64)> = r.groups.iter().map(|g| (g.key.clone(), g.cost_usd, g.idle_cost_usd)).collect();
-    h.push_str(&svg::cost_bars(&groups, &format!("Cost by {}", r.settings.group_by)));
+    let groups: Vec<(String, f64, f64)> = r
+        .groups
+        .iter()
+        .map(|g| (g.key.clone(), g.cost_usd, g.idle_cost_usd))
+        .collect();
+    h.push_str(&svg::cost_bars(
+        &groups,
+        &format!("Cost by {}", r.settings.group_by),
+    ));
     h.push_str("<h2>Utilization distribution per device</h2>");
-    let rows: Vec<(String, [f64; 5])> = r.devices.iter().take(80).map(|d| (short_id(d), d.utilization_bands_hours)).collect();
+    let rows: Vec<(String, [f64; 5])> = r
+        .devices
+        .iter()
+        .take(80)
+        .map(|d| (short_id(d), d.utilization_bands_hours))
+        .collect();
     h.push_str(&svg::bands(&rows));
     if r.devices.len() > 80 {
-        let _ = write!(h, "<p class=\"note\">First 80 of {} devices (most wasteful first).</p>", r.devices.len());
+        let _ = write!(
+            h,
+            "<p class=\"note\">First 80 of {} devices (most wasteful first).</p>",
+            r.devices.len()
+        );
     }
 
     for s in sections(r, usize::MAX) {
@@ -76,7 +124,11 @@ pub fn render(r: &Report) -> String {
         for row in &s.rows {
             h.push_str("<tr>");
             for (i, c) in row.iter().enumerate() {
-                let class = if s.right.contains(&i) { " class=\"n\"" } else { "" };
+                let class = if s.right.contains(&i) {
+                    " class=\"n\""
+                } else {
+                    ""
+                };
                 let _ = write!(h, "<td{class}>{}</td>", esc(c));
             }
             h.push_str("</tr>");

@@ -3,7 +3,8 @@
 /// Pretty-printed JSON with a trailing newline.
 #[must_use]
 pub fn render(report: &gpuwise_core::report::Report) -> String {
-    let mut s = serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let mut s =
+        serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     s.push('\n');
     s
 }

@@ -43,7 +43,9 @@ impl Format {
             "csv" => Ok(Self::Csv),
             "markdown" | "md" => Ok(Self::Markdown),
             "html" => Ok(Self::Html),
-            other => Err(format!("`{other}` is not one of table, json, csv, markdown, html")),
+            other => Err(format!(
+                "`{other}` is not one of table, json, csv, markdown, html"
+            )),
         }
     }
 }
@@ -59,13 +61,20 @@ pub struct RenderOptions {
 
 impl Default for RenderOptions {
     fn default() -> Self {
-        Self { top: 20, color: false }
+        Self {
+            top: 20,
+            color: false,
+        }
     }
 }
 
 /// Render `report` in `format`.
 #[must_use]
-pub fn render(report: &gpuwise_core::report::Report, format: Format, opts: &RenderOptions) -> String {
+pub fn render(
+    report: &gpuwise_core::report::Report,
+    format: Format,
+    opts: &RenderOptions,
+) -> String {
     match format {
         Format::Table => table::render(report, opts),
         Format::Json => json::render(report),

@@ -14,9 +14,21 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
     let mut out = String::from("# GPU fleet report\n\n");
     for s in sections(report, opts.top) {
         out.push_str(&format!("## {}\n\n", s.title));
-        let headers: Vec<String> = s.headers.iter().map(|h| if h.is_empty() { " ".to_owned() } else { (*h).to_owned() }).collect();
+        let headers: Vec<String> = s
+            .headers
+            .iter()
+            .map(|h| {
+                if h.is_empty() {
+                    " ".to_owned()
+                } else {
+                    (*h).to_owned()
+                }
+            })
+            .collect();
         out.push_str(&format!("| {} |\n", headers.join(" | ")));
-        let aligns: Vec<&str> = (0..headers.len()).map(|i| if s.right.contains(&i) { "---:" } else { "---" }).collect();
+        let aligns: Vec<&str> = (0..headers.len())
+            .map(|i| if s.right.contains(&i) { "---:" } else { "---" })
+            .collect();
         out.push_str(&format!("|{}|\n", aligns.join("|")));
         for row in &s.rows {
             let cells: Vec<String> = row.iter().map(|c| esc(c)).collect();

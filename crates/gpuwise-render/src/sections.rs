@@ -33,8 +33,14 @@ pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
         (Some(a), Some(b)) => format!("{a} → {b}"),
         _ => "no data".to_owned(),
     };
-    let idle_share = f.kpis.idle_share_pct.map_or(String::new(), |p| format!(" ({p:.0}% of GPU-hours)"));
-    let waste_share = f.kpis.waste_share_pct.map_or(String::new(), |p| format!(" ({p:.0}% of cost)"));
+    let idle_share = f
+        .kpis
+        .idle_share_pct
+        .map_or(String::new(), |p| format!(" ({p:.0}% of GPU-hours)"));
+    let waste_share = f
+        .kpis
+        .waste_share_pct
+        .map_or(String::new(), |p| format!(" ({p:.0}% of cost)"));
     out.push(Section {
         title: "Fleet".into(),
         note: None,
@@ -42,16 +48,49 @@ pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
         right: vec![],
         rows: vec![
             vec!["Window".into(), format!("{window} ({})", r.window.timezone)],
-            vec!["Devices".into(), format!("{}{}", f.devices, if f.unpriced_devices > 0 { format!(" ({} unpriced)", f.unpriced_devices) } else { String::new() })],
+            vec![
+                "Devices".into(),
+                format!(
+                    "{}{}",
+                    f.devices,
+                    if f.unpriced_devices > 0 {
+                        format!(" ({} unpriced)", f.unpriced_devices)
+                    } else {
+                        String::new()
+                    }
+                ),
+            ],
             vec!["GPU-hours".into(), hours(f.gpu_hours)],
             vec!["Mean utilization".into(), pct(f.mean_utilization_pct)],
             vec!["Cost".into(), usd(f.cost_usd)],
-            vec!["Idle GPU-hours".into(), format!("{}{idle_share}", hours(f.idle_gpu_hours))],
-            vec!["Idle cost".into(), format!("{}{waste_share}", usd(f.idle_cost_usd))],
-            vec!["Held-idle cost".into(), format!("{} ({} GPU-hours idle with memory allocated)", usd(f.held_idle_cost_usd), hours(f.held_idle_gpu_hours))],
+            vec![
+                "Idle GPU-hours".into(),
+                format!("{}{idle_share}", hours(f.idle_gpu_hours)),
+            ],
+            vec![
+                "Idle cost".into(),
+                format!("{}{waste_share}", usd(f.idle_cost_usd)),
+            ],
+            vec![
+                "Held-idle cost".into(),
+                format!(
+                    "{} ({} GPU-hours idle with memory allocated)",
+                    usd(f.held_idle_cost_usd),
+                    hours(f.held_idle_gpu_hours)
+                ),
+            ],
             vec![
                 "Cost per busy GPU-hour".into(),
-                f.kpis.cost_per_busy_gpu_hour_usd.map_or_else(|| "–".into(), |v| format!("{} (vs {} per GPU-hour paid)", usd(v), f.kpis.cost_per_gpu_hour_usd.map_or_else(|| "–".into(), usd))),
+                f.kpis.cost_per_busy_gpu_hour_usd.map_or_else(
+                    || "–".into(),
+                    |v| {
+                        format!(
+                            "{} (vs {} per GPU-hour paid)",
+                            usd(v),
+                            f.kpis.cost_per_gpu_hour_usd.map_or_else(|| "–".into(), usd)
+                        )
+                    },
+                ),
             ],
         ],
     });
@@ -63,17 +102,39 @@ pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
             continue;
         }
         let h = f.gpu_hours_by_class.get(name).copied().unwrap_or(0.0);
-        let share = if f.gpu_hours > 0.0 { 100.0 * h / f.gpu_hours } else { 0.0 };
-        class_rows.push(vec![name.to_owned(), n.to_string(), hours(h), format!("{share:.0}%")]);
+        let share = if f.gpu_hours > 0.0 {
+            100.0 * h / f.gpu_hours
+        } else {
+            0.0
+        };
+        class_rows.push(vec![
+            name.to_owned(),
+            n.to_string(),
+            hours(h),
+            format!("{share:.0}%"),
+        ]);
     }
-    out.push(Section { title: "GPU-hours by class".into(), note: None, headers: vec!["CLASS", "DEVICES", "GPU-H", "SHARE"], right: vec![1, 2, 3], rows: class_rows });
+    out.push(Section {
+        title: "GPU-hours by class".into(),
+        note: None,
+        headers: vec!["CLASS", "DEVICES", "GPU-H", "SHARE"],
+        right: vec![1, 2, 3],
+        rows: class_rows,
+    });
 
     let shown = r.devices.len().min(top);
-    let note = (r.devices.len() > shown).then(|| format!("{} more devices: --top N, or --format csv|json for all", r.devices.len() - shown));
+    let note = (r.devices.len() > shown).then(|| {
+        format!(
+            "{} more devices: --top N, or --format csv|json for all",
+            r.devices.len() - shown
+        )
+    });
     out.push(Section {
         title: "Devices by waste".into(),
         note,
-        headers: vec!["DEVICE", "MODEL", "CLASS", "UTIL", "P95", "MEM GiB", "IDLE H", "COST", "IDLE $"],
+        headers: vec![
+            "DEVICE", "MODEL", "CLASS", "UTIL", "P95", "MEM GiB", "IDLE H", "COST", "IDLE $",
+        ],
         right: vec![3, 4, 5, 6, 7, 8],
         rows: r
             .devices
@@ -86,10 +147,22 @@ pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
                     d.class.as_str().to_owned(),
                     pct(d.mean_utilization_pct),
                     pct(d.p95_utilization_pct),
-                    format!("{}/{}", gib(d.peak_memory_used_mib), gib(d.memory_total_mib).trim_end_matches(".0")),
+                    format!(
+                        "{}/{}",
+                        gib(d.peak_memory_used_mib),
+                        gib(d.memory_total_mib).trim_end_matches(".0")
+                    ),
                     hours(d.idle_hours),
-                    if d.price_source.is_some() { usd(d.cost_usd) } else { "unpriced".into() },
-                    if d.price_source.is_some() { usd(d.idle_cost_usd) } else { "–".into() },
+                    if d.price_source.is_some() {
+                        usd(d.cost_usd)
+                    } else {
+                        "unpriced".into()
+                    },
+                    if d.price_source.is_some() {
+                        usd(d.idle_cost_usd)
+                    } else {
+                        "–".into()
+                    },
                 ]
             })
             .collect(),
@@ -97,7 +170,9 @@ pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
     out.push(Section {
         title: format!("By {}", r.settings.group_by),
         note: None,
-        headers: vec!["GROUP", "DEVICES", "GPU-H", "UTIL", "IDLE H", "COST", "IDLE $"],
+        headers: vec![
+            "GROUP", "DEVICES", "GPU-H", "UTIL", "IDLE H", "COST", "IDLE $",
+        ],
         right: vec![1, 2, 3, 4, 5, 6],
         rows: r
             .groups
@@ -126,7 +201,10 @@ pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
     if !patterns.is_empty() {
         out.push(Section {
             title: "Recurring idle windows".into(),
-            note: Some(format!("hour-of-week bins idle ≥ {:.0}% of the time, in {}", r.settings.diagnose.recurring_idle_share_pct, r.window.timezone)),
+            note: Some(format!(
+                "hour-of-week bins idle ≥ {:.0}% of the time, in {}",
+                r.settings.diagnose.recurring_idle_share_pct, r.window.timezone
+            )),
             headers: vec!["DEVICE", "PATTERN", "IDLE $"],
             right: vec![2],
             rows: patterns,
@@ -137,10 +215,22 @@ pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
         .iter()
         .filter(|d| d.bottleneck.kind != BottleneckKind::Unknown)
         .take(top)
-        .map(|d| vec![short_id(d), bottleneck_name(d.bottleneck.kind).to_owned(), d.bottleneck.evidence.clone()])
+        .map(|d| {
+            vec![
+                short_id(d),
+                bottleneck_name(d.bottleneck.kind).to_owned(),
+                d.bottleneck.evidence.clone(),
+            ]
+        })
         .collect();
     if !bottlenecks.is_empty() {
-        out.push(Section { title: "Bottlenecks".into(), note: None, headers: vec!["DEVICE", "HINT", "EVIDENCE"], right: vec![], rows: bottlenecks });
+        out.push(Section {
+            title: "Bottlenecks".into(),
+            note: None,
+            headers: vec!["DEVICE", "HINT", "EVIDENCE"],
+            right: vec![],
+            rows: bottlenecks,
+        });
     }
     if !r.warnings.is_empty() {
         out.push(Section {
@@ -148,7 +238,11 @@ pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
             note: None,
             headers: vec!["KIND", "COUNT", "MESSAGE"],
             right: vec![1],
-            rows: r.warnings.iter().map(|w| vec![w.kind.clone(), w.count.to_string(), w.message.clone()]).collect(),
+            rows: r
+                .warnings
+                .iter()
+                .map(|w| vec![w.kind.clone(), w.count.to_string(), w.message.clone()])
+                .collect(),
         });
     }
     let s = &r.settings;

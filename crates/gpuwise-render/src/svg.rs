@@ -5,7 +5,10 @@
 use std::fmt::Write as _;
 
 pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// Colour for a utilization percentage: pale grey (idle) → deep blue (busy).
@@ -15,7 +18,12 @@ pub(crate) fn util_color(pct: Option<f64>) -> String {
         Some(p) => {
             let t = (p / 100.0).clamp(0.0, 1.0);
             let lerp = |a: f64, b: f64| (a + (b - a) * t).round();
-            format!("rgb({},{},{})", lerp(241.0, 8.0), lerp(245.0, 69.0), lerp(249.0, 148.0))
+            format!(
+                "rgb({},{},{})",
+                lerp(241.0, 8.0),
+                lerp(245.0, 69.0),
+                lerp(249.0, 148.0)
+            )
         }
     }
 }
@@ -24,8 +32,15 @@ pub(crate) fn util_color(pct: Option<f64>) -> String {
 /// `points`: (epoch ms, mean utilization %, idle share %).
 pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> String {
     let (w, h, l, r, t, b) = (900.0, 260.0, 48.0, 12.0, 28.0, 36.0);
-    let mut s = format!(r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#, esc(title));
-    let _ = write!(s, r##"<text x="{l}" y="18" class="t">{}</text>"##, esc(title));
+    let mut s = format!(
+        r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
+        esc(title)
+    );
+    let _ = write!(
+        s,
+        r##"<text x="{l}" y="18" class="t">{}</text>"##,
+        esc(title)
+    );
     if points.len() < 2 {
         s.push_str(r#"<text x="60" y="120">not enough data</text></svg>"#);
         return s;
@@ -34,7 +49,14 @@ pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> Strin
     let sx = |x: i64| l + (x as f64 - x0) / (x1 - x0).max(1.0) * (w - l - r);
     let sy = |y: f64| t + (1.0 - y / 100.0) * (h - t - b);
     for y in [0.0, 25.0, 50.0, 75.0, 100.0] {
-        let _ = write!(s, r##"<line x1="{l}" x2="{}" y1="{y1:.1}" y2="{y1:.1}" class="g"/><text x="{}" y="{:.1}" class="a" text-anchor="end">{y:.0}%</text>"##, w - r, l - 6.0, sy(y) + 4.0, y1 = sy(y));
+        let _ = write!(
+            s,
+            r##"<line x1="{l}" x2="{}" y1="{y1:.1}" y2="{y1:.1}" class="g"/><text x="{}" y="{:.1}" class="a" text-anchor="end">{y:.0}%</text>"##,
+            w - r,
+            l - 6.0,
+            sy(y) + 4.0,
+            y1 = sy(y)
+        );
     }
     // Day ticks.
     let day = 86_400_000i64;
@@ -42,28 +64,52 @@ pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> Strin
     let step = ((points[points.len() - 1].0 - points[0].0) / day / 10 + 1) * day;
     while d <= points[points.len() - 1].0 {
         let x = sx(d);
-        let date = jiff::Timestamp::from_millisecond(d).map(|ts| ts.strftime("%a %m-%d").to_string()).unwrap_or_default();
-        let _ = write!(s, r##"<line x1="{x:.1}" x2="{x:.1}" y1="{t}" y2="{}" class="g"/><text x="{x:.1}" y="{}" class="a" text-anchor="middle">{date}</text>"##, h - b, h - b + 16.0);
+        let date = jiff::Timestamp::from_millisecond(d)
+            .map(|ts| ts.strftime("%a %m-%d").to_string())
+            .unwrap_or_default();
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{t}" y2="{}" class="g"/><text x="{x:.1}" y="{}" class="a" text-anchor="middle">{date}</text>"##,
+            h - b,
+            h - b + 16.0
+        );
         d += step;
     }
     let mut area = format!("M{:.1},{:.1}", sx(points[0].0), sy(0.0));
     for p in points {
         let _ = write!(area, " L{:.1},{:.1}", sx(p.0), sy(p.2));
     }
-    let _ = write!(area, " L{:.1},{:.1} Z", sx(points[points.len() - 1].0), sy(0.0));
-    let _ = write!(s, r##"<path d="{area}" fill="#f4a261" fill-opacity="0.35"/>"##);
+    let _ = write!(
+        area,
+        " L{:.1},{:.1} Z",
+        sx(points[points.len() - 1].0),
+        sy(0.0)
+    );
+    let _ = write!(
+        s,
+        r##"<path d="{area}" fill="#f4a261" fill-opacity="0.35"/>"##
+    );
     let mut line = String::new();
     let mut pen_up = true;
     for p in points {
         match p.1 {
             Some(u) => {
-                let _ = write!(line, "{}{:.1},{:.1} ", if pen_up { "M" } else { "L" }, sx(p.0), sy(u));
+                let _ = write!(
+                    line,
+                    "{}{:.1},{:.1} ",
+                    if pen_up { "M" } else { "L" },
+                    sx(p.0),
+                    sy(u)
+                );
                 pen_up = false;
             }
             None => pen_up = true,
         }
     }
-    let _ = write!(s, r##"<path d="{line}" fill="none" stroke="#08457e" stroke-width="1.5"/>"##);
+    let _ = write!(
+        s,
+        r##"<path d="{line}" fill="none" stroke="#08457e" stroke-width="1.5"/>"##
+    );
     let _ = write!(
         s,
         r##"<rect x="{}" y="8" width="10" height="10" fill="#08457e"/><text x="{}" y="17" class="a">mean utilization</text><rect x="{}" y="8" width="10" height="10" fill="#f4a261" fill-opacity="0.6"/><text x="{}" y="17" class="a">idle share of device-hours</text>"##,
@@ -82,17 +128,40 @@ pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> Str
     let w = l + 24.0 * cell + 10.0;
     let h = t + 7.0 * cell + 10.0;
     let title = format!("Mean utilization by hour of week ({tz})");
-    let mut s = format!(r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#, esc(&title));
-    let _ = write!(s, r#"<text x="{l}" y="16" class="t">{}</text>"#, esc(&title));
+    let mut s = format!(
+        r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
+        esc(&title)
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{l}" y="16" class="t">{}</text>"#,
+        esc(&title)
+    );
     for hour in (0..24).step_by(3) {
-        let _ = write!(s, r#"<text x="{:.1}" y="{}" class="a" text-anchor="middle">{hour:02}</text>"#, l + (f64::from(hour) + 0.5) * cell, t - 6.0);
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" class="a" text-anchor="middle">{hour:02}</text>"#,
+            l + (f64::from(hour) + 0.5) * cell,
+            t - 6.0
+        );
     }
-    for (d, name) in ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"].iter().enumerate() {
+    for (d, name) in ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+        .iter()
+        .enumerate()
+    {
         #[allow(clippy::cast_precision_loss)]
         let y = t + d as f64 * cell;
-        let _ = write!(s, r#"<text x="{}" y="{:.1}" class="a" text-anchor="end">{name}</text>"#, l - 6.0, y + cell / 2.0 + 4.0);
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{:.1}" class="a" text-anchor="end">{name}</text>"#,
+            l - 6.0,
+            y + cell / 2.0 + 4.0
+        );
         for hour in 0..24 {
-            let (u, idle, dh) = bins.get(d * 24 + hour).copied().unwrap_or((None, None, 0.0));
+            let (u, idle, dh) = bins
+                .get(d * 24 + hour)
+                .copied()
+                .unwrap_or((None, None, 0.0));
             #[allow(clippy::cast_precision_loss)]
             let x = l + hour as f64 * cell;
             let tip = format!(
@@ -121,18 +190,32 @@ pub(crate) fn bands(rows: &[(String, [f64; 5])]) -> String {
     let (l, bar, gap, w) = (230.0, 14.0, 4.0, 900.0);
     #[allow(clippy::cast_precision_loss)]
     let h = 40.0 + rows.len() as f64 * (bar + gap) + 10.0;
-    let mut s = format!(r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="Utilization distribution per device" xmlns="http://www.w3.org/2000/svg">"#);
-    s.push_str(r#"<text x="0" y="16" class="t">Share of each device's time in utilization bands</text>"#);
+    let mut s = format!(
+        r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="Utilization distribution per device" xmlns="http://www.w3.org/2000/svg">"#
+    );
+    s.push_str(
+        r#"<text x="0" y="16" class="t">Share of each device's time in utilization bands</text>"#,
+    );
     for (i, (c, n)) in colors.iter().zip(names).enumerate() {
         #[allow(clippy::cast_precision_loss)]
         let x = l + i as f64 * 110.0;
-        let _ = write!(s, r#"<rect x="{x}" y="24" width="10" height="10" fill="{c}"/><text x="{}" y="33" class="a">{n}</text>"#, x + 14.0);
+        let _ = write!(
+            s,
+            r#"<rect x="{x}" y="24" width="10" height="10" fill="{c}"/><text x="{}" y="33" class="a">{n}</text>"#,
+            x + 14.0
+        );
     }
     for (i, (label, hours)) in rows.iter().enumerate() {
         #[allow(clippy::cast_precision_loss)]
         let y = 42.0 + i as f64 * (bar + gap);
         let total: f64 = hours.iter().sum();
-        let _ = write!(s, r#"<text x="{}" y="{:.1}" class="a" text-anchor="end">{}</text>"#, l - 6.0, y + bar - 3.0, esc(label));
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{:.1}" class="a" text-anchor="end">{}</text>"#,
+            l - 6.0,
+            y + bar - 3.0,
+            esc(label)
+        );
         let mut x = l;
         for (k, hrs) in hours.iter().enumerate() {
             if total <= 0.0 || *hrs <= 0.0 {
@@ -161,7 +244,10 @@ pub(crate) fn cost_bars(rows: &[(String, f64, f64)], title: &str) -> String {
     #[allow(clippy::cast_precision_loss)]
     let h = 40.0 + rows.len() as f64 * (bar + gap) + 10.0;
     let max = rows.iter().map(|r| r.1).fold(0.0f64, f64::max).max(1e-9);
-    let mut s = format!(r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#, esc(title));
+    let mut s = format!(
+        r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
+        esc(title)
+    );
     let _ = write!(
         s,
         r##"<text x="0" y="16" class="t">{}</text><rect x="{l}" y="24" width="10" height="10" fill="#5b8db8"/><text x="{}" y="33" class="a">cost</text><rect x="{}" y="24" width="10" height="10" fill="#e76f51"/><text x="{}" y="33" class="a">of which idle</text>"##,

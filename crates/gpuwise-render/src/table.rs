@@ -19,17 +19,27 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
             out.push('\n');
         }
         let mut t = Table::new();
-        t.load_style(NOTHING).set_content_arrangement(ContentArrangement::Dynamic).set_width(100);
+        t.load_style(NOTHING)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(100);
         if s.headers.iter().any(|h| !h.is_empty()) {
             t.set_header(s.headers.iter().map(|h| {
                 let c = Cell::new(h);
-                if opts.color { c.add_attribute(Attribute::Dim) } else { c }
+                if opts.color {
+                    c.add_attribute(Attribute::Dim)
+                } else {
+                    c
+                }
             }));
         }
         for row in &s.rows {
             t.add_row(row.iter().enumerate().map(|(i, v)| {
                 let c = Cell::new(v);
-                if s.right.contains(&i) { c.set_alignment(CellAlignment::Right) } else { c }
+                if s.right.contains(&i) {
+                    c.set_alignment(CellAlignment::Right)
+                } else {
+                    c
+                }
             }));
         }
         for line in t.to_string().lines() {

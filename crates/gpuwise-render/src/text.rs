@@ -4,8 +4,14 @@ use gpuwise_core::report::DeviceRow;
 
 pub(crate) fn usd(v: f64) -> String {
     let abs = v.abs();
-    let s = if abs >= 100.0 { format!("{:.0}", abs) } else { format!("{abs:.2}") };
-    let (int, frac) = s.split_once('.').map_or((s.as_str(), None), |(a, b)| (a, Some(b)));
+    let s = if abs >= 100.0 {
+        format!("{:.0}", abs)
+    } else {
+        format!("{abs:.2}")
+    };
+    let (int, frac) = s
+        .split_once('.')
+        .map_or((s.as_str(), None), |(a, b)| (a, Some(b)));
     let mut out = String::new();
     for (i, c) in int.chars().enumerate() {
         if i > 0 && (int.len() - i) % 3 == 0 {
@@ -25,7 +31,11 @@ pub(crate) fn pct(v: Option<f64>) -> String {
 }
 
 pub(crate) fn hours(v: f64) -> String {
-    if v >= 100.0 { format!("{v:.0}") } else { format!("{v:.1}") }
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 pub(crate) fn gib(mib: Option<f64>) -> String {
@@ -49,7 +59,10 @@ pub(crate) fn short_id(d: &DeviceRow) -> String {
 }
 
 pub(crate) fn model(d: &DeviceRow) -> String {
-    d.model.clone().or_else(|| d.model_name.clone()).unwrap_or_else(|| "?".to_owned())
+    d.model
+        .clone()
+        .or_else(|| d.model_name.clone())
+        .unwrap_or_else(|| "?".to_owned())
 }
 
 #[cfg(test)]

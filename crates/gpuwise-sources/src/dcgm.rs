@@ -25,6 +25,7 @@ use gpuwise_core::sample::UtilSource;
 use gpuwise_core::{DeviceKey, EpochMs, Sample};
 
 use crate::diag::Tally;
+use crate::ingest::Origin;
 use crate::value;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,39 +47,84 @@ enum Metric {
 
 fn metric(name: &str) -> Option<(Metric, f64)> {
     Some(match name {
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE" | "dcgm_fi_prof_gr_engine_active" => (Metric::GrActive, 100.0),
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE" | "dcgm_fi_prof_gr_engine_active" => {
+            (Metric::GrActive, 100.0)
+        }
         "DCGM_FI_DEV_GPU_UTIL" | "dcgm_gpu_utilization" => (Metric::GpuUtil, 1.0),
-        "DCGM_FI_PROF_SM_ACTIVE" | "DCGM_FI_PROF_SM_UTIL_RATIO" | "dcgm_fi_prof_sm_active" => (Metric::SmActive, 100.0),
+        "DCGM_FI_PROF_SM_ACTIVE" | "DCGM_FI_PROF_SM_UTIL_RATIO" | "dcgm_fi_prof_sm_active" => {
+            (Metric::SmActive, 100.0)
+        }
         "DCGM_FI_PROF_SM_OCCUPANCY" | "dcgm_fi_prof_sm_occupancy" => (Metric::SmOccupancy, 100.0),
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" | "dcgm_fi_prof_pipe_tensor_active" => (Metric::Tensor, 100.0),
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" | "dcgm_fi_prof_pipe_tensor_active" => {
+            (Metric::Tensor, 100.0)
+        }
         "DCGM_FI_PROF_DRAM_ACTIVE" | "dcgm_fi_prof_dram_active" => (Metric::Dram, 100.0),
         "DCGM_FI_DEV_MEM_COPY_UTIL" | "dcgm_mem_copy_utilization" => (Metric::MemCopy, 1.0),
         "DCGM_FI_DEV_FB_USED" | "dcgm_fb_used" => (Metric::FbUsed, 1.0),
         "DCGM_FI_DEV_FB_FREE" | "dcgm_fb_free" => (Metric::FbFree, 1.0),
         "DCGM_FI_DEV_FB_TOTAL" => (Metric::FbTotal, 1.0),
         "DCGM_FI_DEV_FB_RESERVED" => (Metric::FbReserved, 1.0),
-        "DCGM_FI_DEV_POWER_USAGE" | "DCGM_FI_DEV_BOARD_POWER_WATTS" | "dcgm_power_usage" => (Metric::Power, 1.0),
-        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT" | "DCGM_FI_DEV_POWER_MGMT_LIMIT" => (Metric::PowerLimit, 1.0),
+        "DCGM_FI_DEV_POWER_USAGE" | "DCGM_FI_DEV_BOARD_POWER_WATTS" | "dcgm_power_usage" => {
+            (Metric::Power, 1.0)
+        }
+        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT" | "DCGM_FI_DEV_POWER_MGMT_LIMIT" => {
+            (Metric::PowerLimit, 1.0)
+        }
         _ => return None,
     })
 }
 
 /// Labels that describe the exporter or the device, not the workload.
 const INFRA_LABELS: &[&str] = &[
-    "gpu", "UUID", "uuid", "device", "modelName", "model_name", "Hostname", "hostname", "pci_bus_id", "GPU_I_ID",
-    "GPU_I_PROFILE", "instance", "job", "err_code", "err_msg", "pod_uid", "vgpu", "endpoint", "service", "exported_instance",
-    "exported_job", "prometheus", "exported_container", "container", "container_name", "pod", "exported_pod",
-    "pod_name", "namespace", "exported_namespace", "pod_namespace",
+    "gpu",
+    "UUID",
+    "uuid",
+    "device",
+    "modelName",
+    "model_name",
+    "Hostname",
+    "hostname",
+    "pci_bus_id",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "instance",
+    "job",
+    "err_code",
+    "err_msg",
+    "pod_uid",
+    "vgpu",
+    "endpoint",
+    "service",
+    "exported_instance",
+    "exported_job",
+    "prometheus",
+    "exported_container",
+    "container",
+    "container_name",
+    "pod",
+    "exported_pod",
+    "pod_name",
+    "namespace",
+    "exported_namespace",
+    "pod_namespace",
 ];
 
 /// Whether a value is one of DCGM's "blank" sentinels (exact match of the printed value).
 #[must_use]
 pub fn is_sentinel(text: &str) -> bool {
     if let Ok(i) = text.parse::<i64>() {
-        return (9_223_372_036_854_775_792..=9_223_372_036_854_775_795).contains(&i) || (2_147_483_632..=2_147_483_635).contains(&i);
+        return (9_223_372_036_854_775_792..=9_223_372_036_854_775_795).contains(&i)
+            || (2_147_483_632..=2_147_483_635).contains(&i);
     }
-    text.parse::<f64>()
-        .is_ok_and(|f| [140_737_488_355_328.0, 140_737_488_355_329.0, 140_737_488_355_330.0, 140_737_488_355_331.0].contains(&f))
+    text.parse::<f64>().is_ok_and(|f| {
+        [
+            140_737_488_355_328.0,
+            140_737_488_355_329.0,
+            140_737_488_355_330.0,
+            140_737_488_355_331.0,
+        ]
+        .contains(&f)
+    })
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -107,7 +153,9 @@ struct Line<'a> {
 }
 
 fn parse_line(line: &str) -> Result<Line<'_>, String> {
-    let name_end = line.find(['{', ' ', '\t']).ok_or("no value after the metric name")?;
+    let name_end = line
+        .find(['{', ' ', '\t'])
+        .ok_or("no value after the metric name")?;
     let name = &line[..name_end];
     if name.is_empty() {
         return Err("empty metric name".into());
@@ -126,7 +174,9 @@ fn parse_line(line: &str) -> Result<Line<'_>, String> {
                     break;
                 }
             }
-            let Some(&(start, c)) = chars.peek() else { break };
+            let Some(&(start, c)) = chars.peek() else {
+                break;
+            };
             if c == '}' {
                 end = Some(start);
                 break;
@@ -176,7 +226,12 @@ fn parse_line(line: &str) -> Result<Line<'_>, String> {
     if parts.next().is_some() {
         return Err("more than a value and a timestamp after the labels".into());
     }
-    Ok(Line { name, labels, value, ts })
+    Ok(Line {
+        name,
+        labels,
+        value,
+        ts,
+    })
 }
 
 fn parse_ts(t: &str) -> Option<EpochMs> {
@@ -185,11 +240,22 @@ fn parse_ts(t: &str) -> Option<EpochMs> {
         return None;
     }
     #[allow(clippy::cast_possible_truncation)]
-    Some(if t.contains('.') || v < 1e11 { (v * 1000.0).round() as i64 } else { v.round() as i64 })
+    Some(if t.contains('.') || v < 1e11 {
+        (v * 1000.0).round() as i64
+    } else {
+        v.round() as i64
+    })
 }
 
 /// Read one whole DCGM file into `b`. `file_ts` is the time of lines without a timestamp.
-pub fn read(text: &str, file: &str, host: Option<&str>, stem: &str, file_ts: Option<EpochMs>, b: &mut ProfileBuilder, t: &mut Tally) {
+pub fn read(
+    text: &str,
+    origin: &Origin<'_>,
+    file_ts: Option<EpochMs>,
+    b: &mut ProfileBuilder,
+    t: &mut Tally,
+) {
+    let Origin { file, host, stem } = *origin;
     let mut series: HashMap<DeviceKey, BTreeMap<EpochMs, Partial>> = HashMap::new();
     let mut infos: HashMap<DeviceKey, gpuwise_core::DeviceInfo> = HashMap::new();
     let mut missing_time = false;
@@ -207,25 +273,53 @@ pub fn read(text: &str, file: &str, host: Option<&str>, stem: &str, file_ts: Opt
                 continue;
             }
         };
-        let Some((m, scale)) = metric(parsed.name) else { continue };
-        let label = |keys: &[&str]| -> Option<&str> {
-            keys.iter().find_map(|k| parsed.labels.iter().find(|(lk, v)| lk == k && !v.is_empty()).map(|(_, v)| v.as_str()))
+        let Some((m, scale)) = metric(parsed.name) else {
+            continue;
         };
-        let Some(uuid) = label(&["UUID", "uuid"]).map(str::to_owned).or_else(|| label(&["gpu"]).map(|g| format!("gpu{g}"))) else {
-            t.skip("bad_line", file, line_no, format!("`{}` has neither a `UUID` nor a `gpu` label", parsed.name));
+        let label = |keys: &[&str]| -> Option<&str> {
+            keys.iter().find_map(|k| {
+                parsed
+                    .labels
+                    .iter()
+                    .find(|(lk, v)| lk == k && !v.is_empty())
+                    .map(|(_, v)| v.as_str())
+            })
+        };
+        let Some(uuid) = label(&["UUID", "uuid"])
+            .map(str::to_owned)
+            .or_else(|| label(&["gpu"]).map(|g| format!("gpu{g}")))
+        else {
+            t.skip(
+                "bad_line",
+                file,
+                line_no,
+                format!("`{}` has neither a `UUID` nor a `gpu` label", parsed.name),
+            );
             continue;
         };
         let mig = label(&["GPU_I_ID"]).map(str::to_owned);
         if mig.is_some() && m == Metric::GpuUtil {
             continue;
         }
-        let host_name = host.map(str::to_owned).or_else(|| label(&["Hostname", "hostname"]).map(str::to_owned)).unwrap_or_else(|| stem.to_owned());
-        let key = DeviceKey { host: host_name, gpu: uuid, mig };
+        let host_name = host
+            .map(str::to_owned)
+            .or_else(|| label(&["Hostname", "hostname"]).map(str::to_owned))
+            .unwrap_or_else(|| stem.to_owned());
+        let key = DeviceKey {
+            host: host_name,
+            gpu: uuid,
+            mig,
+        };
         let ts = match parsed.ts {
             Some(raw_ts) => match parse_ts(raw_ts) {
                 Some(ts) => ts,
                 None => {
-                    t.skip("bad_timestamp", file, line_no, format!("timestamp is not a number: `{raw_ts}`"));
+                    t.skip(
+                        "bad_timestamp",
+                        file,
+                        line_no,
+                        format!("timestamp is not a number: `{raw_ts}`"),
+                    );
                     continue;
                 }
             },
@@ -239,11 +333,27 @@ pub fn read(text: &str, file: &str, host: Option<&str>, stem: &str, file_ts: Opt
             }
         };
         if is_sentinel(parsed.value) {
-            t.skip("dcgm_blank", file, line_no, format!("`{}` is a DCGM blank sentinel `{}` (not supported / not found)", parsed.name, parsed.value));
+            t.skip(
+                "dcgm_blank",
+                file,
+                line_no,
+                format!(
+                    "`{}` is a DCGM blank sentinel `{}` (not supported / not found)",
+                    parsed.name, parsed.value
+                ),
+            );
             continue;
         }
         let Some(v) = value::fast_float(parsed.value) else {
-            t.skip("bad_value", file, line_no, format!("`{}` value is not a number: `{}`", parsed.name, parsed.value));
+            t.skip(
+                "bad_value",
+                file,
+                line_no,
+                format!(
+                    "`{}` value is not a number: `{}`",
+                    parsed.name, parsed.value
+                ),
+            );
             continue;
         };
         #[allow(clippy::cast_possible_truncation)]
@@ -256,9 +366,15 @@ pub fn read(text: &str, file: &str, host: Option<&str>, stem: &str, file_ts: Opt
         }
         if matches!(m, Metric::GrActive | Metric::GpuUtil | Metric::FbUsed) {
             for (name, keys) in [
-                ("namespace", &["exported_namespace", "namespace", "pod_namespace"][..]),
+                (
+                    "namespace",
+                    &["exported_namespace", "namespace", "pod_namespace"][..],
+                ),
                 ("pod", &["exported_pod", "pod", "pod_name"][..]),
-                ("container", &["exported_container", "container", "container_name"][..]),
+                (
+                    "container",
+                    &["exported_container", "container", "container_name"][..],
+                ),
             ] {
                 if let Some(v) = label(keys) {
                     info.add_label(name, v, 1);
@@ -289,7 +405,12 @@ pub fn read(text: &str, file: &str, host: Option<&str>, stem: &str, file_ts: Opt
         *slot = Some(v);
     }
     if missing_time {
-        t.skip("no_timestamp", file, 0, "lines without a timestamp, and no time in the file name or metadata");
+        t.skip(
+            "no_timestamp",
+            file,
+            0,
+            "lines without a timestamp, and no time in the file name or metadata",
+        );
     }
     let mut keys: Vec<DeviceKey> = series.keys().cloned().collect();
     keys.sort();
@@ -301,11 +422,17 @@ pub fn read(text: &str, file: &str, host: Option<&str>, stem: &str, file_ts: Opt
         for (ts, p) in points {
             let util = match (p.gr, p.gpu_util) {
                 (Some(g), _) => {
-                    source = Some(source.map_or(UtilSource::DcgmGrEngineActive, |s: UtilSource| s.min(UtilSource::DcgmGrEngineActive)));
+                    source = Some(
+                        source.map_or(UtilSource::DcgmGrEngineActive, |s: UtilSource| {
+                            s.min(UtilSource::DcgmGrEngineActive)
+                        }),
+                    );
                     Some(g)
                 }
                 (None, Some(u)) => {
-                    source = Some(source.map_or(UtilSource::DcgmGpuUtil, |s: UtilSource| s.min(UtilSource::DcgmGpuUtil)));
+                    source = Some(source.map_or(UtilSource::DcgmGpuUtil, |s: UtilSource| {
+                        s.min(UtilSource::DcgmGpuUtil)
+                    }));
                     Some(u)
                 }
                 _ => None,
@@ -327,7 +454,14 @@ pub fn read(text: &str, file: &str, host: Option<&str>, stem: &str, file_ts: Opt
                 power_limit_w: p.limit,
                 ..Sample::at(ts)
             };
-            s.sanitize(|inv| t.skip("invalid_value", file, 0, format!("{inv} at {ts} ms (value dropped)")));
+            s.sanitize(|inv| {
+                t.skip(
+                    "invalid_value",
+                    file,
+                    0,
+                    format!("{inv} at {ts} ms (value dropped)"),
+                )
+            });
             if !s.is_empty() && b.push(id, &s).is_ok() {
                 t.samples += 1;
             }
@@ -343,9 +477,19 @@ mod tests {
 
     #[test]
     fn parses_labels_with_escapes() {
-        let l = parse_line(r#"DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",msg="a \"b\", c"} 87 1767225600000"#).expect("valid");
+        let l = parse_line(
+            r#"DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",msg="a \"b\", c"} 87 1767225600000"#,
+        )
+        .expect("valid");
         assert_eq!(l.name, "DCGM_FI_DEV_GPU_UTIL");
-        assert_eq!(l.labels, vec![("gpu", "0".to_owned()), ("UUID", "GPU-1".to_owned()), ("msg", "a \"b\", c".to_owned())]);
+        assert_eq!(
+            l.labels,
+            vec![
+                ("gpu", "0".to_owned()),
+                ("UUID", "GPU-1".to_owned()),
+                ("msg", "a \"b\", c".to_owned())
+            ]
+        );
         assert_eq!((l.value, l.ts), ("87", Some("1767225600000")));
         assert!(parse_line("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\" 87").is_err());
         assert!(parse_line("DCGM_FI_DEV_GPU_UTIL{gpu=0} 87").is_err());

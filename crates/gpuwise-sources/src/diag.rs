@@ -74,7 +74,8 @@ impl Tally {
         let k = self.kinds.entry(kind).or_default();
         k.count += 1;
         if k.examples.len() < EXAMPLES {
-            k.examples.push((file.to_owned(), line, message.to_string()));
+            k.examples
+                .push((file.to_owned(), line, message.to_string()));
         }
     }
 
@@ -112,7 +113,11 @@ impl Tally {
             .values()
             .flat_map(|k| k.examples.iter())
             .min_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)))
-            .map(|(file, line, message)| IngestError::Strict { file: file.clone(), line: *line, message: message.clone() })
+            .map(|(file, line, message)| IngestError::Strict {
+                file: file.clone(),
+                line: *line,
+                message: message.clone(),
+            })
     }
 
     /// One warning per kind, with the examples.
@@ -121,9 +126,22 @@ impl Tally {
         self.kinds
             .iter()
             .map(|(kind, k)| {
-                let examples: Vec<String> =
-                    k.examples.iter().map(|(f, l, m)| if *l > 0 { format!("`{f}` line {l}: {m}") } else { format!("`{f}`: {m}") }).collect();
-                let more = if k.count > examples.len() as u64 { format!("; {} more", k.count - examples.len() as u64) } else { String::new() };
+                let examples: Vec<String> = k
+                    .examples
+                    .iter()
+                    .map(|(f, l, m)| {
+                        if *l > 0 {
+                            format!("`{f}` line {l}: {m}")
+                        } else {
+                            format!("`{f}`: {m}")
+                        }
+                    })
+                    .collect();
+                let more = if k.count > examples.len() as u64 {
+                    format!("; {} more", k.count - examples.len() as u64)
+                } else {
+                    String::new()
+                };
                 Warning {
                     kind: (*kind).to_owned(),
                     message: format!("{} skipped ({}{more})", k.count, examples.join("; ")),

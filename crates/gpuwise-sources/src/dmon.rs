@@ -43,7 +43,11 @@ impl Layout {
 
     /// Layout from the first header line (`# gpu pwr …` or `#Date Time gpu …`).
     pub fn from_header(line: &str) -> Result<Self, String> {
-        let names: Vec<String> = line.trim_start_matches('#').split_whitespace().map(str::to_ascii_lowercase).collect();
+        let names: Vec<String> = line
+            .trim_start_matches('#')
+            .split_whitespace()
+            .map(str::to_ascii_lowercase)
+            .collect();
         let find = |w: &str| names.iter().position(|n| n == w);
         let gpu = find("gpu").ok_or("the dmon header has no `gpu` column")?;
         let l = Layout {
@@ -79,34 +83,68 @@ pub struct DmonReader<'a> {
 impl<'a> DmonReader<'a> {
     /// A reader. `start_ms`/`interval_ms` place untimed rows.
     #[must_use]
-    pub fn new(layout: &'a Layout, file: &'a str, host: &'a str, clock: LocalClock, start_ms: Option<EpochMs>, interval_ms: u64) -> Self {
-        Self { layout, file, host, clock, start_ms, interval_ms, round: 0, last_gpu: None, devices: HashMap::new() }
+    pub fn new(
+        layout: &'a Layout,
+        file: &'a str,
+        host: &'a str,
+        clock: LocalClock,
+        start_ms: Option<EpochMs>,
+        interval_ms: u64,
+    ) -> Self {
+        Self {
+            layout,
+            file,
+            host,
+            clock,
+            start_ms,
+            interval_ms,
+            round: 0,
+            last_gpu: None,
+            devices: HashMap::new(),
+        }
     }
 
     /// Read every line of `data`, the first being line `first_line`.
     pub fn read(&mut self, data: &[u8], first_line: u64, b: &mut ProfileBuilder, t: &mut Tally) {
-        let mut line_no = first_line;
         let mut fields: Vec<&[u8]> = Vec::with_capacity(self.layout.columns);
-        for raw in data.split(|c| *c == b'\n') {
+        for (line_no, raw) in (first_line..).zip(data.split(|c| *c == b'\n')) {
             let line = value::trim(raw);
             if !line.is_empty() && line[0] != b'#' {
                 t.lines += 1;
                 fields.clear();
-                fields.extend(line.split(|c| c.is_ascii_whitespace()).filter(|f| !f.is_empty()));
+                fields.extend(
+                    line.split(|c| c.is_ascii_whitespace())
+                        .filter(|f| !f.is_empty()),
+                );
                 self.row(&fields, line_no, b, t);
             }
-            line_no += 1;
         }
     }
 
     fn row(&mut self, f: &[&[u8]], line_no: u64, b: &mut ProfileBuilder, t: &mut Tally) {
         let l = self.layout;
         if f.len() != l.columns {
-            t.skip("wrong_column_count", self.file, line_no, format!("expected {} columns, found {}", l.columns, f.len()));
+            t.skip(
+                "wrong_column_count",
+                self.file,
+                line_no,
+                format!("expected {} columns, found {}", l.columns, f.len()),
+            );
             return;
         }
-        let Some(gpu) = std::str::from_utf8(f[l.gpu]).ok().and_then(|g| g.parse::<u32>().ok()) else {
-            t.skip("bad_value", self.file, line_no, format!("`gpu` is not an index: `{}`", String::from_utf8_lossy(f[l.gpu])));
+        let Some(gpu) = std::str::from_utf8(f[l.gpu])
+            .ok()
+            .and_then(|g| g.parse::<u32>().ok())
+        else {
+            t.skip(
+                "bad_value",
+                self.file,
+                line_no,
+                format!(
+                    "`gpu` is not an index: `{}`",
+                    String::from_utf8_lossy(f[l.gpu])
+                ),
+            );
             return;
         };
         let ts = if let (Some(d), Some(tm)) = (l.date, l.time) {
@@ -117,7 +155,11 @@ impl<'a> DmonReader<'a> {
                         "bad_timestamp",
                         self.file,
                         line_no,
-                        format!("date/time is not YYYYMMDD HH:MM:SS: `{} {}`", String::from_utf8_lossy(f[d]), String::from_utf8_lossy(f[tm])),
+                        format!(
+                            "date/time is not YYYYMMDD HH:MM:SS: `{} {}`",
+                            String::from_utf8_lossy(f[d]),
+                            String::from_utf8_lossy(f[tm])
+                        ),
                     );
                     return;
                 }
@@ -145,13 +187,24 @@ impl<'a> DmonReader<'a> {
                         "bad_value",
                         self.file,
                         line_no,
-                        format!("column {} is not a number: `{}` (value dropped)", i + 1, String::from_utf8_lossy(f[i])),
+                        format!(
+                            "column {} is not a number: `{}` (value dropped)",
+                            i + 1,
+                            String::from_utf8_lossy(f[i])
+                        ),
                     ),
                 }
             }
         }
         let file = self.file;
-        s.sanitize(|inv| t.skip("invalid_value", file, line_no, format!("{inv} (value dropped)")));
+        s.sanitize(|inv| {
+            t.skip(
+                "invalid_value",
+                file,
+                line_no,
+                format!("{inv} (value dropped)"),
+            )
+        });
         let host = self.host;
         let id = *self.devices.entry(gpu).or_insert_with(|| {
             let id = b.device(DeviceKey::new(host, format!("gpu{gpu}")));
@@ -161,7 +214,12 @@ impl<'a> DmonReader<'a> {
             id
         });
         if s.is_empty() {
-            t.skip("empty_sample", self.file, line_no, "no readable value on the line");
+            t.skip(
+                "empty_sample",
+                self.file,
+                line_no,
+                "no readable value on the line",
+            );
         } else if b.push(id, &s).is_ok() {
             t.samples += 1;
         }
@@ -173,5 +231,13 @@ fn parse_dt(date: &[u8], time: &[u8]) -> Option<i64> {
         return None;
     }
     let n = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u32>().ok();
-    naive_ms(i64::from(n(&date[0..4])?), n(&date[4..6])?, n(&date[6..8])?, n(&time[0..2])?, n(&time[3..5])?, n(&time[6..8])?, 0)
+    naive_ms(
+        i64::from(n(&date[0..4])?),
+        n(&date[4..6])?,
+        n(&date[6..8])?,
+        n(&time[0..2])?,
+        n(&time[3..5])?,
+        n(&time[6..8])?,
+        0,
+    )
 }

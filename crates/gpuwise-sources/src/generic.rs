@@ -16,6 +16,7 @@ use gpuwise_core::sample::UtilSource;
 use gpuwise_core::{DeviceKey, Sample};
 
 use crate::diag::{IngestError, Tally};
+use crate::ingest::Origin;
 use crate::time::{self, LocalClock};
 use crate::value;
 
@@ -43,7 +44,9 @@ pub struct ColumnMap {
 const ID_KEYS: &[&str] = &["timestamp", "device", "host", "model", "namespace", "pod"];
 
 fn reading(key: &str) -> Option<(Reading, f64)> {
-    let (base, scale) = key.strip_suffix("_ratio").map_or((key, 1.0), |b| (b, 100.0));
+    let (base, scale) = key
+        .strip_suffix("_ratio")
+        .map_or((key, 1.0), |b| (b, 100.0));
     let r = match base {
         "util" => Reading::Util,
         "sm_active" => Reading::SmActive,
@@ -66,7 +69,9 @@ impl ColumnMap {
         let mut entries = Vec::new();
         for spec in specs {
             for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                let (k, v) = pair.split_once('=').ok_or_else(|| format!("--map entry `{pair}` is not key=column"))?;
+                let (k, v) = pair
+                    .split_once('=')
+                    .ok_or_else(|| format!("--map entry `{pair}` is not key=column"))?;
                 let k = k.trim();
                 if !ID_KEYS.contains(&k) && reading(k).is_none() {
                     return Err(format!(
@@ -81,7 +86,9 @@ impl ColumnMap {
             return Err("--map needs `timestamp=COLUMN`".into());
         }
         if !entries.iter().any(|(k, _)| reading(k).is_some()) {
-            return Err("--map needs at least one reading (util=, mem_used_mib=, power_w=, …)".into());
+            return Err(
+                "--map needs at least one reading (util=, mem_used_mib=, power_w=, …)".into(),
+            );
         }
         Ok(Self { entries })
     }
@@ -92,23 +99,34 @@ impl ColumnMap {
 pub fn read(
     r: impl Read,
     map: &ColumnMap,
-    file: &str,
-    host: Option<&str>,
-    stem: &str,
+    origin: &Origin<'_>,
     clock: &mut LocalClock,
     b: &mut ProfileBuilder,
     t: &mut Tally,
 ) -> Result<(), IngestError> {
-    let mut rdr = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(r);
+    let Origin { file, host, stem } = *origin;
+    let mut rdr = csv::ReaderBuilder::new()
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(r);
     let headers = rdr
         .headers()
-        .map_err(|e| IngestError::Format { file: file.to_owned(), message: format!("cannot read the CSV header: {e}") })?
+        .map_err(|e| IngestError::Format {
+            file: file.to_owned(),
+            message: format!("cannot read the CSV header: {e}"),
+        })?
         .clone();
     let col = |name: &str| -> Result<usize, IngestError> {
-        headers.iter().position(|h| h == name).ok_or_else(|| IngestError::Format {
-            file: file.to_owned(),
-            message: format!("--map names column `{name}`, which is not in the header ({})", headers.iter().collect::<Vec<_>>().join(", ")),
-        })
+        headers
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| IngestError::Format {
+                file: file.to_owned(),
+                message: format!(
+                    "--map names column `{name}`, which is not in the header ({})",
+                    headers.iter().collect::<Vec<_>>().join(", ")
+                ),
+            })
     };
     let mut ids: HashMap<&str, usize> = HashMap::new();
     let mut readings: Vec<(usize, Reading, f64, &str)> = Vec::new();
@@ -138,12 +156,26 @@ pub fn read(
         let line = record.position().map_or(0, csv::Position::line);
         t.lines += 1;
         if record.len() != headers.len() {
-            t.skip("wrong_column_count", file, line, format!("expected {} columns, found {}", headers.len(), record.len()));
+            t.skip(
+                "wrong_column_count",
+                file,
+                line,
+                format!("expected {} columns, found {}", headers.len(), record.len()),
+            );
             continue;
         }
         let get = |key: &str| ids.get(key).map(|i| &record[*i]);
         let Some((ts, _)) = time::parse_instant(&record[ts_col], clock) else {
-            t.skip("bad_timestamp", file, line, format!("`{}` is not a timestamp: `{}`", headers.get(ts_col).unwrap_or(""), &record[ts_col]));
+            t.skip(
+                "bad_timestamp",
+                file,
+                line,
+                format!(
+                    "`{}` is not a timestamp: `{}`",
+                    headers.get(ts_col).unwrap_or(""),
+                    &record[ts_col]
+                ),
+            );
             continue;
         };
         let mut s = Sample::at(ts);
@@ -153,7 +185,12 @@ pub fn read(
                 continue;
             }
             let Some(v) = value::fast_float(&record[i]) else {
-                t.skip("bad_value", file, line, format!("`{name}` is not a number: `{}` (value dropped)", &record[i]));
+                t.skip(
+                    "bad_value",
+                    file,
+                    line,
+                    format!("`{name}` is not a number: `{}` (value dropped)", &record[i]),
+                );
                 continue;
             };
             #[allow(clippy::cast_possible_truncation)]
@@ -171,8 +208,18 @@ pub fn read(
                 Reading::PowerLimit => s.power_limit_w = v,
             }
         }
-        s.sanitize(|inv| t.skip("invalid_value", file, line, format!("{inv} (value dropped)")));
-        let h = host.map(str::to_owned).or_else(|| get("host").filter(|h| !h.is_empty()).map(str::to_owned)).unwrap_or_else(|| stem.to_owned());
+        s.sanitize(|inv| {
+            t.skip(
+                "invalid_value",
+                file,
+                line,
+                format!("{inv} (value dropped)"),
+            )
+        });
+        let h = host
+            .map(str::to_owned)
+            .or_else(|| get("host").filter(|h| !h.is_empty()).map(str::to_owned))
+            .unwrap_or_else(|| stem.to_owned());
         let d = get("device").unwrap_or("gpu").to_owned();
         let id = match devices.get(&(h.clone(), d.clone())) {
             Some(id) => *id,

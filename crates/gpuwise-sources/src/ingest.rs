@@ -8,9 +8,9 @@
 
 use std::io::{BufRead, Read};
 
+use gpuwise_core::EpochMs;
 use gpuwise_core::profile::{Profile, ProfileBuilder};
 use gpuwise_core::settings::ProfileSettings;
-use gpuwise_core::EpochMs;
 use jiff::tz::TimeZone;
 use rayon::prelude::*;
 
@@ -41,7 +41,9 @@ impl Format {
             "dmon" => Ok(Self::Dmon),
             "dcgm" | "prometheus" => Ok(Self::Dcgm),
             "csv" => Ok(Self::Csv),
-            other => Err(format!("`{other}` is not one of nvidia-smi, dmon, dcgm, csv")),
+            other => Err(format!(
+                "`{other}` is not one of nvidia-smi, dmon, dcgm, csv"
+            )),
         }
     }
 
@@ -110,6 +112,17 @@ pub struct Ingested {
     pub formats: Vec<(String, Format)>,
 }
 
+/// Where the data being read comes from: for messages and device hosts.
+#[derive(Clone, Copy, Debug)]
+pub struct Origin<'a> {
+    /// Input name, for messages.
+    pub file: &'a str,
+    /// `--host`, which overrides any host in the data.
+    pub host: Option<&'a str>,
+    /// File name stem, the host when the data names none.
+    pub stem: &'a str,
+}
+
 const HEAD: usize = 64 << 10;
 const MAX_LINE: usize = 1 << 20;
 
@@ -122,11 +135,19 @@ pub fn detect(head: &[u8], opts: &ReadOptions) -> Result<Format, String> {
         return Err("is empty".into());
     };
     let first_lower = first.to_ascii_lowercase();
-    if first_lower.starts_with("#date") || first_lower.trim_start_matches('#').split_whitespace().next() == Some("gpu") {
+    if first_lower.starts_with("#date")
+        || first_lower
+            .trim_start_matches('#')
+            .split_whitespace()
+            .next()
+            == Some("gpu")
+    {
         return Ok(Format::Dmon);
     }
     let dcgmish = |l: &str| {
-        let l = l.trim_start_matches("# HELP ").trim_start_matches("# TYPE ");
+        let l = l
+            .trim_start_matches("# HELP ")
+            .trim_start_matches("# TYPE ");
         l.starts_with("DCGM_") || l.starts_with("dcgm_")
     };
     if dcgmish(first) || text.lines().take(200).any(dcgmish) {
@@ -145,9 +166,15 @@ pub fn detect(head: &[u8], opts: &ReadOptions) -> Result<Format, String> {
 }
 
 /// Read all inputs in parallel into one profile.
-pub fn read_all(inputs: &[Input], opts: &ReadOptions, progress: &(dyn Fn(u64) + Sync)) -> Result<Ingested, IngestError> {
-    let parts: Vec<Result<(Profile, Tally, Format), IngestError>> =
-        inputs.par_iter().map(|i| read_one(i, opts, progress)).collect();
+pub fn read_all(
+    inputs: &[Input],
+    opts: &ReadOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Ingested, IngestError> {
+    let parts: Vec<Result<(Profile, Tally, Format), IngestError>> = inputs
+        .par_iter()
+        .map(|i| read_one(i, opts, progress))
+        .collect();
     let mut out = Ingested::default();
     for (input, part) in inputs.iter().zip(parts) {
         let (p, t, f) = part?;
@@ -155,28 +182,44 @@ pub fn read_all(inputs: &[Input], opts: &ReadOptions, progress: &(dyn Fn(u64) + 
         out.tally.merge(t);
         out.formats.push((input.name.clone(), f));
     }
-    if opts.strict {
-        if let Some(e) = out.tally.first_error() {
-            return Err(e);
-        }
+    if opts.strict
+        && let Some(e) = out.tally.first_error()
+    {
+        return Err(e);
     }
     Ok(out)
 }
 
 /// Read one input.
-pub fn read_one(input: &Input, opts: &ReadOptions, progress: &(dyn Fn(u64) + Sync)) -> Result<(Profile, Tally, Format), IngestError> {
-    let io_err = |source| IngestError::Io { path: input.path.clone().unwrap_or_else(|| "-".into()), source };
+pub fn read_one(
+    input: &Input,
+    opts: &ReadOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(Profile, Tally, Format), IngestError> {
+    let io_err = |source| IngestError::Io {
+        path: input.path.clone().unwrap_or_else(|| "-".into()),
+        source,
+    };
     let mut reader = input::open(input)?;
     let mut head = Vec::with_capacity(HEAD);
-    (&mut reader).take(HEAD as u64).read_to_end(&mut head).map_err(io_err)?;
+    (&mut reader)
+        .take(HEAD as u64)
+        .read_to_end(&mut head)
+        .map_err(io_err)?;
     let format = match opts.format {
         Some(f) => f,
-        None => detect(&head, opts).map_err(|message| IngestError::Format { file: input.name.clone(), message })?,
+        None => detect(&head, opts).map_err(|message| IngestError::Format {
+            file: input.name.clone(),
+            message,
+        })?,
     };
     let stem = input.host_stem();
     let host = opts.host.clone().unwrap_or_else(|| stem.clone());
     let file = input.name.as_str();
-    let fmt_err = |message: String| IngestError::Format { file: file.to_owned(), message };
+    let fmt_err = |message: String| IngestError::Format {
+        file: file.to_owned(),
+        message,
+    };
     let mut all = std::io::Cursor::new(head).chain(reader);
     let settings = &opts.profile;
     match format {
@@ -184,7 +227,13 @@ pub fn read_one(input: &Input, opts: &ReadOptions, progress: &(dyn Fn(u64) + Syn
             let (layout, _) = smi_layout(all.get_ref().0.get_ref(), opts).map_err(fmt_err)?;
             let force_host = opts.host.is_some();
             let (profile, tally) = blocks(&mut all, opts, progress, |data, first, b, t| {
-                let mut r = smi::SmiReader::new(&layout, file, &host, force_host, LocalClock::new(opts.tz.clone()));
+                let mut r = smi::SmiReader::new(
+                    &layout,
+                    file,
+                    &host,
+                    force_host,
+                    LocalClock::new(opts.tz.clone()),
+                );
                 r.read(data, first, b, t);
             })
             .map_err(io_err)?;
@@ -199,7 +248,14 @@ pub fn read_one(input: &Input, opts: &ReadOptions, progress: &(dyn Fn(u64) + Syn
             let layout = dmon::Layout::from_header(header).map_err(fmt_err)?;
             if layout.timed() {
                 let (profile, tally) = blocks(&mut all, opts, progress, |data, first, b, t| {
-                    let mut r = dmon::DmonReader::new(&layout, file, &host, LocalClock::new(opts.tz.clone()), None, opts.interval_ms);
+                    let mut r = dmon::DmonReader::new(
+                        &layout,
+                        file,
+                        &host,
+                        LocalClock::new(opts.tz.clone()),
+                        None,
+                        opts.interval_ms,
+                    );
                     r.read(data, first, b, t);
                 })
                 .map_err(io_err)?;
@@ -215,7 +271,15 @@ pub fn read_one(input: &Input, opts: &ReadOptions, progress: &(dyn Fn(u64) + Syn
                 progress(data.len() as u64);
                 let mut b = ProfileBuilder::new(settings.clone());
                 let mut t = Tally::default();
-                dmon::DmonReader::new(&layout, file, &host, LocalClock::new(opts.tz.clone()), Some(start), opts.interval_ms).read(&data, 1, &mut b, &mut t);
+                dmon::DmonReader::new(
+                    &layout,
+                    file,
+                    &host,
+                    LocalClock::new(opts.tz.clone()),
+                    Some(start),
+                    opts.interval_ms,
+                )
+                .read(&data, 1, &mut b, &mut t);
                 Ok((b.build(), t, format))
             }
         }
@@ -227,15 +291,27 @@ pub fn read_one(input: &Input, opts: &ReadOptions, progress: &(dyn Fn(u64) + Syn
             let file_ts = input::file_time_ms(input);
             let mut b = ProfileBuilder::new(settings.clone());
             let mut t = Tally::default();
-            dcgm::read(&text, file, opts.host.as_deref(), &stem, file_ts, &mut b, &mut t);
+            let origin = Origin {
+                file,
+                host: opts.host.as_deref(),
+                stem: &stem,
+            };
+            dcgm::read(&text, &origin, file_ts, &mut b, &mut t);
             Ok((b.build(), t, format))
         }
         Format::Csv => {
-            let map = opts.map.as_ref().ok_or_else(|| fmt_err("generic CSV needs --map timestamp=COL,util=COL,…".into()))?;
+            let map = opts.map.as_ref().ok_or_else(|| {
+                fmt_err("generic CSV needs --map timestamp=COL,util=COL,…".into())
+            })?;
             let mut b = ProfileBuilder::new(settings.clone());
             let mut t = Tally::default();
             let mut clock = LocalClock::new(opts.tz.clone());
-            generic::read(all, map, file, opts.host.as_deref(), &stem, &mut clock, &mut b, &mut t)?;
+            let origin = Origin {
+                file,
+                host: opts.host.as_deref(),
+                stem: &stem,
+            };
+            generic::read(all, map, &origin, &mut clock, &mut b, &mut t)?;
             Ok((b.build(), t, format))
         }
     }
@@ -244,7 +320,11 @@ pub fn read_one(input: &Input, opts: &ReadOptions, progress: &(dyn Fn(u64) + Syn
 /// The nvidia-smi layout from the head of a file: its header, or `--columns`.
 fn smi_layout(head: &[u8], opts: &ReadOptions) -> Result<(smi::Layout, bool), String> {
     let text = String::from_utf8_lossy(head);
-    let first = text.trim_start_matches('\u{feff}').lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#'));
+    let first = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'));
     match (first, &opts.columns) {
         (Some(line), _) if smi::looks_like_header(line) => {
             let names: Vec<String> = line.split(',').map(str::to_owned).collect();
@@ -290,7 +370,12 @@ fn blocks(
             progress(blk.data.len() as u64);
             for line in &blk.overlong {
                 t.lines += 1;
-                t.skip("line_too_long", "", *line, format!("line longer than {} bytes", MAX_LINE));
+                t.skip(
+                    "line_too_long",
+                    "",
+                    *line,
+                    format!("line longer than {} bytes", MAX_LINE),
+                );
             }
             profile.merge(p);
             tally.merge(t);
@@ -317,7 +402,13 @@ struct BlockCutter {
 
 impl BlockCutter {
     fn new(size: usize) -> Self {
-        Self { size: size.max(1024), carry: Vec::new(), next_line: 1, skipping: false, done: false }
+        Self {
+            size: size.max(1024),
+            carry: Vec::new(),
+            next_line: 1,
+            skipping: false,
+            done: false,
+        }
     }
 
     fn next(&mut self, r: &mut impl BufRead) -> std::io::Result<Option<Block>> {
@@ -371,7 +462,11 @@ impl BlockCutter {
     fn emit(&mut self, data: Vec<u8>, overlong: Vec<u64>) -> Block {
         let first_line = self.next_line;
         self.next_line += memchr::memchr_iter(b'\n', &data).count() as u64;
-        Block { data, first_line, overlong }
+        Block {
+            data,
+            first_line,
+            overlong,
+        }
     }
 }
 
@@ -389,7 +484,11 @@ mod tests {
         while let Some(b) = c.next(&mut r).expect("io") {
             assert_eq!(b.first_line, expect_line);
             assert!(b.data.ends_with(b"\n"));
-            let first = String::from_utf8_lossy(&b.data).lines().next().unwrap_or("").to_owned();
+            let first = String::from_utf8_lossy(&b.data)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_owned();
             assert_eq!(first, format!("line {expect_line}"));
             expect_line += b.data.iter().filter(|c| **c == b'\n').count() as u64;
             joined.extend_from_slice(&b.data);

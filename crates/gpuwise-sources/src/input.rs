@@ -18,7 +18,10 @@ impl Input {
     /// Standard input.
     #[must_use]
     pub fn stdin() -> Self {
-        Self { path: None, name: "-".to_owned() }
+        Self {
+            path: None,
+            name: "-".to_owned(),
+        }
     }
 
     /// The host implied by the file name: its stem without compression and data extensions
@@ -28,12 +31,18 @@ impl Input {
         let Some(path) = &self.path else {
             return "stdin".to_owned();
         };
-        let mut name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         loop {
             let lower = name.to_ascii_lowercase();
-            let cut = [".gz", ".zst", ".zstd", ".dmon", ".csv", ".tsv", ".log", ".txt", ".prom", ".metrics", ".om"]
-                .iter()
-                .find(|ext| lower.ends_with(*ext) && lower.len() > ext.len());
+            let cut = [
+                ".gz", ".zst", ".zstd", ".dmon", ".csv", ".tsv", ".log", ".txt", ".prom",
+                ".metrics", ".om",
+            ]
+            .iter()
+            .find(|ext| lower.ends_with(*ext) && lower.len() > ext.len());
             match cut {
                 Some(ext) => name.truncate(name.len() - ext.len()),
                 None => break,
@@ -60,8 +69,12 @@ pub fn expand(specs: &[String]) -> Result<Vec<Input>, IngestError> {
                 return Err(IngestError::NoMatch(spec.clone()));
             }
         } else if spec.contains(['*', '?', '[']) {
-            let paths = glob::glob(spec).map_err(|e| IngestError::Usage(format!("`{spec}` is not a valid glob: {e}")))?;
-            let mut found: Vec<PathBuf> = paths.filter_map(Result::ok).filter(|p| p.is_file()).collect();
+            let paths = glob::glob(spec)
+                .map_err(|e| IngestError::Usage(format!("`{spec}` is not a valid glob: {e}")))?;
+            let mut found: Vec<PathBuf> = paths
+                .filter_map(Result::ok)
+                .filter(|p| p.is_file())
+                .collect();
             if found.is_empty() {
                 return Err(IngestError::NoMatch(spec.clone()));
             }
@@ -72,7 +85,10 @@ pub fn expand(specs: &[String]) -> Result<Vec<Input>, IngestError> {
         } else {
             return Err(IngestError::Io {
                 path: path.to_path_buf(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file or directory",
+                ),
             });
         }
     }
@@ -80,16 +96,25 @@ pub fn expand(specs: &[String]) -> Result<Vec<Input>, IngestError> {
 }
 
 fn file_input(path: PathBuf) -> Input {
-    Input { name: path.display().to_string(), path: Some(path) }
+    Input {
+        name: path.display().to_string(),
+        path: Some(path),
+    }
 }
 
 fn walk(dir: &Path, out: &mut Vec<Input>) -> Result<(), IngestError> {
-    let io = |source| IngestError::Io { path: dir.to_path_buf(), source };
+    let io = |source| IngestError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
     let mut entries: Vec<PathBuf> = fs_err::read_dir(dir)
         .map_err(io)?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
         .collect();
     entries.sort();
     for p in entries {
@@ -106,14 +131,23 @@ fn walk(dir: &Path, out: &mut Vec<Input>) -> Result<(), IngestError> {
 /// whatever the file is called).
 pub fn open(input: &Input) -> Result<Box<dyn BufRead + Send>, IngestError> {
     let raw: Box<dyn Read + Send> = match &input.path {
-        Some(p) => Box::new(fs_err::File::open(p).map_err(|source| IngestError::Io { path: p.clone(), source })?),
+        Some(p) => Box::new(fs_err::File::open(p).map_err(|source| IngestError::Io {
+            path: p.clone(),
+            source,
+        })?),
         None => Box::new(std::io::stdin()),
     };
     let mut buf = BufReader::with_capacity(1 << 20, raw);
-    let err = |source| IngestError::Io { path: input.path.clone().unwrap_or_else(|| "-".into()), source };
+    let err = |source| IngestError::Io {
+        path: input.path.clone().unwrap_or_else(|| "-".into()),
+        source,
+    };
     let head = buf.fill_buf().map_err(err)?;
     if head.starts_with(&[0x1f, 0x8b]) {
-        return Ok(Box::new(BufReader::with_capacity(1 << 20, flate2::bufread::MultiGzDecoder::new(buf))));
+        return Ok(Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::bufread::MultiGzDecoder::new(buf),
+        )));
     }
     if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         let dec = zstd::stream::read::Decoder::with_buffer(buf).map_err(err)?;
@@ -148,11 +182,19 @@ pub fn stamp_in_name(name: &str) -> Option<i64> {
         if b.len() >= start + 13 && b[start + 10] == b'T' {
             let date = &name[start..start + 10];
             let rest = &name[start + 11..];
-            let time: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == ':' || *c == '-').collect();
+            let time: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == ':' || *c == '-')
+                .collect();
             let digits: String = time.chars().filter(char::is_ascii_digit).collect();
             if digits.len() >= 6 {
                 // Stamps in file names are read as UTC (what `date -u` writes).
-                let text = format!("{date}T{}:{}:{}Z", &digits[0..2], &digits[2..4], &digits[4..6]);
+                let text = format!(
+                    "{date}T{}:{}:{}Z",
+                    &digits[0..2],
+                    &digits[2..4],
+                    &digits[4..6]
+                );
                 if let Ok(ts) = text.parse::<jiff::Timestamp>() {
                     return Some(ts.as_millisecond());
                 }
@@ -173,9 +215,15 @@ mod tests {
 
     #[test]
     fn host_from_file_name() {
-        let i = Input { path: Some("/x/node-a.csv.gz".into()), name: String::new() };
+        let i = Input {
+            path: Some("/x/node-a.csv.gz".into()),
+            name: String::new(),
+        };
         assert_eq!(i.host_stem(), "node-a");
-        let i = Input { path: Some("gpu01.log".into()), name: String::new() };
+        let i = Input {
+            path: Some("gpu01.log".into()),
+            name: String::new(),
+        };
         assert_eq!(i.host_stem(), "gpu01");
         assert_eq!(Input::stdin().host_stem(), "stdin");
     }

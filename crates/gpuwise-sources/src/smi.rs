@@ -48,7 +48,11 @@ enum Field {
 #[must_use]
 pub fn canonical(token: &str) -> String {
     let t = token.trim();
-    let t = t.split_once(" [").map_or(t, |(a, _)| a).trim().to_ascii_lowercase();
+    let t = t
+        .split_once(" [")
+        .map_or(t, |(a, _)| a)
+        .trim()
+        .to_ascii_lowercase();
     let alias = match t.as_str() {
         "gpu_name" => "name",
         "gpu_uuid" => "uuid",
@@ -87,7 +91,11 @@ const KNOWN: &[&str] = &[
 /// Whether a line looks like an nvidia-smi CSV header.
 #[must_use]
 pub fn looks_like_header(line: &str) -> bool {
-    line.split(',').map(canonical).filter(|t| KNOWN.contains(&t.as_str())).count() >= 2
+    line.split(',')
+        .map(canonical)
+        .filter(|t| KNOWN.contains(&t.as_str()))
+        .count()
+        >= 2
 }
 
 impl Layout {
@@ -116,7 +124,10 @@ impl Layout {
                 l.values.push((i, field));
             }
         }
-        if let Some(i) = find("power.draw").or_else(|| find("power.draw.average")).or_else(|| find("power.draw.instant")) {
+        if let Some(i) = find("power.draw")
+            .or_else(|| find("power.draw.average"))
+            .or_else(|| find("power.draw.instant"))
+        {
             l.values.push((i, Field::Power));
         }
         if let Some(i) = find("enforced.power.limit").or_else(|| find("power.limit")) {
@@ -148,20 +159,32 @@ pub struct SmiReader<'a> {
 impl<'a> SmiReader<'a> {
     /// A reader for one chunk of `file`.
     #[must_use]
-    pub fn new(layout: &'a Layout, file: &'a str, host: &'a str, force_host: bool, clock: LocalClock) -> Self {
-        Self { layout, file, host, force_host, clock, devices: HashMap::new(), spans: Vec::with_capacity(layout.columns) }
+    pub fn new(
+        layout: &'a Layout,
+        file: &'a str,
+        host: &'a str,
+        force_host: bool,
+        clock: LocalClock,
+    ) -> Self {
+        Self {
+            layout,
+            file,
+            host,
+            force_host,
+            clock,
+            devices: HashMap::new(),
+            spans: Vec::with_capacity(layout.columns),
+        }
     }
 
     /// Read every line of `data`, the first being line `first_line` of the file.
     pub fn read(&mut self, data: &[u8], first_line: u64, b: &mut ProfileBuilder, t: &mut Tally) {
-        let mut line_no = first_line;
-        for raw in data.split(|c| *c == b'\n') {
+        for (line_no, raw) in (first_line..).zip(data.split(|c| *c == b'\n')) {
             let line = value::trim(raw);
             if !line.is_empty() {
                 t.lines += 1;
                 self.line(line, line_no, b, t);
             }
-            line_no += 1;
         }
     }
 
@@ -186,7 +209,11 @@ impl<'a> SmiReader<'a> {
                 "wrong_column_count",
                 self.file,
                 line_no,
-                format!("expected {} columns, found {}", layout.columns, self.spans.len()),
+                format!(
+                    "expected {} columns, found {}",
+                    layout.columns,
+                    self.spans.len()
+                ),
             );
             return;
         }
@@ -196,7 +223,10 @@ impl<'a> SmiReader<'a> {
                 "bad_timestamp",
                 self.file,
                 line_no,
-                format!("`timestamp` is not YYYY/MM/DD HH:MM:SS[.mmm]: `{}`", String::from_utf8_lossy(field(ts_i))),
+                format!(
+                    "`timestamp` is not YYYY/MM/DD HH:MM:SS[.mmm]: `{}`",
+                    String::from_utf8_lossy(field(ts_i))
+                ),
             );
             return;
         };
@@ -234,15 +264,30 @@ impl<'a> SmiReader<'a> {
                         "bad_value",
                         self.file,
                         line_no,
-                        format!("`{}` {what}: `{}` (value dropped)", layout.names[i], String::from_utf8_lossy(field(i))),
+                        format!(
+                            "`{}` {what}: `{}` (value dropped)",
+                            layout.names[i],
+                            String::from_utf8_lossy(field(i))
+                        ),
                     );
                 }
             }
         }
         let file = self.file;
-        s.sanitize(|inv| t.skip("invalid_value", file, line_no, format!("{inv} (value dropped)")));
+        s.sanitize(|inv| {
+            t.skip(
+                "invalid_value",
+                file,
+                line_no,
+                format!("{inv} (value dropped)"),
+            )
+        });
         // Device identity: uuid, else PCI bus id, else index, else one device per host.
-        let id_field = layout.uuid.or(layout.bus).or(layout.index).map_or(&b""[..], |i| field(i));
+        let id_field = layout
+            .uuid
+            .or(layout.bus)
+            .or(layout.index)
+            .map_or(&b""[..], |i| field(i));
         let host_field = match layout.hostname {
             Some(i) if !self.force_host && !value::is_missing(field(i)) => field(i),
             _ => b"",
@@ -254,29 +299,42 @@ impl<'a> SmiReader<'a> {
         let id = match self.devices.get(&cache_key) {
             Some(id) => *id,
             None => {
-                let host = if host_field.is_empty() { self.host.to_owned() } else { String::from_utf8_lossy(host_field).into_owned() };
+                let host = if host_field.is_empty() {
+                    self.host.to_owned()
+                } else {
+                    String::from_utf8_lossy(host_field).into_owned()
+                };
                 let gpu = match (layout.uuid, layout.bus, layout.index) {
-                    (Some(i), ..) | (None, Some(i), _) => String::from_utf8_lossy(field(i)).into_owned(),
+                    (Some(i), ..) | (None, Some(i), _) => {
+                        String::from_utf8_lossy(field(i)).into_owned()
+                    }
                     (None, None, Some(i)) => format!("gpu{}", String::from_utf8_lossy(field(i))),
                     (None, None, None) => "gpu".to_owned(),
                 };
                 let id = b.device(DeviceKey::new(host, gpu));
                 let info = b.info_mut(id);
                 info.util_source = Some(UtilSource::NvidiaSmi);
-                if let Some(i) = layout.name {
-                    if !value::is_missing(field(i)) {
-                        info.model_name = Some(String::from_utf8_lossy(field(i)).into_owned());
-                    }
+                if let Some(i) = layout.name
+                    && !value::is_missing(field(i))
+                {
+                    info.model_name = Some(String::from_utf8_lossy(field(i)).into_owned());
                 }
                 if let Some(i) = layout.index {
-                    info.index = std::str::from_utf8(field(i)).ok().and_then(|x| x.parse().ok());
+                    info.index = std::str::from_utf8(field(i))
+                        .ok()
+                        .and_then(|x| x.parse().ok());
                 }
                 self.devices.insert(cache_key, id);
                 id
             }
         };
         if s.is_empty() {
-            t.skip("empty_sample", self.file, line_no, "no readable value on the line");
+            t.skip(
+                "empty_sample",
+                self.file,
+                line_no,
+                "no readable value on the line",
+            );
         } else if let Err(e) = b.push(id, &s) {
             let _ = e; // counted by the profile (`reordered` / `duplicates`) and reported there
         } else {

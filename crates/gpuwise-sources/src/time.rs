@@ -51,10 +51,19 @@ pub fn parse_naive(s: &[u8]) -> Option<i64> {
         return None;
     }
     let (y, mo, d) = (digits(&s[0..4])?, digits(&s[5..7])?, digits(&s[8..10])?);
-    if !matches!(s[4], b'/' | b'-') || s[7] != s[4] || !matches!(s[10], b' ' | b'T') || s[13] != b':' || s[16] != b':' {
+    if !matches!(s[4], b'/' | b'-')
+        || s[7] != s[4]
+        || !matches!(s[10], b' ' | b'T')
+        || s[13] != b':'
+        || s[16] != b':'
+    {
         return None;
     }
-    let (h, mi, sec) = (digits(&s[11..13])?, digits(&s[14..16])?, digits(&s[17..19])?);
+    let (h, mi, sec) = (
+        digits(&s[11..13])?,
+        digits(&s[14..16])?,
+        digits(&s[17..19])?,
+    );
     let mut ms = 0u32;
     if s.len() > 19 {
         if s[19] != b'.' || s.len() == 20 {
@@ -73,7 +82,13 @@ pub fn parse_naive(s: &[u8]) -> Option<i64> {
 /// Local milliseconds of a civil date and time, validating ranges.
 #[must_use]
 pub fn naive_ms(y: i64, mo: u32, d: u32, h: u32, mi: u32, sec: u32, ms: u32) -> Option<i64> {
-    if !(1..=12).contains(&mo) || d == 0 || d > days_in_month(y, mo) || h > 23 || mi > 59 || sec > 60 {
+    if !(1..=12).contains(&mo)
+        || d == 0
+        || d > days_in_month(y, mo)
+        || h > 23
+        || mi > 59
+        || sec > 60
+    {
         return None;
     }
     let secs = days_from_civil(y, mo, d) * 86_400 + i64::from(h * 3600 + mi * 60 + sec.min(59));
@@ -104,8 +119,16 @@ impl LocalClock {
     /// A clock for `tz`.
     #[must_use]
     pub fn new(tz: TimeZone) -> Self {
-        let fixed = tz.to_fixed_offset().ok().map(|o| i64::from(o.seconds()) * 1000);
-        Self { tz, fixed, cache_hour: i64::MIN, cache: (0, LocalKind::Unique) }
+        let fixed = tz
+            .to_fixed_offset()
+            .ok()
+            .map(|o| i64::from(o.seconds()) * 1000);
+        Self {
+            tz,
+            fixed,
+            cache_hour: i64::MIN,
+            cache: (0, LocalKind::Unique),
+        }
     }
 
     /// UTC milliseconds of naive local `local_ms`.
@@ -143,10 +166,14 @@ pub fn parse_instant(s: &str, clock: &mut LocalClock) -> Option<(EpochMs, LocalK
     if s.is_empty() {
         return None;
     }
-    if s.bytes().all(|c| c.is_ascii_digit() || c == '.' as u8) {
+    if s.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
         let v: f64 = s.parse().ok()?;
         #[allow(clippy::cast_possible_truncation)]
-        let ms = if v < 1e11 { (v * 1000.0).round() as i64 } else { v.round() as i64 };
+        let ms = if v < 1e11 {
+            (v * 1000.0).round() as i64
+        } else {
+            v.round() as i64
+        };
         return Some((ms, LocalKind::Unique));
     }
     if let Ok(ts) = s.parse::<jiff::Timestamp>() {
@@ -161,20 +188,50 @@ mod tests {
 
     #[test]
     fn civil_days_match_jiff() {
-        for (y, m, d) in [(1970, 1, 1), (2000, 2, 29), (2026, 7, 14), (1969, 12, 31), (2100, 3, 1)] {
+        for (y, m, d) in [
+            (1970, 1, 1),
+            (2000, 2, 29),
+            (2026, 7, 14),
+            (1969, 12, 31),
+            (2100, 3, 1),
+        ] {
             let date = jiff::civil::date(y, m, d);
-            let expect = TimeZone::UTC.to_timestamp(date.to_datetime(jiff::civil::Time::midnight())).expect("ts").as_second() / 86_400;
-            assert_eq!(days_from_civil(i64::from(y), u32::try_from(m).unwrap_or(1), u32::try_from(d).unwrap_or(1)), expect);
+            let expect = TimeZone::UTC
+                .to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))
+                .expect("ts")
+                .as_second()
+                / 86_400;
+            assert_eq!(
+                days_from_civil(
+                    i64::from(y),
+                    u32::try_from(m).unwrap_or(1),
+                    u32::try_from(d).unwrap_or(1)
+                ),
+                expect
+            );
         }
     }
 
     #[test]
     fn nvidia_smi_timestamp() {
         let ms = parse_naive(b"2026/07/14 08:12:53.353").expect("valid");
-        assert_eq!(ms, jiff::Timestamp::from_second(1_784_016_773).expect("ts").as_millisecond() + 353);
+        assert_eq!(
+            ms,
+            jiff::Timestamp::from_second(1_784_016_773)
+                .expect("ts")
+                .as_millisecond()
+                + 353
+        );
         assert_eq!(parse_naive(b"2026/07/14 08:12:53"), Some(ms - 353));
         assert_eq!(parse_naive(b"2026-07-14T08:12:53.3"), Some(ms - 53));
-        for bad in [&b"2026/13/14 08:12:53.353"[..], b"2026/02/30 08:12:53", b"2026/07/14 25:12:53", b"garbage", b"2026/07/14 08:12:53.", b"2026/07/14 08:12:53.x"] {
+        for bad in [
+            &b"2026/13/14 08:12:53.353"[..],
+            b"2026/02/30 08:12:53",
+            b"2026/07/14 25:12:53",
+            b"garbage",
+            b"2026/07/14 08:12:53.",
+            b"2026/07/14 08:12:53.x",
+        ] {
             assert_eq!(parse_naive(bad), None, "{}", String::from_utf8_lossy(bad));
         }
     }
@@ -199,11 +256,26 @@ mod tests {
     #[test]
     fn instants() {
         let mut c = LocalClock::new(TimeZone::UTC);
-        assert_eq!(parse_instant("1767225600", &mut c).map(|x| x.0), Some(1_767_225_600_000));
-        assert_eq!(parse_instant("1767225600123", &mut c).map(|x| x.0), Some(1_767_225_600_123));
-        assert_eq!(parse_instant("2026-01-01T00:00:00Z", &mut c).map(|x| x.0), Some(1_767_225_600_000));
-        assert_eq!(parse_instant("2026-01-01T01:00:00+01:00", &mut c).map(|x| x.0), Some(1_767_225_600_000));
-        assert_eq!(parse_instant("2026-01-01 00:00:00", &mut c).map(|x| x.0), Some(1_767_225_600_000));
+        assert_eq!(
+            parse_instant("1767225600", &mut c).map(|x| x.0),
+            Some(1_767_225_600_000)
+        );
+        assert_eq!(
+            parse_instant("1767225600123", &mut c).map(|x| x.0),
+            Some(1_767_225_600_123)
+        );
+        assert_eq!(
+            parse_instant("2026-01-01T00:00:00Z", &mut c).map(|x| x.0),
+            Some(1_767_225_600_000)
+        );
+        assert_eq!(
+            parse_instant("2026-01-01T01:00:00+01:00", &mut c).map(|x| x.0),
+            Some(1_767_225_600_000)
+        );
+        assert_eq!(
+            parse_instant("2026-01-01 00:00:00", &mut c).map(|x| x.0),
+            Some(1_767_225_600_000)
+        );
         assert_eq!(parse_instant("yesterday", &mut c), None);
     }
 }

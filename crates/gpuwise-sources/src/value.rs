@@ -59,7 +59,13 @@ fn split_glued_unit(field: &[u8]) -> (&[u8], &[u8]) {
         .rposition(|c| c.is_ascii_digit() || *c == b'.')
         .map_or(0, |i| i + 1);
     // Only split a trailing alphabetic or % unit ("100%", "80GiB"); keep "1e5", "NaN", "inf".
-    if i > 0 && i < field.len() && field[i..].iter().all(|c| c.is_ascii_alphabetic() || *c == b'%') && !field[..i].contains(&b'e') {
+    if i > 0
+        && i < field.len()
+        && field[i..]
+            .iter()
+            .all(|c| c.is_ascii_alphabetic() || *c == b'%')
+        && !field[..i].contains(&b'e')
+    {
         (&field[..i], &field[i..])
     } else {
         (field, b"")
@@ -105,11 +111,25 @@ mod tests {
         assert_eq!(parse(b"100 %", Unit::Percent), Ok(Some(100.0)));
         assert_eq!(parse(b"100%", Unit::Percent), Ok(Some(100.0)));
         assert_eq!(parse(b"41", Unit::Percent), Ok(Some(41.0)));
-        for missing in [&b"[N/A]"[..], b"N/A", b"[Not Supported]", b"[Requested functionality has been deprecated]", b"-", b""] {
+        for missing in [
+            &b"[N/A]"[..],
+            b"N/A",
+            b"[Not Supported]",
+            b"[Requested functionality has been deprecated]",
+            b"-",
+            b"",
+        ] {
             assert_eq!(parse(missing, Unit::Percent), Ok(None));
         }
         assert_eq!(parse(b"abc", Unit::Percent), Err(BadValue::NotNumber));
-        assert_eq!(parse(b"12 MHz", Unit::Percent), Err(BadValue::Unit("MHz".into())));
-        assert!(parse(b"NaN", Unit::Percent).expect("parses").is_some_and(f32::is_nan));
+        assert_eq!(
+            parse(b"12 MHz", Unit::Percent),
+            Err(BadValue::Unit("MHz".into()))
+        );
+        assert!(
+            parse(b"NaN", Unit::Percent)
+                .expect("parses")
+                .is_some_and(f32::is_nan)
+        );
     }
 }

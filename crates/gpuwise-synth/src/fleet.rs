@@ -38,7 +38,9 @@ impl Scenario {
     #[must_use]
     pub fn expected_class(self) -> &'static str {
         match self {
-            Scenario::HealthyTraining | Scenario::DataStarved | Scenario::DiurnalInference => "healthy",
+            Scenario::HealthyTraining | Scenario::DataStarved | Scenario::DiurnalInference => {
+                "healthy"
+            }
             Scenario::Saturated => "saturated",
             Scenario::IdleNightsWeekends | Scenario::SmallModelServing => "underutilized",
             Scenario::NotebookHeld => "held_idle",
@@ -92,8 +94,8 @@ struct HostTemplate {
 }
 
 use Scenario::{
-    DataStarved as DS, DiurnalInference as DI, HealthyTraining as HT, Idle as ID, IdleNightsWeekends as NW,
-    NotebookHeld as NB, Saturated as SA, SmallModelServing as SM,
+    DataStarved as DS, DiurnalInference as DI, HealthyTraining as HT, Idle as ID,
+    IdleNightsWeekends as NW, NotebookHeld as NB, Saturated as SA, SmallModelServing as SM,
 };
 
 // (name printed by nvidia-smi, memory.total MiB, power limit W, idle power W). Memory totals
@@ -106,16 +108,76 @@ const A10G: (&str, u32, u32, u32) = ("NVIDIA A10G", 23_028, 300, 25);
 const L40S: (&str, u32, u32, u32) = ("NVIDIA L40S", 46_068, 350, 35);
 
 const HOSTS: &[HostTemplate] = &[
-    HostTemplate { prefix: "train-a100", model: A100, scenarios: &[HT, HT, HT, HT, HT, HT, SA, SA], namespace: "research", format: "dcgm" },
-    HostTemplate { prefix: "train-a100", model: A100, scenarios: &[DS, DS, DS, DS, NW, NW, NW, NW], namespace: "research", format: "dcgm" },
-    HostTemplate { prefix: "train-h100", model: H100, scenarios: &[SA, SA, SA, SA, HT, HT, ID, ID], namespace: "research", format: "nvidia-smi" },
-    HostTemplate { prefix: "serve-a100", model: A100, scenarios: &[SM, SM, DI, DI], namespace: "ml-serving", format: "dcgm" },
-    HostTemplate { prefix: "serve-l4", model: L4, scenarios: &[DI, DI, DI, ID], namespace: "ml-serving", format: "nvidia-smi" },
-    HostTemplate { prefix: "serve-l4", model: L4, scenarios: &[DI, DI, DI, ID], namespace: "ml-serving", format: "nvidia-smi" },
-    HostTemplate { prefix: "nb-t4", model: T4, scenarios: &[NB, NB, NB, NB], namespace: "notebooks", format: "dcgm" },
-    HostTemplate { prefix: "nb-a10g", model: A10G, scenarios: &[NB, NB, NW, NW], namespace: "notebooks", format: "nvidia-smi" },
-    HostTemplate { prefix: "dev-l40s", model: L40S, scenarios: &[NW, NW, ID, ID], namespace: "platform", format: "nvidia-smi" },
-    HostTemplate { prefix: "dev-t4", model: T4, scenarios: &[NW, NW, NB, ID], namespace: "platform", format: "dmon" },
+    HostTemplate {
+        prefix: "train-a100",
+        model: A100,
+        scenarios: &[HT, HT, HT, HT, HT, HT, SA, SA],
+        namespace: "research",
+        format: "dcgm",
+    },
+    HostTemplate {
+        prefix: "train-a100",
+        model: A100,
+        scenarios: &[DS, DS, DS, DS, NW, NW, NW, NW],
+        namespace: "research",
+        format: "dcgm",
+    },
+    HostTemplate {
+        prefix: "train-h100",
+        model: H100,
+        scenarios: &[SA, SA, SA, SA, HT, HT, ID, ID],
+        namespace: "research",
+        format: "nvidia-smi",
+    },
+    HostTemplate {
+        prefix: "serve-a100",
+        model: A100,
+        scenarios: &[SM, SM, DI, DI],
+        namespace: "ml-serving",
+        format: "dcgm",
+    },
+    HostTemplate {
+        prefix: "serve-l4",
+        model: L4,
+        scenarios: &[DI, DI, DI, ID],
+        namespace: "ml-serving",
+        format: "nvidia-smi",
+    },
+    HostTemplate {
+        prefix: "serve-l4",
+        model: L4,
+        scenarios: &[DI, DI, DI, ID],
+        namespace: "ml-serving",
+        format: "nvidia-smi",
+    },
+    HostTemplate {
+        prefix: "nb-t4",
+        model: T4,
+        scenarios: &[NB, NB, NB, NB],
+        namespace: "notebooks",
+        format: "dcgm",
+    },
+    HostTemplate {
+        prefix: "nb-a10g",
+        model: A10G,
+        scenarios: &[NB, NB, NW, NW],
+        namespace: "notebooks",
+        format: "nvidia-smi",
+    },
+    HostTemplate {
+        prefix: "dev-l40s",
+        model: L40S,
+        scenarios: &[NW, NW, ID, ID],
+        namespace: "platform",
+        format: "nvidia-smi",
+    },
+    HostTemplate {
+        prefix: "dev-t4",
+        model: T4,
+        scenarios: &[NW, NW, NB, ID],
+        namespace: "platform",
+        format: "dmon",
+    },
 ];
 
 /// Options of a fleet.
@@ -175,7 +237,14 @@ impl Fleet {
                 #[allow(clippy::cast_possible_truncation)]
                 let index = i as u32;
                 devices.push(DeviceSpec {
-                    uuid: format!("GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", (x >> 32) as u32, (x >> 16) as u16, x as u16, (y >> 48) as u16, y & 0xffff_ffff_ffff),
+                    uuid: format!(
+                        "GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                        (x >> 32) as u32,
+                        (x >> 16) as u16,
+                        x as u16,
+                        (y >> 48) as u16,
+                        y & 0xffff_ffff_ffff
+                    ),
                     host: host.clone(),
                     index,
                     model_name: t.model.0,
@@ -206,7 +275,9 @@ impl Fleet {
     }
 
     fn rng(&self, device: usize) -> fastrand::Rng {
-        fastrand::Rng::with_seed(self.options.seed ^ (device as u64).wrapping_mul(0xA076_1D64_78BD_642F))
+        fastrand::Rng::with_seed(
+            self.options.seed ^ (device as u64).wrapping_mul(0xA076_1D64_78BD_642F),
+        )
     }
 
     /// Planted state of device `d` at time `ts`.
@@ -218,20 +289,44 @@ impl Fleet {
         let hour = secs.rem_euclid(86_400) as f32 / 3600.0;
         let work_hours = day < 5 && (8.0..19.0).contains(&hour);
         let u = |rng: &mut fastrand::Rng, lo: f32, hi: f32| lo + rng.f32() * (hi - lo);
-        let idle = |rng: &mut fastrand::Rng, mem: f32| State { util: (rng.u8(0..=2)) as f32, mem_mib: mem, idle: true };
+        let idle = |rng: &mut fastrand::Rng, mem: f32| State {
+            util: (rng.u8(0..=2)) as f32,
+            mem_mib: mem,
+            idle: true,
+        };
         match d.scenario {
-            Scenario::HealthyTraining => State { util: u(rng, 65.0, 80.0).round(), mem_mib: (total * u(rng, 0.70, 0.78)).round(), idle: false },
-            Scenario::Saturated => State { util: u(rng, 93.0, 100.0).round(), mem_mib: (total * u(rng, 0.85, 0.93)).round(), idle: false },
+            Scenario::HealthyTraining => State {
+                util: u(rng, 65.0, 80.0).round(),
+                mem_mib: (total * u(rng, 0.70, 0.78)).round(),
+                idle: false,
+            },
+            Scenario::Saturated => State {
+                util: u(rng, 93.0, 100.0).round(),
+                mem_mib: (total * u(rng, 0.85, 0.93)).round(),
+                idle: false,
+            },
             Scenario::DataStarved => {
                 if rng.f32() < 0.35 {
-                    State { util: u(rng, 0.0, 2.0).round(), mem_mib: (total * 0.55).round(), idle: true }
+                    State {
+                        util: u(rng, 0.0, 2.0).round(),
+                        mem_mib: (total * 0.55).round(),
+                        idle: true,
+                    }
                 } else {
-                    State { util: u(rng, 88.0, 99.0).round(), mem_mib: (total * u(rng, 0.55, 0.6)).round(), idle: false }
+                    State {
+                        util: u(rng, 88.0, 99.0).round(),
+                        mem_mib: (total * u(rng, 0.55, 0.6)).round(),
+                        idle: false,
+                    }
                 }
             }
             Scenario::IdleNightsWeekends => {
                 if work_hours {
-                    State { util: u(rng, 60.0, 90.0).round(), mem_mib: (total * 0.5).round(), idle: false }
+                    State {
+                        util: u(rng, 60.0, 90.0).round(),
+                        mem_mib: (total * 0.5).round(),
+                        idle: false,
+                    }
                 } else {
                     idle(rng, 0.0)
                 }
@@ -240,15 +335,27 @@ impl Fleet {
                 // A burst of work during the first 20 minutes of 14:00 on weekdays.
                 let burst = day < 5 && (14.0..14.0 + 20.0 / 60.0).contains(&hour);
                 if burst {
-                    State { util: u(rng, 40.0, 90.0).round(), mem_mib: (total * 0.45).round(), idle: false }
+                    State {
+                        util: u(rng, 40.0, 90.0).round(),
+                        mem_mib: (total * 0.45).round(),
+                        idle: false,
+                    }
                 } else {
                     idle(rng, (total * 0.45).round())
                 }
             }
-            Scenario::SmallModelServing => State { util: u(rng, 12.0, 30.0).round(), mem_mib: 16_384.0 + u(rng, 0.0, 512.0).round(), idle: false },
+            Scenario::SmallModelServing => State {
+                util: u(rng, 12.0, 30.0).round(),
+                mem_mib: 16_384.0 + u(rng, 0.0, 512.0).round(),
+                idle: false,
+            },
             Scenario::DiurnalInference => {
                 let curve = 60.0 + 25.0 * ((hour - 9.0) / 24.0 * std::f32::consts::TAU).sin();
-                State { util: (curve + u(rng, -4.0, 4.0)).round().clamp(10.0, 100.0), mem_mib: (total * 0.6).round(), idle: false }
+                State {
+                    util: (curve + u(rng, -4.0, 4.0)).round().clamp(10.0, 100.0),
+                    mem_mib: (total * 0.6).round(),
+                    idle: false,
+                }
             }
             Scenario::Idle => idle(rng, 0.0),
         }
@@ -264,9 +371,12 @@ impl Fleet {
             let ts = self.ts(k);
             let st = self.state(spec, ts, &mut rng);
             let active = st.util / 100.0;
-            let power = spec.idle_power_w as f32 + active * (spec.power_limit_w - spec.idle_power_w) as f32 * 0.9;
+            let power = spec.idle_power_w as f32
+                + active * (spec.power_limit_w - spec.idle_power_w) as f32 * 0.9;
             let (sm, tensor, dram) = match spec.scenario {
-                Scenario::SmallModelServing | Scenario::DiurnalInference => (active * 0.7, active * 0.2, active * 0.75),
+                Scenario::SmallModelServing | Scenario::DiurnalInference => {
+                    (active * 0.7, active * 0.2, active * 0.75)
+                }
                 _ => (active * 0.85, active * 0.55, active * 0.35),
             };
             Sample {
@@ -295,9 +405,12 @@ impl Fleet {
         for (d, spec) in self.devices.iter().enumerate() {
             let mut rng = self.rng(d);
             let n = self.samples_per_device();
-            let states: Vec<State> = (0..n).map(|k| self.state(spec, self.ts(k), &mut rng)).collect();
+            let states: Vec<State> = (0..n)
+                .map(|k| self.state(spec, self.ts(k), &mut rng))
+                .collect();
             let dt = self.options.interval_ms;
-            let (mut idle_ms, mut held_ms, mut run, mut run_held, mut util_sum) = (0u64, 0u64, 0u64, 0u64, 0f64);
+            let (mut idle_ms, mut held_ms, mut run, mut run_held, mut util_sum) =
+                (0u64, 0u64, 0u64, 0u64, 0f64);
             // Every state but the last stands for one interval.
             for st in &states[..states.len().saturating_sub(1)] {
                 util_sum += f64::from(st.util) * dt as f64;
@@ -332,7 +445,11 @@ impl Fleet {
                 gpu_hours: covered_ms as f64 / 3.6e6,
                 idle_hours: idle_ms as f64 / 3.6e6,
                 held_idle_hours: held_ms as f64 / 3.6e6,
-                mean_utilization_pct: if covered_ms > 0 { util_sum / covered_ms as f64 } else { 0.0 },
+                mean_utilization_pct: if covered_ms > 0 {
+                    util_sum / covered_ms as f64
+                } else {
+                    0.0
+                },
             });
         }
         Truth {
@@ -348,7 +465,11 @@ impl Fleet {
     /// The device id a reader gives this GPU: `gpu<index>` for dmon (no UUID), else the UUID.
     #[must_use]
     pub fn device_gpu_id(&self, spec: &DeviceSpec) -> String {
-        if spec.format == "dmon" { format!("gpu{}", spec.index) } else { spec.uuid.clone() }
+        if spec.format == "dmon" {
+            format!("gpu{}", spec.index)
+        } else {
+            spec.uuid.clone()
+        }
     }
 
     /// Distinct hosts, in order, with the indices of their devices.

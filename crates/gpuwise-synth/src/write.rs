@@ -11,7 +11,11 @@ fn civil(ms: EpochMs) -> jiff::civil::DateTime {
     jiff::tz::TimeZone::UTC.to_datetime(ts)
 }
 
-fn round_robin(fleet: &Fleet, devices: &[usize], mut row: impl FnMut(usize, &DeviceSpec, &Sample) -> io::Result<()>) -> io::Result<()> {
+fn round_robin(
+    fleet: &Fleet,
+    devices: &[usize],
+    mut row: impl FnMut(usize, &DeviceSpec, &Sample) -> io::Result<()>,
+) -> io::Result<()> {
     let mut iters: Vec<_> = devices.iter().map(|d| fleet.samples(*d)).collect();
     loop {
         let mut any = false;
@@ -71,10 +75,22 @@ pub fn nvidia_smi(w: &mut impl Write, fleet: &Fleet, devices: &[usize]) -> io::R
 pub fn dcgm(w: &mut impl Write, fleet: &Fleet, devices: &[usize]) -> io::Result<()> {
     for (name, help) in [
         ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
-        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active."),
-        ("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned."),
-        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active."),
-        ("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data."),
+        (
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+            "Ratio of time the graphics engine is active.",
+        ),
+        (
+            "DCGM_FI_PROF_SM_ACTIVE",
+            "The ratio of cycles an SM has at least 1 warp assigned.",
+        ),
+        (
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+            "Ratio of cycles the tensor (HMMA) pipe is active.",
+        ),
+        (
+            "DCGM_FI_PROF_DRAM_ACTIVE",
+            "Ratio of cycles the device memory interface is active sending or receiving data.",
+        ),
         ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
         ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."),
         ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."),
@@ -95,20 +111,54 @@ pub fn dcgm(w: &mut impl Write, fleet: &Fleet, devices: &[usize]) -> io::Result<
         let ts = s.ts_ms;
         let util = opt(s.util_pct);
         writeln!(w, "DCGM_FI_DEV_GPU_UTIL{{{labels}}} {util:.0} {ts}")?;
-        writeln!(w, "DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{labels}}} {:.6} {ts}", util / 100.0)?;
-        writeln!(w, "DCGM_FI_PROF_SM_ACTIVE{{{labels}}} {:.6} {ts}", opt(s.sm_active_pct) / 100.0)?;
-        writeln!(w, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{labels}}} {:.6} {ts}", opt(s.tensor_active_pct) / 100.0)?;
-        writeln!(w, "DCGM_FI_PROF_DRAM_ACTIVE{{{labels}}} {:.6} {ts}", opt(s.dram_active_pct) / 100.0)?;
-        writeln!(w, "DCGM_FI_DEV_FB_USED{{{labels}}} {:.0} {ts}", opt(s.mem_used_mib))?;
-        writeln!(w, "DCGM_FI_DEV_FB_FREE{{{labels}}} {:.0} {ts}", opt(s.mem_total_mib) - opt(s.mem_used_mib))?;
-        writeln!(w, "DCGM_FI_DEV_POWER_USAGE{{{labels}}} {:.6} {ts}", opt(s.power_w))
+        writeln!(
+            w,
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{labels}}} {:.6} {ts}",
+            util / 100.0
+        )?;
+        writeln!(
+            w,
+            "DCGM_FI_PROF_SM_ACTIVE{{{labels}}} {:.6} {ts}",
+            opt(s.sm_active_pct) / 100.0
+        )?;
+        writeln!(
+            w,
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{labels}}} {:.6} {ts}",
+            opt(s.tensor_active_pct) / 100.0
+        )?;
+        writeln!(
+            w,
+            "DCGM_FI_PROF_DRAM_ACTIVE{{{labels}}} {:.6} {ts}",
+            opt(s.dram_active_pct) / 100.0
+        )?;
+        writeln!(
+            w,
+            "DCGM_FI_DEV_FB_USED{{{labels}}} {:.0} {ts}",
+            opt(s.mem_used_mib)
+        )?;
+        writeln!(
+            w,
+            "DCGM_FI_DEV_FB_FREE{{{labels}}} {:.0} {ts}",
+            opt(s.mem_total_mib) - opt(s.mem_used_mib)
+        )?;
+        writeln!(
+            w,
+            "DCGM_FI_DEV_POWER_USAGE{{{labels}}} {:.6} {ts}",
+            opt(s.power_w)
+        )
     })
 }
 
 /// `nvidia-smi dmon -s pum -o DT` for one host (times in UTC, whole seconds).
 pub fn dmon(w: &mut impl Write, fleet: &Fleet, devices: &[usize]) -> io::Result<()> {
-    writeln!(w, "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem    enc    dec     fb   bar1")?;
-    writeln!(w, "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %      %      %     MB     MB")?;
+    writeln!(
+        w,
+        "#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem    enc    dec     fb   bar1"
+    )?;
+    writeln!(
+        w,
+        "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %      %      %     MB     MB"
+    )?;
     round_robin(fleet, devices, |_, d, s| {
         let t = civil(s.ts_ms);
         writeln!(

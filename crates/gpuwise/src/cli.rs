@@ -16,7 +16,9 @@ const REPORT_EXAMPLES: &str = "Examples:
 /// gpuwise: where your GPU money goes, how much of it is wasted, and why.
 #[derive(Debug, Parser)]
 #[command(name = "gpuwise", version, about, long_about = None, propagate_version = true)]
-#[command(after_help = "Start with `gpuwise demo`. Exit codes: 0 ok, 1 budget exceeded (--max-idle-share), 2 error.")]
+#[command(
+    after_help = "Start with `gpuwise demo`. Exit codes: 0 ok, 1 budget exceeded (--max-idle-share), 2 error."
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -26,12 +28,14 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Fleet waste report from GPU telemetry files.
     #[command(after_help = REPORT_EXAMPLES)]
-    Report(ReportArgs),
+    Report(Box<ReportArgs>),
     /// Write a synthetic week of a 52-GPU fleet, report on it, print where the HTML report is.
     #[command(after_help = "Example:\n  gpuwise demo --out /tmp/gpuwise-demo")]
     Demo(DemoArgs),
     /// Generate a synthetic fleet of any size, with its planted truth.
-    #[command(after_help = "Example:\n  gpuwise generate --out fleet --gpus 200 --days 7 --interval 30s --format dcgm --seed 7")]
+    #[command(
+        after_help = "Example:\n  gpuwise generate --out fleet --gpus 200 --days 7 --interval 30s --format dcgm --seed 7"
+    )]
     Generate(GenerateArgs),
 }
 
@@ -45,7 +49,12 @@ pub(crate) struct ReportArgs {
     #[command(flatten)]
     pub analysis: AnalysisArgs,
     /// Output format.
-    #[arg(long, short = 'f', env = "GPUWISE_FORMAT", value_name = "table|json|csv|markdown|html")]
+    #[arg(
+        long,
+        short = 'f',
+        env = "GPUWISE_FORMAT",
+        value_name = "table|json|csv|markdown|html"
+    )]
     pub format: Option<String>,
     /// Write the report to FILE instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]

@@ -41,7 +41,8 @@ impl Config {
             }
         };
         let text = fs_err::read_to_string(&path)?;
-        let mut c: Config = toml::from_str(&text).with_context(|| format!("`{}` is not a valid gpuwise config", path.display()))?;
+        let mut c: Config = toml::from_str(&text)
+            .with_context(|| format!("`{}` is not a valid gpuwise config", path.display()))?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         for p in [&mut c.prices, &mut c.teams].into_iter().flatten() {
             if p.is_relative() {

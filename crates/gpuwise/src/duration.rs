@@ -3,9 +3,13 @@
 /// Milliseconds of a duration string.
 pub(crate) fn parse_ms(s: &str) -> Result<u64, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (try 30s, 10m, 1h, 7d)"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 30s, 10m, 1h, 7d)"))?;
     let factor = match unit.trim() {
         "ms" => 1.0,
         "" | "s" | "sec" => 1000.0,

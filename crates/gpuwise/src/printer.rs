@@ -12,7 +12,11 @@ pub(crate) fn color_allowed(stream_is_tty: bool) -> bool {
 /// Print an error chain once, with a hint line where one helps.
 pub(crate) fn error(err: &anyhow::Error) {
     let color = color_allowed(std::io::stderr().is_terminal());
-    let label = if color { "\x1b[1;31merror\x1b[0m" } else { "error" };
+    let label = if color {
+        "\x1b[1;31merror\x1b[0m"
+    } else {
+        "error"
+    };
     eprintln!("{label}: {err:#}");
 }
 
@@ -24,7 +28,11 @@ pub(crate) fn info(msg: &str) {
 /// A warning line.
 pub(crate) fn warn(msg: &str) {
     let color = color_allowed(std::io::stderr().is_terminal());
-    let label = if color { "\x1b[1;33mwarning\x1b[0m" } else { "warning" };
+    let label = if color {
+        "\x1b[1;33mwarning\x1b[0m"
+    } else {
+        "warning"
+    };
     eprintln!("{label}: {msg}");
 }
 
@@ -35,8 +43,10 @@ pub(crate) fn progress(enabled: bool) -> Option<indicatif::ProgressBar> {
     }
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} reading {bytes} ({bytes_per_sec}) {elapsed}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} reading {bytes} ({bytes_per_sec}) {elapsed}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     Some(bar)

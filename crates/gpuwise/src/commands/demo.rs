@@ -50,24 +50,51 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     if data.exists() {
         fs_err::remove_dir_all(&data)?;
     }
-    printer::info(&format!("writing a week of a {}-GPU fleet to {} …", fleet.devices.len(), data.display()));
+    printer::info(&format!(
+        "writing a week of a {}-GPU fleet to {} …",
+        fleet.devices.len(),
+        data.display()
+    ));
     generate::write_fleet(&fleet, &data, "none")?;
     generate::write_truth(&fleet, &args.out.join("truth.json"))?;
     let prices = args.out.join("prices.toml");
     let teams = args.out.join("teams.toml");
     fs_err::write(&prices, PRICES)?;
     fs_err::write(&teams, TEAMS)?;
-    let analysis = AnalysisArgs { prices: Some(prices), teams: Some(teams), group_by: Some("team".into()), ..AnalysisArgs::default() };
+    let analysis = AnalysisArgs {
+        prices: Some(prices),
+        teams: Some(teams),
+        group_by: Some("team".into()),
+        ..AnalysisArgs::default()
+    };
     let settings = report::resolve(&ReadArgs::default(), &analysis, &Config::default())?;
     let rep = report::build(&[data.display().to_string()], &settings, true)?;
     let html = args.out.join("report.html");
     let json = args.out.join("report.json");
-    fs_err::write(&html, gpuwise_render::render(&rep, Format::Html, &RenderOptions::default()))?;
-    fs_err::write(&json, gpuwise_render::render(&rep, Format::Json, &RenderOptions::default()))?;
+    fs_err::write(
+        &html,
+        gpuwise_render::render(&rep, Format::Html, &RenderOptions::default()),
+    )?;
+    fs_err::write(
+        &json,
+        gpuwise_render::render(&rep, Format::Json, &RenderOptions::default()),
+    )?;
     let color = printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    report::emit(&gpuwise_render::render(&rep, format, &RenderOptions { top: 15, color }), None)?;
+    report::emit(
+        &gpuwise_render::render(&rep, format, &RenderOptions { top: 15, color }),
+        None,
+    )?;
     printer::info(&format!("HTML report: {}", html.display()));
-    printer::info(&format!("JSON report: {}   planted truth: {}", json.display(), args.out.join("truth.json").display()));
-    printer::info(&format!("Run it yourself: gpuwise report {} --prices {} --teams {} --group-by team", data.display(), args.out.join("prices.toml").display(), args.out.join("teams.toml").display()));
+    printer::info(&format!(
+        "JSON report: {}   planted truth: {}",
+        json.display(),
+        args.out.join("truth.json").display()
+    ));
+    printer::info(&format!(
+        "Run it yourself: gpuwise report {} --prices {} --teams {} --group-by team",
+        data.display(),
+        args.out.join("prices.toml").display(),
+        args.out.join("teams.toml").display()
+    ));
     Ok(ExitCode::SUCCESS)
 }

@@ -14,16 +14,26 @@ use crate::{duration, printer};
 pub(crate) const DEFAULT_START_MS: i64 = 1_767_571_200_000;
 
 pub(crate) fn parse_start(s: Option<&str>) -> anyhow::Result<i64> {
-    let Some(s) = s else { return Ok(DEFAULT_START_MS) };
+    let Some(s) = s else {
+        return Ok(DEFAULT_START_MS);
+    };
     if let Ok(ts) = s.parse::<jiff::Timestamp>() {
         return Ok(ts.as_millisecond());
     }
-    let date: jiff::civil::Date = s.parse().map_err(|_| anyhow!("--start `{s}` is not RFC 3339 or YYYY-MM-DD"))?;
-    Ok(jiff::tz::TimeZone::UTC.to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))?.as_millisecond())
+    let date: jiff::civil::Date = s
+        .parse()
+        .map_err(|_| anyhow!("--start `{s}` is not RFC 3339 or YYYY-MM-DD"))?;
+    Ok(jiff::tz::TimeZone::UTC
+        .to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))?
+        .as_millisecond())
 }
 
 /// Write every host of `fleet` into `dir`, compressed as asked; returns the files written.
-pub(crate) fn write_fleet(fleet: &Fleet, dir: &Path, compress: &str) -> anyhow::Result<Vec<std::path::PathBuf>> {
+pub(crate) fn write_fleet(
+    fleet: &Fleet,
+    dir: &Path,
+    compress: &str,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
     fs_err::create_dir_all(dir)?;
     let hosts = fleet.hosts();
     let results: Vec<anyhow::Result<std::path::PathBuf>> = std::thread::scope(|scope| {
@@ -40,17 +50,30 @@ pub(crate) fn write_fleet(fleet: &Fleet, dir: &Path, compress: &str) -> anyhow::
                     let path = dir.join(format!("{host}.{ext}{suffix}"));
                     let file = fs_err::File::create(&path)?;
                     let mut w: Box<dyn Write> = match compress {
-                        "gzip" => Box::new(flate2::write::GzEncoder::new(BufWriter::new(file), flate2::Compression::fast())),
-                        "zstd" => Box::new(zstd::stream::write::Encoder::new(BufWriter::new(file), 3)?.auto_finish()),
+                        "gzip" => Box::new(flate2::write::GzEncoder::new(
+                            BufWriter::new(file),
+                            flate2::Compression::fast(),
+                        )),
+                        "zstd" => Box::new(
+                            zstd::stream::write::Encoder::new(BufWriter::new(file), 3)?
+                                .auto_finish(),
+                        ),
                         _ => Box::new(BufWriter::with_capacity(1 << 20, file)),
                     };
-                    gpuwise_synth::write::host(&mut w, fleet, format, devices).with_context(|| format!("writing `{}`", path.display()))?;
+                    gpuwise_synth::write::host(&mut w, fleet, format, devices)
+                        .with_context(|| format!("writing `{}`", path.display()))?;
                     w.flush()?;
                     Ok(path)
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("a writer thread panicked")))).collect()
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a writer thread panicked")))
+            })
+            .collect()
     });
     results.into_iter().collect()
 }
@@ -65,7 +88,9 @@ pub(crate) fn write_truth(fleet: &Fleet, path: &Path) -> anyhow::Result<()> {
 pub(crate) fn run(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
     let interval_ms = duration::parse_ms(&args.interval).map_err(|e| anyhow!("--interval: {e}"))?;
     if interval_ms < 1000 || interval_ms % 1000 != 0 {
-        bail!("--interval must be a whole number of seconds (nvidia-smi and dmon print whole seconds)");
+        bail!(
+            "--interval must be a whole number of seconds (nvidia-smi and dmon print whole seconds)"
+        );
     }
     let format = match args.format.as_str() {
         "mixed" => None,
@@ -75,10 +100,23 @@ pub(crate) fn run(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
         other => bail!("--format `{other}` is not one of nvidia-smi, dcgm, dmon, mixed"),
     };
     if !["none", "gzip", "zstd"].contains(&args.compress.as_str()) {
-        bail!("--compress `{}` is not one of none, gzip, zstd", args.compress);
+        bail!(
+            "--compress `{}` is not one of none, gzip, zstd",
+            args.compress
+        );
     }
-    anyhow::ensure!(args.gpus > 0 && args.days > 0, "--gpus and --days must be at least 1");
-    let fleet = Fleet::new(FleetOptions { gpus: args.gpus, days: args.days, interval_ms, seed: args.seed, start_ms: parse_start(args.start.as_deref())?, format });
+    anyhow::ensure!(
+        args.gpus > 0 && args.days > 0,
+        "--gpus and --days must be at least 1"
+    );
+    let fleet = Fleet::new(FleetOptions {
+        gpus: args.gpus,
+        days: args.days,
+        interval_ms,
+        seed: args.seed,
+        start_ms: parse_start(args.start.as_deref())?,
+        format,
+    });
     let files = write_fleet(&fleet, &args.out, &args.compress)?;
     write_truth(&fleet, &args.out.join("truth.json"))?;
     printer::info(&format!(

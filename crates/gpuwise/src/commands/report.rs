@@ -25,27 +25,42 @@ pub(crate) struct Settings {
 }
 
 fn tz(name: &str) -> anyhow::Result<jiff::tz::TimeZone> {
-    jiff::tz::TimeZone::get(name).map_err(|e| anyhow!("`{name}` is not a known time zone ({e}); use an IANA name such as UTC or Europe/Berlin"))
+    jiff::tz::TimeZone::get(name).map_err(|e| {
+        anyhow!(
+            "`{name}` is not a known time zone ({e}); use an IANA name such as UTC or Europe/Berlin"
+        )
+    })
 }
 
 /// "Now": the clock, unless `GPUWISE_NOW` pins it (RFC 3339) for reproducible output.
 fn now_ms() -> anyhow::Result<i64> {
     match std::env::var("GPUWISE_NOW") {
-        Ok(s) => Ok(s.parse::<jiff::Timestamp>().with_context(|| format!("GPUWISE_NOW `{s}` is not an RFC 3339 time"))?.as_millisecond()),
+        Ok(s) => Ok(s
+            .parse::<jiff::Timestamp>()
+            .with_context(|| format!("GPUWISE_NOW `{s}` is not an RFC 3339 time"))?
+            .as_millisecond()),
         Err(_) => Ok(jiff::Timestamp::now().as_millisecond()),
     }
 }
 
 pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow::Result<Settings> {
-    let tz_name = read.tz.clone().or_else(|| cfg.tz.clone()).unwrap_or_else(|| "UTC".to_owned());
+    let tz_name = read
+        .tz
+        .clone()
+        .or_else(|| cfg.tz.clone())
+        .unwrap_or_else(|| "UTC".to_owned());
     let zone = tz(&tz_name)?;
     let mut profile = ProfileSettings::default();
     if let Some(v) = a.idle_threshold.or(cfg.idle_threshold_pct) {
-        anyhow::ensure!((0.0..=100.0).contains(&v), "--idle-threshold must be within 0–100, got {v}");
+        anyhow::ensure!(
+            (0.0..=100.0).contains(&v),
+            "--idle-threshold must be within 0–100, got {v}"
+        );
         profile.idle_threshold_pct = v;
     }
     if let Some(v) = a.min_idle.as_deref().or(cfg.min_idle.as_deref()) {
-        profile.min_idle_episode_ms = duration::parse_ms(v).map_err(|e| anyhow!("--min-idle: {e}"))?;
+        profile.min_idle_episode_ms =
+            duration::parse_ms(v).map_err(|e| anyhow!("--min-idle: {e}"))?;
     }
     if let Some(v) = a.held_idle_mib.or(cfg.held_idle_mib) {
         profile.held_idle_min_mib = v;
@@ -56,12 +71,27 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
     }
     let mut diagnose = DiagnoseSettings::default();
     for (flag, v, slot) in [
-        ("--idle-share", a.idle_share.or(cfg.idle_share_pct), &mut diagnose.idle_share_pct),
-        ("--underutilized-below", a.underutilized_below.or(cfg.underutilized_below_pct), &mut diagnose.underutilized_below_pct),
-        ("--saturated-above", a.saturated_above.or(cfg.saturated_above_pct), &mut diagnose.saturated_above_pct),
+        (
+            "--idle-share",
+            a.idle_share.or(cfg.idle_share_pct),
+            &mut diagnose.idle_share_pct,
+        ),
+        (
+            "--underutilized-below",
+            a.underutilized_below.or(cfg.underutilized_below_pct),
+            &mut diagnose.underutilized_below_pct,
+        ),
+        (
+            "--saturated-above",
+            a.saturated_above.or(cfg.saturated_above_pct),
+            &mut diagnose.saturated_above_pct,
+        ),
     ] {
         if let Some(v) = v {
-            anyhow::ensure!((0.0..=100.0).contains(&v), "{flag} must be within 0–100, got {v}");
+            anyhow::ensure!(
+                (0.0..=100.0).contains(&v),
+                "{flag} must be within 0–100, got {v}"
+            );
             *slot = v;
         }
     }
@@ -71,7 +101,13 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
         diagnose.underutilized_below_pct,
         diagnose.saturated_above_pct
     );
-    let group_by = GroupBy::parse(a.group_by.as_deref().or(cfg.group_by.as_deref()).unwrap_or("host")).map_err(|e| anyhow!("--group-by: {e}"))?;
+    let group_by = GroupBy::parse(
+        a.group_by
+            .as_deref()
+            .or(cfg.group_by.as_deref())
+            .unwrap_or("host"),
+    )
+    .map_err(|e| anyhow!("--group-by: {e}"))?;
     let prices = match a.prices.clone().or_else(|| cfg.prices.clone()) {
         Some(path) => {
             let text = fs_err::read_to_string(&path)?;
@@ -86,25 +122,54 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
         }
         None => TeamMap::default(),
     };
-    if matches!(group_by, GroupBy::Team) && teams.hosts.is_empty() && teams.namespaces.is_empty() && teams.pods.is_empty() {
+    if matches!(group_by, GroupBy::Team)
+        && teams.hosts.is_empty()
+        && teams.namespaces.is_empty()
+        && teams.pods.is_empty()
+    {
         printer::warn("--group-by team without --teams: every device is in group (none)");
     }
     let format = match read.input_format.as_deref() {
-        Some(f) => Some(gpuwise_sources::Format::parse(f).map_err(|e| anyhow!("--input-format: {e}"))?),
+        Some(f) => {
+            Some(gpuwise_sources::Format::parse(f).map_err(|e| anyhow!("--input-format: {e}"))?)
+        }
         None => None,
     };
-    let map = if read.map.is_empty() { None } else { Some(ColumnMap::parse(&read.map).map_err(|e| anyhow!(e))?) };
-    let columns = read.columns.as_ref().map(|c| c.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect::<Vec<_>>());
+    let map = if read.map.is_empty() {
+        None
+    } else {
+        Some(ColumnMap::parse(&read.map).map_err(|e| anyhow!(e))?)
+    };
+    let columns = read.columns.as_ref().map(|c| {
+        c.split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+    });
     let start_ms = match read.start.as_deref() {
         Some(s) => {
             let mut clock = gpuwise_sources::time::LocalClock::new(zone.clone());
-            let with_time = if s.len() == 10 { format!("{s} 00:00:00") } else { s.to_owned() };
-            Some(gpuwise_sources::time::parse_instant(&with_time, &mut clock).ok_or_else(|| anyhow!("--start `{s}` is not a time (RFC 3339, YYYY-MM-DD HH:MM:SS or epoch)"))?.0)
+            let with_time = if s.len() == 10 {
+                format!("{s} 00:00:00")
+            } else {
+                s.to_owned()
+            };
+            Some(
+                gpuwise_sources::time::parse_instant(&with_time, &mut clock)
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "--start `{s}` is not a time (RFC 3339, YYYY-MM-DD HH:MM:SS or epoch)"
+                        )
+                    })?
+                    .0,
+            )
         }
         None => None,
     };
     let interval_ms = match read.interval.as_deref() {
-        Some(i) => duration::parse_ms(i).map_err(|e| anyhow!("--interval: {e}"))?.max(1),
+        Some(i) => duration::parse_ms(i)
+            .map_err(|e| anyhow!("--interval: {e}"))?
+            .max(1),
         None => 1000,
     };
     Ok(Settings {
@@ -146,17 +211,27 @@ pub(crate) fn build(specs: &[String], s: &Settings, progress: bool) -> anyhow::R
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    anyhow::ensure!(!ingested.profile.is_empty(), "no samples in {} input(s): nothing to report", inputs.len());
+    anyhow::ensure!(
+        !ingested.profile.is_empty(),
+        "no samples in {} input(s): nothing to report",
+        inputs.len()
+    );
     let summary = IngestSummary {
         inputs: inputs.iter().map(|i| i.name.clone()).collect(),
-        formats: ingested.formats.iter().map(|(_, f)| f.name().to_owned()).collect(),
+        formats: ingested
+            .formats
+            .iter()
+            .map(|(_, f)| f.name().to_owned())
+            .collect(),
         lines: ingested.tally.lines,
         samples: ingested.tally.samples,
         skipped: ingested.tally.skipped(),
         warnings: ingested.tally.warnings(),
     };
     let profiles = ingested.profile.finish(&s.read.profile, &s.read.tz);
-    Ok(report::build(profiles, &s.prices, &s.teams, &s.report, summary))
+    Ok(report::build(
+        profiles, &s.prices, &s.teams, &s.report, summary,
+    ))
 }
 
 /// Write `text` to `output` or stdout.
@@ -175,21 +250,36 @@ pub(crate) fn emit(text: &str, output: Option<&PathBuf>) -> anyhow::Result<()> {
 pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(args.config.as_deref())?;
     let settings = resolve(&args.read, &args.analysis, &cfg)?;
-    let format = Format::parse(args.format.as_deref().or(cfg.format.as_deref()).unwrap_or("table")).map_err(|e| anyhow!("--format: {e}"))?;
+    let format = Format::parse(
+        args.format
+            .as_deref()
+            .or(cfg.format.as_deref())
+            .unwrap_or("table"),
+    )
+    .map_err(|e| anyhow!("--format: {e}"))?;
     let report = build(&args.inputs, &settings, !args.no_progress)?;
-    let color = args.output.is_none() && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    let opts = RenderOptions { top: args.top.or(cfg.top).unwrap_or(20), color };
-    emit(&gpuwise_render::render(&report, format, &opts), args.output.as_ref())?;
+    let color = args.output.is_none()
+        && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    let opts = RenderOptions {
+        top: args.top.or(cfg.top).unwrap_or(20),
+        color,
+    };
+    emit(
+        &gpuwise_render::render(&report, format, &opts),
+        args.output.as_ref(),
+    )?;
     if format != Format::Table || args.output.is_some() {
         for w in &report.warnings {
             printer::warn(&format!("{}: {}", w.kind, w.message));
         }
     }
-    if let (Some(max), Some(share)) = (args.max_idle_share, report.fleet.kpis.idle_share_pct) {
-        if share > max {
-            printer::warn(&format!("idle share {share:.1}% of GPU-hours is above --max-idle-share {max}%"));
-            return Ok(ExitCode::from(1));
-        }
+    if let (Some(max), Some(share)) = (args.max_idle_share, report.fleet.kpis.idle_share_pct)
+        && share > max
+    {
+        printer::warn(&format!(
+            "idle share {share:.1}% of GPU-hours is above --max-idle-share {max}%"
+        ));
+        return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
 }
