@@ -273,9 +273,11 @@ pub fn read(
                 continue;
             }
         };
-        let Some((m, scale)) = metric(parsed.name) else {
+        let known = metric(parsed.name);
+        if known.is_none() && !parsed.name.starts_with("DCGM_") && !parsed.name.starts_with("dcgm_")
+        {
             continue;
-        };
+        }
         let label = |keys: &[&str]| -> Option<&str> {
             keys.iter().find_map(|k| {
                 parsed
@@ -298,7 +300,7 @@ pub fn read(
             continue;
         };
         let mig = label(&["GPU_I_ID"]).map(str::to_owned);
-        if mig.is_some() && m == Metric::GpuUtil {
+        if mig.is_some() && known.is_some_and(|(m, _)| m == Metric::GpuUtil) {
             continue;
         }
         let host_name = host
@@ -332,6 +334,16 @@ pub fn read(
                 }
             }
         };
+        let info = infos.entry(key.clone()).or_default();
+        if info.model_name.is_none() {
+            info.model_name = label(&["modelName", "model_name"]).map(str::to_owned);
+            info.index = label(&["gpu"]).and_then(|g| g.parse().ok());
+            info.mig_profile = label(&["GPU_I_PROFILE"]).map(str::to_owned);
+        }
+        // Any DCGM metric of a device shows it exists at that time (and is billed), even one
+        // gpuwise does not read.
+        let p = series.entry(key).or_default().entry(ts).or_default();
+        let Some((m, scale)) = known else { continue };
         if is_sentinel(parsed.value) {
             t.skip(
                 "dcgm_blank",
@@ -358,12 +370,6 @@ pub fn read(
         };
         #[allow(clippy::cast_possible_truncation)]
         let v = (v * scale) as f32;
-        let info = infos.entry(key.clone()).or_default();
-        if info.model_name.is_none() {
-            info.model_name = label(&["modelName", "model_name"]).map(str::to_owned);
-            info.index = label(&["gpu"]).and_then(|g| g.parse().ok());
-            info.mig_profile = label(&["GPU_I_PROFILE"]).map(str::to_owned);
-        }
         if matches!(m, Metric::GrActive | Metric::GpuUtil | Metric::FbUsed) {
             for (name, keys) in [
                 (
@@ -386,7 +392,6 @@ pub fn read(
                 }
             }
         }
-        let p = series.entry(key).or_default().entry(ts).or_default();
         let slot = match m {
             Metric::GrActive => &mut p.gr,
             Metric::GpuUtil => &mut p.gpu_util,
@@ -462,7 +467,7 @@ pub fn read(
                     format!("{inv} at {ts} ms (value dropped)"),
                 )
             });
-            if !s.is_empty() && b.push(id, &s).is_ok() {
+            if b.push(id, &s).is_ok() {
                 t.samples += 1;
             }
         }

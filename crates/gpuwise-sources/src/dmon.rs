@@ -213,14 +213,8 @@ impl<'a> DmonReader<'a> {
             info.util_source = Some(UtilSource::NvidiaSmi);
             id
         });
-        if s.is_empty() {
-            t.skip(
-                "empty_sample",
-                self.file,
-                line_no,
-                "no readable value on the line",
-            );
-        } else if b.push(id, &s).is_ok() {
+        // A sample without any reading still shows the device existed (and was billed).
+        if b.push(id, &s).is_ok() {
             t.samples += 1;
         }
     }

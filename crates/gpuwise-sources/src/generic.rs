@@ -242,9 +242,8 @@ pub fn read(
                 }
             }
         }
-        if s.is_empty() {
-            t.skip("empty_sample", file, line, "no readable value on the line");
-        } else if b.push(id, &s).is_ok() {
+        // A sample without any reading still shows the device existed (and was billed).
+        if b.push(id, &s).is_ok() {
             t.samples += 1;
         }
     }

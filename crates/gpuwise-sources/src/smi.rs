@@ -328,16 +328,9 @@ impl<'a> SmiReader<'a> {
                 id
             }
         };
-        if s.is_empty() {
-            t.skip(
-                "empty_sample",
-                self.file,
-                line_no,
-                "no readable value on the line",
-            );
-        } else if let Err(e) = b.push(id, &s) {
-            let _ = e; // counted by the profile (`reordered` / `duplicates`) and reported there
-        } else {
+        // A sample without any reading still shows the device existed (and was billed).
+        // Out-of-order and duplicate samples are counted by the profile and reported there.
+        if b.push(id, &s).is_ok() {
             t.samples += 1;
         }
     }

@@ -1,0 +1,235 @@
+//! The bad-input corpus (`tests/data/bad/`, documented in its README): each file's expected
+//! outcome, an error naming the file, or counted skips with the rest of the data kept.
+
+use crate::common::{data, f, report_json, run};
+
+fn skips(r: &serde_json::Value, kind: &str) -> u64 {
+    r["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .filter(|w| w["kind"] == kind)
+        .map(|w| w["count"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Files with one bad line among 1-minute samples of one GPU: (file, warning kind, count,
+/// samples kept, text the warning must contain).
+const SKIPS: &[(&str, &str, u64, u64, &str)] = &[
+    (
+        "truncated-line.csv",
+        "wrong_column_count",
+        1,
+        10,
+        "line 7: expected 11 columns, found 4",
+    ),
+    (
+        "wrong-column-count.csv",
+        "wrong_column_count",
+        1,
+        10,
+        "line 7: expected 11 columns, found 12",
+    ),
+    (
+        "non-numeric.csv",
+        "bad_value",
+        1,
+        11,
+        "`utilization.gpu` is not a number: `abc %`",
+    ),
+    (
+        "nan-inf.csv",
+        "invalid_value",
+        2,
+        12,
+        "`utilization` is not a finite number",
+    ),
+    (
+        "out-of-range.csv",
+        "invalid_value",
+        3,
+        13,
+        "`utilization` is outside 0–100 %",
+    ),
+    (
+        "out-of-order.csv",
+        "out_of_order",
+        1,
+        10,
+        "older than the previous sample",
+    ),
+    (
+        "duplicate-timestamp.csv",
+        "duplicate_timestamp",
+        1,
+        10,
+        "repeating the previous timestamp",
+    ),
+    (
+        "mixed-units.csv",
+        "bad_value",
+        1,
+        12,
+        "`memory.used` has a unit that does not belong to the column: `20 MHz`",
+    ),
+    (
+        "bad-timestamp.csv",
+        "bad_timestamp",
+        1,
+        10,
+        "line 7: `timestamp` is not YYYY/MM/DD HH:MM:SS[.mmm]: `yesterday at noon`",
+    ),
+    (
+        "future-timestamps.csv",
+        "future_timestamp",
+        1,
+        10,
+        "in the future",
+    ),
+    (
+        "dmon-short-row.txt",
+        "wrong_column_count",
+        1,
+        10,
+        "line 6: expected 7 columns, found 5",
+    ),
+];
+
+#[test]
+fn bad_lines_are_counted_skips_and_the_rest_is_kept() {
+    for (file, kind, count, samples, text) in SKIPS {
+        let r = report_json(&[&data(&format!("bad/{file}"))]);
+        assert_eq!(skips(&r, kind), *count, "{file}: {:?}", r["warnings"]);
+        let msg = r["warnings"]
+            .as_array()
+            .expect("w")
+            .iter()
+            .find(|w| w["kind"] == *kind)
+            .expect("warning")["message"]
+            .to_string();
+        assert!(
+            msg.contains(text),
+            "{file}: `{msg}` should contain `{text}`"
+        );
+        assert_eq!(r["ingest"]["samples"], *samples, "{file}: samples kept");
+        assert_eq!(r["fleet"]["devices"], 1, "{file}");
+    }
+}
+
+#[test]
+fn values_out_of_range_never_become_numbers() {
+    // 130 %, -5 % and NaN utilization are dropped, not clamped: the mean stays 50 %.
+    for file in ["out-of-range.csv", "nan-inf.csv"] {
+        let r = report_json(&[&data(&format!("bad/{file}"))]);
+        let d = &r["devices"][0];
+        assert!(
+            (f(&d["mean_utilization_pct"]) - 50.0).abs() < 1e-9,
+            "{file}: {}",
+            d["mean_utilization_pct"]
+        );
+        assert!(
+            f(&d["peak_memory_used_mib"]) <= 1000.0,
+            "{file}: memory above total dropped"
+        );
+    }
+    // 20 GiB in a MiB column is converted, not misread as 20 MiB.
+    let r = report_json(&[&data("bad/mixed-units.csv")]);
+    assert!((f(&r["devices"][0]["peak_memory_used_mib"]) - 20_480.0).abs() < 1e-6);
+}
+
+#[test]
+fn dcgm_malformed_lines_sentinels_and_values() {
+    let r = report_json(&[&data("bad/dcgm-malformed.prom")]);
+    assert_eq!(skips(&r, "bad_line"), 1);
+    assert_eq!(
+        skips(&r, "dcgm_blank"),
+        1,
+        "MEMORY_TEMP is not read; FB_USED's sentinel is dropped by exact match"
+    );
+    assert_eq!(skips(&r, "bad_value"), 1);
+    let d = &r["devices"][0];
+    assert_eq!(d["id"], "node-1/GPU-0a0a0a0a-0000-4000-8000-000000000000");
+    assert!(
+        (f(&d["peak_memory_used_mib"]) - 1000.0).abs() < 1e-9,
+        "the sentinel never becomes memory"
+    );
+}
+
+#[test]
+fn dst_fold_is_flagged_and_the_repeat_hour_dropped() {
+    let r = report_json(&[
+        &data("bad/dst-ambiguous.csv"),
+        "--tz",
+        "America/New_York",
+        "--max-gap",
+        "15m",
+    ]);
+    assert_eq!(
+        skips(&r, "dst_ambiguous"),
+        12,
+        "both passes through 01:00–01:59 are flagged"
+    );
+    assert_eq!(
+        skips(&r, "out_of_order"),
+        5,
+        "the second pass maps onto the first and goes back in time"
+    );
+    assert_eq!(skips(&r, "duplicate_timestamp"), 1);
+    // Kept: 00:00–01:50 EDT (110 min) and 02:00–02:20 EST (20 min). The dropped repeat hour
+    // leaves a 70-minute gap (01:50 EDT → 02:00 EST), which is no data.
+    assert!(
+        (f(&r["fleet"]["gpu_hours"]) - 130.0 / 60.0).abs() < 1e-9,
+        "{}",
+        r["fleet"]["gpu_hours"]
+    );
+    assert_eq!(r["devices"][0]["gaps"], 1);
+}
+
+#[test]
+fn very_long_line_is_skipped_and_the_rest_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("long.csv");
+    let good = std::fs::read_to_string(data("bad/duplicate-timestamp.csv")).expect("fixture");
+    let mut lines: Vec<String> = good.lines().map(str::to_owned).collect();
+    lines.remove(6); // drop the duplicate: 10 good rows remain
+    lines.insert(6, "9".repeat(3 << 20));
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write");
+    let r = report_json(&[&path.display().to_string()]);
+    assert_eq!(skips(&r, "line_too_long"), 1, "{:?}", r["warnings"]);
+    assert_eq!(r["ingest"]["samples"], 10);
+}
+
+#[test]
+fn unreadable_inputs_are_errors_naming_the_file() {
+    for (file, text) in [
+        ("binary-garbage.bin", "cannot tell the format"),
+        ("empty.csv", "empty.csv`: is empty"),
+        ("header-only.csv", "no samples in 1 input(s)"),
+    ] {
+        let o = run(&["report", &data(&format!("bad/{file}")), "--no-progress"]);
+        assert_eq!(o.code, 2, "{file}");
+        assert!(o.stderr.contains(text), "{file}: {}", o.stderr);
+        assert!(
+            o.stdout.is_empty(),
+            "{file}: no data on stdout after an error"
+        );
+    }
+}
+
+#[test]
+fn strict_turns_the_first_skip_into_an_error() {
+    let o = run(&[
+        "report",
+        &data("bad/non-numeric.csv"),
+        "--strict",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr
+            .contains("non-numeric.csv` line 7: `utilization.gpu` is not a number"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("--strict"), "{}", o.stderr);
+}

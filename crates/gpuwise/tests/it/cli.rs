@@ -1,0 +1,300 @@
+//! The command line as a user meets it: output formats, snapshots, errors, exit codes.
+
+use crate::common::{data, f, repo, report_json, run, run_in};
+
+#[test]
+fn two_gpu_log_figures() {
+    // GPU 0: 80 % for 30 minutes. GPU 1: 0 % holding 2 GiB for 30 minutes (a held-idle episode).
+    let r = report_json(&[&data("smi/two-gpus.csv")]);
+    assert_eq!(r["schema"], "gpuwise.report/v1");
+    assert!((f(&r["fleet"]["gpu_hours"]) - 1.0).abs() < 1e-9);
+    assert!((f(&r["fleet"]["idle_gpu_hours"]) - 0.5).abs() < 1e-9);
+    assert!((f(&r["fleet"]["mean_utilization_pct"]) - 40.0).abs() < 1e-9);
+    let cost = 0.5 * 3.430_881_25 + 0.5 * 0.526;
+    assert!((f(&r["fleet"]["cost_usd"]) - cost).abs() < 1e-9);
+    assert!((f(&r["fleet"]["idle_cost_usd"]) - 0.5 * 0.526).abs() < 1e-9);
+    assert!((f(&r["fleet"]["held_idle_cost_usd"]) - 0.5 * 0.526).abs() < 1e-9);
+    let t4 = &r["devices"][0];
+    assert_eq!(t4["model"], "T4");
+    assert_eq!(t4["class"], "held_idle");
+    assert_eq!(t4["host"], "two-gpus", "host from the file name stem");
+    assert!(
+        t4["price_source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("reference: aws g4dn.xlarge"))
+    );
+}
+
+fn snapshot_env(args: &[&str]) -> String {
+    let o = run_in(args, &repo().join("tests/data"));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    o.stdout
+}
+
+#[test]
+fn table_snapshot() {
+    insta::assert_snapshot!(snapshot_env(&[
+        "report",
+        "smi/two-gpus.csv",
+        "--no-progress"
+    ]));
+}
+
+#[test]
+fn markdown_snapshot() {
+    insta::assert_snapshot!(snapshot_env(&[
+        "report",
+        "smi/two-gpus.csv",
+        "--format",
+        "markdown",
+        "--no-progress"
+    ]));
+}
+
+#[test]
+fn csv_snapshot() {
+    insta::assert_snapshot!(snapshot_env(&[
+        "report",
+        "smi/two-gpus.csv",
+        "--format",
+        "csv",
+        "--no-progress"
+    ]));
+}
+
+#[test]
+fn html_is_self_contained_with_charts() {
+    let html = snapshot_env(&[
+        "report",
+        "smi/two-gpus.csv",
+        "--format",
+        "html",
+        "--no-progress",
+    ]);
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert_eq!(
+        html.matches("<svg").count(),
+        4,
+        "timeline, heatmap, cost by group, distribution"
+    );
+    for forbidden in ["<script", "http://", "https://", "<link"] {
+        let hits: Vec<&str> = html
+            .match_indices(forbidden)
+            .map(|(i, _)| &html[i..(i + 60).min(html.len())])
+            .filter(|s| !s.contains("www.w3.org/2000/svg"))
+            .collect();
+        assert!(hits.is_empty(), "the report must work offline: {hits:?}");
+    }
+    assert!(html.contains("Held-idle cost"));
+}
+
+#[test]
+fn generic_csv_with_a_column_map() {
+    let r = report_json(&[
+        &data("csv/export.csv"),
+        "--map",
+        "timestamp=ts,device=gpu_id,host=host,model=model,util=value,mem_used_mib=mem",
+    ]);
+    assert_eq!(r["fleet"]["devices"], 2);
+    let busy = crate::common::device(&r, "exporter-node/gpu-0");
+    assert_eq!(busy["model"], "L4");
+    assert!((f(&busy["mean_utilization_pct"]) - 85.0).abs() < 1e-9);
+    let idle = crate::common::device(&r, "exporter-node/gpu-1");
+    assert!((f(&idle["idle_hours"]) - 18.0 / 60.0).abs() < 1e-9);
+}
+
+#[test]
+fn group_by_model_and_team_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let teams = dir.path().join("teams.toml");
+    std::fs::write(&teams, "[hosts]\n\"two-*\" = \"vision\"\n").expect("write");
+    let r = report_json(&[
+        &data("smi/two-gpus.csv"),
+        "--group-by",
+        "team",
+        "--teams",
+        &teams.display().to_string(),
+    ]);
+    assert_eq!(r["groups"][0]["key"], "vision");
+    assert_eq!(r["groups"][0]["devices"], 2);
+    let r = report_json(&[&data("smi/two-gpus.csv"), "--group-by", "model"]);
+    let keys: Vec<&str> = r["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .filter_map(|g| g["key"].as_str())
+        .collect();
+    assert_eq!(keys, vec!["A100-SXM4-80GB", "T4"]);
+}
+
+#[test]
+fn price_file_overrides_reference_prices() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prices = dir.path().join("prices.toml");
+    std::fs::write(&prices, "[[rule]]\nmodel = \"A100-SXM4-80GB\"\nusd_per_instance_hour = 16.0\ngpus_per_instance = 8\npricing = \"1y\"\n").expect("write");
+    let r = report_json(&[
+        &data("smi/two-gpus.csv"),
+        "--prices",
+        &prices.display().to_string(),
+    ]);
+    let a100 = crate::common::device(&r, "two-gpus/GPU-0a0a0a0a-0000-4000-8000-000000000000");
+    assert!((f(&a100["usd_per_gpu_hour"]) - 2.0).abs() < 1e-12);
+    assert!(
+        a100["price_source"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("prices.toml rule 1, 1y"))
+    );
+}
+
+#[test]
+fn config_file_and_env_precedence() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("gpuwise.toml");
+    std::fs::write(&cfg, "format = \"csv\"\nidle_threshold_pct = 1.0\n").expect("write");
+    let o = run(&[
+        "report",
+        &data("smi/two-gpus.csv"),
+        "--config",
+        &cfg.display().to_string(),
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.starts_with("id,host,"), "config picks csv");
+    let o = run(&[
+        "report",
+        &data("smi/two-gpus.csv"),
+        "--config",
+        &cfg.display().to_string(),
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    assert!(
+        o.stdout.trim_start().starts_with('{'),
+        "the flag wins over the config"
+    );
+    std::fs::write(&cfg, "colour = \"blue\"\n").expect("write");
+    let o = run(&[
+        "report",
+        &data("smi/two-gpus.csv"),
+        "--config",
+        &cfg.display().to_string(),
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("unknown field `colour`"), "{}", o.stderr);
+}
+
+#[test]
+fn budget_exit_code() {
+    let o = run(&[
+        "report",
+        &data("smi/two-gpus.csv"),
+        "--max-idle-share",
+        "10",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 1, "50 % idle is above a 10 % budget");
+    let o = run(&[
+        "report",
+        &data("smi/two-gpus.csv"),
+        "--max-idle-share",
+        "60",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0);
+}
+
+#[test]
+fn usage_errors() {
+    for (args, text) in [
+        (
+            vec!["report", "no/such/file.csv"],
+            "cannot read `no/such/file.csv`",
+        ),
+        (
+            vec!["report", "nothing-*.csv"],
+            "`nothing-*.csv` matches no file",
+        ),
+        (
+            vec!["report", "tests/data/smi/two-gpus.csv", "--format", "pdf"],
+            "--format: `pdf` is not one of",
+        ),
+        (
+            vec![
+                "report",
+                "tests/data/smi/two-gpus.csv",
+                "--tz",
+                "Mars/Olympus",
+            ],
+            "`Mars/Olympus` is not a known time zone",
+        ),
+        (
+            vec![
+                "report",
+                "tests/data/smi/two-gpus.csv",
+                "--group-by",
+                "planet",
+            ],
+            "--group-by: `planet`",
+        ),
+        (
+            vec![
+                "report",
+                "tests/data/smi/two-gpus.csv",
+                "--min-idle",
+                "soon",
+            ],
+            "--min-idle: `soon` is not a duration",
+        ),
+        (
+            vec![
+                "report",
+                "tests/data/smi/two-gpus.csv",
+                "--map",
+                "timestamp=ts",
+            ],
+            "at least one reading",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.code, 2, "{args:?}");
+        assert!(o.stderr.contains(text), "{args:?}: {}", o.stderr);
+    }
+}
+
+#[test]
+fn help_has_examples() {
+    let o = run(&["report", "--help"]);
+    assert_eq!(o.code, 0);
+    assert!(o.stdout.contains("Examples:") && o.stdout.contains("--input-format"));
+}
+
+#[test]
+fn stdin_is_read_with_dash() {
+    use std::io::Write as _;
+    let mut child = crate::common::cmd()
+        .args([
+            "report",
+            "-",
+            "--host",
+            "piped",
+            "--format",
+            "json",
+            "--no-progress",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let input = std::fs::read(data("smi/two-gpus.csv")).expect("fixture");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&input)
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success());
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(r["devices"][0]["host"], "piped");
+}

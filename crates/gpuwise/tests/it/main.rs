@@ -1,0 +1,10 @@
+//! Integration tests: the real `gpuwise` binary on readable fixtures, real third-party
+//! captures (`../shared/data`), generated fleets with planted truth, and a bad-input corpus.
+
+#![allow(clippy::print_stderr)] // a skip is reported on stderr, as the test harness does
+
+mod bad_input;
+mod cli;
+mod common;
+mod planted;
+mod real_data;

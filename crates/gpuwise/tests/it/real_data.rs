@@ -1,0 +1,298 @@
+//! Every reader on real outputs of the real tools (`../shared/data`), values checked against
+//! the captures by hand.
+
+use std::path::Path;
+
+use crate::common::{device, f, report_json, run, shared};
+
+fn p(dir: &Path, rel: &str) -> String {
+    dir.join(rel).display().to_string()
+}
+
+#[test]
+fn nvidia_smi_captures_idle_then_load() {
+    let Some(s) = shared() else { return };
+    let nv = |n: &str| p(&s, &format!("fixtures/nvidia-smi/{n}"));
+    // Idle at 08:12:38.696 (0 %, 0 MiB, 69.85 W), load at 08:12:53.353 (100 %, 19818 MiB).
+    let r = report_json(&[
+        &nv("query-gpu-focused__h100-80gb-hbm3__idle.csv"),
+        &nv("query-gpu-focused__h100-80gb-hbm3__load.csv"),
+        "--host",
+        "h100",
+    ]);
+    let d = device(&r, "h100/GPU-00000000-0000-0000-0000-000000000000");
+    assert_eq!(d["model"], "H100-SXM5-80GB");
+    assert_eq!(d["samples"], 2);
+    assert!(
+        (f(&d["gpu_hours"]) * 3_600_000.0 - 14_657.0).abs() < 1e-3,
+        "14.657 s between the two rows"
+    );
+    assert!(
+        (f(&d["mean_utilization_pct"])).abs() < 1e-9,
+        "the idle row stands for the interval"
+    );
+    assert!((f(&d["peak_memory_used_mib"]) - 19_818.0).abs() < 1e-9);
+    assert!((f(&d["memory_total_mib"]) - 81_559.0).abs() < 1e-9);
+    assert!((f(&d["power_mean_w"]) - 69.85).abs() < 1e-6);
+    assert!((f(&d["power_limit_w"]) - 700.0).abs() < 1e-9);
+}
+
+#[test]
+fn nvidia_smi_mig_mode_has_no_utilization() {
+    let Some(s) = shared() else { return };
+    let nv = |n: &str| p(&s, &format!("fixtures/nvidia-smi/{n}"));
+    for gpu in ["h100-mig", "h200-mig"] {
+        let r = report_json(&[
+            &nv(&format!("query-gpu-focused__{gpu}__idle.csv")),
+            &nv(&format!("query-gpu-focused__{gpu}__load.csv")),
+            "--host",
+            gpu,
+        ]);
+        let d = &r["devices"][0];
+        assert!(
+            d["mean_utilization_pct"].is_null(),
+            "[N/A] is missing, never 0"
+        );
+        assert_eq!(d["class"], "unknown");
+        assert!(
+            d["class_reason"]
+                .as_str()
+                .is_some_and(|x| x.contains("MIG"))
+        );
+        assert!(f(&d["peak_memory_used_mib"]) > 0.0);
+    }
+    let r = report_json(&[
+        &nv("query-gpu-focused__h200__idle.csv"),
+        &nv("query-gpu-focused__h200__load.csv"),
+        "--host",
+        "h200",
+    ]);
+    assert_eq!(r["devices"][0]["model"], "H200-SXM-141GB");
+    let r = report_json(&[
+        &nv("query-gpu-focused__l40s__idle.csv"),
+        &nv("query-gpu-focused__l40s__load.csv"),
+        "--host",
+        "l40s",
+    ]);
+    assert_eq!(r["devices"][0]["model"], "L40S");
+    assert!(
+        (f(&r["devices"][0]["mean_utilization_pct"]) - 100.0).abs() < 1e-9,
+        "the L40S idle capture reads 100 %"
+    );
+}
+
+#[test]
+fn nvidia_smi_all_fields_header() {
+    let Some(s) = shared() else { return };
+    let r = report_json(&[&p(
+        &s,
+        "fixtures/nvidia-smi/query-gpu-allfields__h100-80gb-hbm3__load.csv",
+    )]);
+    assert_eq!(r["ingest"]["skipped"], 0, "{:?}", r["warnings"]);
+    let d = &r["devices"][0];
+    assert_eq!(d["model"], "H100-SXM5-80GB");
+    assert!((f(&d["peak_memory_used_mib"]) - 19_818.0).abs() < 1e-9);
+}
+
+#[test]
+fn nvidia_smi_logs_without_timestamps_are_refused_clearly() {
+    let Some(s) = shared() else { return };
+    let o = run(&[
+        "report",
+        &p(
+            &s,
+            "fixtures/nvidia-smi/loop-noheader-nounits__thirdparty.txt",
+        ),
+        "--columns",
+        "temperature.gpu,utilization.gpu,utilization.memory",
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("no `timestamp` column"), "{}", o.stderr);
+    let o = run(&[
+        "report",
+        &p(
+            &s,
+            "fixtures/nvidia-smi/loop-noheader-nounits__thirdparty.txt",
+        ),
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("cannot tell the format"), "{}", o.stderr);
+    let o = run(&[
+        "report",
+        &p(
+            &s,
+            "telemetry/prometheus-nvidia_gpu_exporter/unit-test-query.txt",
+        ),
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("no `timestamp` column"), "{}", o.stderr);
+}
+
+#[test]
+fn dmon_default_untimed_needs_start() {
+    let Some(s) = shared() else { return };
+    let f1 = p(
+        &s,
+        "fixtures/nvidia-smi/dmon-default__h100-80gb-hbm3__load.txt",
+    );
+    let o = run(&["report", &f1]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("dmon -o DT"), "{}", o.stderr);
+    let r = report_json(&[&f1, "--start", "2026-07-14 08:00:00"]);
+    let d = &r["devices"][0];
+    assert_eq!(d["samples"], 5);
+    assert!(
+        (f(&d["gpu_hours"]) * 3600.0 - 4.0).abs() < 1e-9,
+        "5 rows at dmon's 1 s default"
+    );
+    assert!((f(&d["mean_utilization_pct"]) - 100.0).abs() < 1e-9);
+    // MIG: sm and mem are `-`.
+    let r = report_json(&[
+        &p(&s, "fixtures/nvidia-smi/dmon-default__h100-mig__load.txt"),
+        "--start",
+        "2026-07-14 08:00:00",
+    ]);
+    assert!(r["devices"][0]["mean_utilization_pct"].is_null());
+}
+
+#[test]
+fn dmon_timed_captures() {
+    let Some(s) = shared() else { return };
+    // -s pucet -o DT (2021): rows 2 s apart, sm 0.
+    let r = report_json(&[&p(
+        &s,
+        "fixtures/nvidia-smi/dmon-s-pucet-o-DT__2021__thirdparty.txt",
+    )]);
+    let d = &r["devices"][0];
+    assert_eq!(d["first_seen"], "2021-01-02T19:12:31Z");
+    assert_eq!(r["ingest"]["skipped"], 0, "{:?}", r["warnings"]);
+    // -s mutc -o TD (2024), with a blank line: fb in MB → memory used.
+    let r = report_json(&[&p(
+        &s,
+        "fixtures/nvidia-smi/dmon-s-mutc-o-TD__2024__thirdparty.txt",
+    )]);
+    let d = &r["devices"][0];
+    assert_eq!(d["samples"], 6);
+    assert!((f(&d["peak_memory_used_mib"]) - 478.0).abs() < 1e-9);
+    // 6 %, 0, 3, 13, 0 for 1 s each.
+    assert!((f(&d["mean_utilization_pct"]) - 22.0 / 5.0).abs() < 1e-9);
+}
+
+#[test]
+fn dcgm_scrape_excerpts() {
+    let Some(s) = shared() else { return };
+    let file = p(
+        &s,
+        "fixtures/dcgm-exporter/scrape-excerpts-from-public-issues.prom",
+    );
+    let r = report_json(&[&file]);
+    // MIG instances of one H100 are separate devices, with their profile.
+    let mig7 = device(
+        &r,
+        "gsrh100-074/GPU-58e8f5ea-13cc-013a-d88f-2bcf5ae8bc77/mig7",
+    );
+    assert_eq!(mig7["mig_profile"], "1g.10gb");
+    assert_eq!(mig7["model"], "H100-SXM5-80GB");
+    assert_eq!(mig7["namespace"], "model-playground-stg");
+    assert_eq!(
+        mig7["pod"],
+        "text-embedding-predictor-00008-deployment-57946f6c67-vdtjl"
+    );
+    assert!((f(&mig7["gpu_share"]) - 1.0 / 7.0).abs() < 1e-12);
+    // Lower-case `hostname` (PR #736) and an A30 MIG slice.
+    let a30 = r["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .find(|d| d["host"] == "dcgm-exporter-wwwjh" && d["model"] == "A30")
+        .expect("A30 device");
+    assert_eq!(a30["mig_profile"], "1g.6gb");
+    assert!(
+        (f(&a30["gpu_share"]) - 0.25).abs() < 1e-12,
+        "1g of the A30's 4 slices"
+    );
+    // The Quadro T2000 is not in the catalog: reported, never guessed.
+    assert!(r["warnings"].as_array().expect("w").iter().any(|w| {
+        w["kind"] == "unknown_model"
+            && w["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("Quadro T2000"))
+    }));
+}
+
+#[test]
+fn dcgm_datadog_t4_scrape() {
+    let Some(s) = shared() else { return };
+    let r = report_json(&[&p(
+        &s,
+        "telemetry/dcgm-exporter/datadog-integrations-core__dcgm__tests__fixtures__metrics.txt",
+    )]);
+    let t4 = r["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .find(|d| d["id"] == "424773df46e0/GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e")
+        .expect("T4");
+    assert_eq!(t4["model"], "T4");
+    assert_eq!(t4["utilization_source"], "dcgm_gpu_util");
+    assert!(
+        (f(&t4["memory_total_mib"]) - 15_109.0).abs() < 1e-9,
+        "FB_USED 0 + FB_FREE 15109"
+    );
+}
+
+#[test]
+fn every_fixture_file_is_read_or_refused_without_a_panic() {
+    let Some(s) = shared() else { return };
+    let mut files = Vec::new();
+    for dir in [
+        "fixtures/nvidia-smi",
+        "fixtures/dcgm-exporter",
+        "fixtures/prometheus",
+        "telemetry/dcgm-exporter",
+        "telemetry/prometheus-nvidia_gpu_exporter",
+        "telemetry/nvidia-smi-captures",
+    ] {
+        for e in std::fs::read_dir(s.join(dir))
+            .expect("shared dir")
+            .filter_map(Result::ok)
+        {
+            if e.path().is_file() {
+                files.push(e.path());
+            }
+        }
+    }
+    assert!(files.len() > 40);
+    for file in files {
+        let o = run(&[
+            "report",
+            &file.display().to_string(),
+            "--format",
+            "json",
+            "--no-progress",
+            "--start",
+            "2026-01-01",
+        ]);
+        assert!(
+            o.code == 0 || o.code == 2,
+            "{}: exit {} {}",
+            file.display(),
+            o.code,
+            o.stderr
+        );
+        assert!(
+            !o.stderr.contains("panicked"),
+            "{}: {}",
+            file.display(),
+            o.stderr
+        );
+        if o.code == 2 {
+            assert!(
+                o.stderr.starts_with("error: "),
+                "{}: {}",
+                file.display(),
+                o.stderr
+            );
+        }
+    }
+}
