@@ -8,7 +8,7 @@
 //! device's samples from a seeded generator; [`Fleet::truth`] computes what a correct report
 //! must find (GPU-hours, idle hours, held-idle hours, mean utilization, class) from the
 //! planted *states*, by its own simple run-length count, independently of the profile code.
-//! [`write`] renders samples as nvidia-smi CSV, DCGM exporter text or dmon logs.
+//! [`mod@write`] renders samples as nvidia-smi CSV, DCGM exporter text or dmon logs.
 //!
 //! Same seed, same bytes: the generator uses only its own seeded RNG and integer time.
 
