@@ -296,3 +296,79 @@ fn every_fixture_file_is_read_or_refused_without_a_panic() {
         }
     }
 }
+
+/// The `query-gpu` CSV sections of the full nvidia-smi captures (idle, then load), joined.
+fn capture_csv(text: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line.starts_with("# ") && line.contains(":: query-gpu (csv") {
+            inside = true;
+            continue;
+        }
+        if inside && line.starts_with("####") {
+            continue;
+        }
+        if inside && line.starts_with("# ") && line.contains(" :: ") {
+            inside = false;
+            continue;
+        }
+        if inside && !line.starts_with('#') && !line.trim().is_empty() {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn full_nvidia_smi_captures_of_every_gpu() {
+    let Some(s) = shared() else { return };
+    let dir = s.join("telemetry/nvidia-smi-captures");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut seen = 0;
+    for e in std::fs::read_dir(&dir)
+        .expect("captures")
+        .filter_map(Result::ok)
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".txt") {
+            continue;
+        }
+        let csv = capture_csv(&std::fs::read_to_string(e.path()).expect("capture"));
+        assert!(
+            csv.lines().count() >= 3,
+            "{name}: header, idle row, load row"
+        );
+        let path = tmp.path().join(format!("{name}.csv"));
+        std::fs::write(&path, &csv).expect("write");
+        let r = report_json(&[&path.display().to_string(), "--host", "capture"]);
+        assert_eq!(r["ingest"]["skipped"], 0, "{name}: {:?}", r["warnings"]);
+        assert_eq!(r["fleet"]["devices"], 1, "{name}");
+        let d = &r["devices"][0];
+        assert_eq!(d["samples"], 2, "{name}");
+        let expect = if name.contains("h100") {
+            Some("H100-SXM5-80GB")
+        } else if name.contains("h200") {
+            Some("H200-SXM-141GB")
+        } else if name.contains("l40s") {
+            Some("L40S")
+        } else {
+            None // GeForce cards: not in the catalog, reported as unknown
+        };
+        assert_eq!(d["model"].as_str(), expect, "{name}");
+        if expect.is_none() {
+            assert!(
+                r["warnings"]
+                    .as_array()
+                    .expect("w")
+                    .iter()
+                    .any(|w| w["kind"] == "unknown_model"),
+                "{name}"
+            );
+        }
+        assert!(f(&d["memory_total_mib"]) > 7_000.0, "{name}");
+        seen += 1;
+    }
+    assert!(seen >= 9, "all captures read ({seen})");
+}
