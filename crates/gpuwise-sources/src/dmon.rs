@@ -107,7 +107,7 @@ impl<'a> DmonReader<'a> {
     /// Read every line of `data`, the first being line `first_line`.
     pub fn read(&mut self, data: &[u8], first_line: u64, b: &mut ProfileBuilder, t: &mut Tally) {
         let mut fields: Vec<&[u8]> = Vec::with_capacity(self.layout.columns);
-        for (line_no, raw) in (first_line..).zip(data.split(|c| *c == b'\n')) {
+        for (line_no, raw) in (first_line..).zip(crate::value::lines(data)) {
             let line = value::trim(raw);
             if !line.is_empty() && line[0] != b'#' {
                 t.lines += 1;

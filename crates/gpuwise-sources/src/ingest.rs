@@ -335,18 +335,17 @@ fn smi_layout(head: &[u8], opts: &ReadOptions) -> Result<(smi::Layout, bool), St
     }
 }
 
-/// Parse a line-oriented input in parallel batches of blocks.
+/// Parse a line-oriented input in parallel batches of blocks. While one batch is parsed (on
+/// every core), the next is read, so reading and decompressing overlap with parsing.
 fn blocks(
-    r: &mut impl BufRead,
+    r: &mut (impl BufRead + Send),
     opts: &ReadOptions,
     progress: &(dyn Fn(u64) + Sync),
     parse: impl Fn(&[u8], u64, &mut ProfileBuilder, &mut Tally) + Sync,
 ) -> std::io::Result<(Profile, Tally)> {
     let batch_len = 2 * rayon::current_num_threads().max(1);
     let mut cutter = BlockCutter::new(opts.block_bytes);
-    let mut profile = Profile::default();
-    let mut tally = Tally::default();
-    loop {
+    let mut read_batch = |r: &mut (dyn BufRead + Send)| -> std::io::Result<Vec<Block>> {
         let mut batch = Vec::with_capacity(batch_len);
         while batch.len() < batch_len {
             match cutter.next(r)? {
@@ -354,10 +353,10 @@ fn blocks(
                 None => break,
             }
         }
-        if batch.is_empty() {
-            break;
-        }
-        let results: Vec<(Profile, Tally)> = batch
+        Ok(batch)
+    };
+    let parse_batch = |batch: &[Block]| -> Vec<(Profile, Tally)> {
+        batch
             .par_iter()
             .map(|blk| {
                 let mut b = ProfileBuilder::new(opts.profile.clone());
@@ -365,7 +364,13 @@ fn blocks(
                 parse(&blk.data, blk.first_line, &mut b, &mut t);
                 (b.build(), t)
             })
-            .collect();
+            .collect()
+    };
+    let mut profile = Profile::default();
+    let mut tally = Tally::default();
+    let mut batch = read_batch(r)?;
+    while !batch.is_empty() {
+        let (next, results) = rayon::join(|| read_batch(r), || parse_batch(&batch));
         for (blk, (p, mut t)) in batch.iter().zip(results) {
             progress(blk.data.len() as u64);
             for line in &blk.overlong {
@@ -374,13 +379,14 @@ fn blocks(
                     "line_too_long",
                     "",
                     *line,
-                    format!("line longer than {} bytes", MAX_LINE),
+                    format!("line longer than {MAX_LINE} bytes"),
                 );
             }
             profile.merge(p);
             tally.merge(t);
         }
         profile.compact(&opts.profile);
+        batch = next?;
     }
     Ok((profile, tally))
 }
@@ -411,7 +417,7 @@ impl BlockCutter {
         }
     }
 
-    fn next(&mut self, r: &mut impl BufRead) -> std::io::Result<Option<Block>> {
+    fn next(&mut self, r: &mut (impl BufRead + ?Sized)) -> std::io::Result<Option<Block>> {
         let mut overlong = Vec::new();
         loop {
             if self.done {

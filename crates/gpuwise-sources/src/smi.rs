@@ -6,8 +6,6 @@
 //! have as many fields as the header; a line equal to the header (a restarted loop) is skipped
 //! silently. Timestamps are `YYYY/MM/DD HH:MM:SS[.mmm]` in the host's local time (`--tz`).
 
-use std::collections::HashMap;
-
 use gpuwise_core::profile::{DeviceId, ProfileBuilder};
 use gpuwise_core::sample::UtilSource;
 use gpuwise_core::{DeviceKey, Sample};
@@ -151,7 +149,10 @@ pub struct SmiReader<'a> {
     host: &'a str,
     force_host: bool,
     clock: LocalClock,
-    devices: HashMap<Vec<u8>, DeviceId>,
+    /// Devices seen in this chunk: (host field, id field, number). Looked up by a linear scan
+    /// that starts after the last hit, because logs interleave GPUs in a fixed order.
+    devices: Vec<(Vec<u8>, Vec<u8>, DeviceId)>,
+    last_hit: usize,
     /// Field boundaries of the current line, reused across lines.
     spans: Vec<(usize, usize)>,
 }
@@ -172,14 +173,15 @@ impl<'a> SmiReader<'a> {
             host,
             force_host,
             clock,
-            devices: HashMap::new(),
+            devices: Vec::new(),
+            last_hit: 0,
             spans: Vec::with_capacity(layout.columns),
         }
     }
 
     /// Read every line of `data`, the first being line `first_line` of the file.
     pub fn read(&mut self, data: &[u8], first_line: u64, b: &mut ProfileBuilder, t: &mut Tally) {
-        for (line_no, raw) in (first_line..).zip(data.split(|c| *c == b'\n')) {
+        for (line_no, raw) in (first_line..).zip(crate::value::lines(data)) {
             let line = value::trim(raw);
             if !line.is_empty() {
                 t.lines += 1;
@@ -292,41 +294,44 @@ impl<'a> SmiReader<'a> {
             Some(i) if !self.force_host && !value::is_missing(field(i)) => field(i),
             _ => b"",
         };
-        let mut cache_key = Vec::with_capacity(host_field.len() + id_field.len() + 1);
-        cache_key.extend_from_slice(host_field);
-        cache_key.push(0);
-        cache_key.extend_from_slice(id_field);
-        let id = match self.devices.get(&cache_key) {
-            Some(id) => *id,
-            None => {
-                let host = if host_field.is_empty() {
-                    self.host.to_owned()
-                } else {
-                    String::from_utf8_lossy(host_field).into_owned()
-                };
-                let gpu = match (layout.uuid, layout.bus, layout.index) {
-                    (Some(i), ..) | (None, Some(i), _) => {
-                        String::from_utf8_lossy(field(i)).into_owned()
-                    }
-                    (None, None, Some(i)) => format!("gpu{}", String::from_utf8_lossy(field(i))),
-                    (None, None, None) => "gpu".to_owned(),
-                };
-                let id = b.device(DeviceKey::new(host, gpu));
-                let info = b.info_mut(id);
-                info.util_source = Some(UtilSource::NvidiaSmi);
-                if let Some(i) = layout.name
-                    && !value::is_missing(field(i))
-                {
+        let n = self.devices.len();
+        let hit = (0..n).map(|k| (self.last_hit + 1 + k) % n).find(|&k| {
+            let (h, i, _) = &self.devices[k];
+            i.as_slice() == id_field && h.as_slice() == host_field
+        });
+        let id = if let Some(k) = hit {
+            self.last_hit = k;
+            self.devices[k].2
+        } else {
+            let host = if host_field.is_empty() {
+                self.host.to_owned()
+            } else {
+                String::from_utf8_lossy(host_field).into_owned()
+            };
+            let gpu = match (layout.uuid, layout.bus, layout.index) {
+                (Some(i), ..) | (None, Some(i), _) => {
+                    String::from_utf8_lossy(field(i)).into_owned()
+                }
+                (None, None, Some(i)) => format!("gpu{}", String::from_utf8_lossy(field(i))),
+                (None, None, None) => "gpu".to_owned(),
+            };
+            let id = b.device(DeviceKey::new(host, gpu));
+            let info = b.info_mut(id);
+            info.util_source = Some(UtilSource::NvidiaSmi);
+            if let Some(i) = layout.name {
+                if !value::is_missing(field(i)) {
                     info.model_name = Some(String::from_utf8_lossy(field(i)).into_owned());
                 }
-                if let Some(i) = layout.index {
-                    info.index = std::str::from_utf8(field(i))
-                        .ok()
-                        .and_then(|x| x.parse().ok());
-                }
-                self.devices.insert(cache_key, id);
-                id
             }
+            if let Some(i) = layout.index {
+                info.index = std::str::from_utf8(field(i))
+                    .ok()
+                    .and_then(|x| x.parse().ok());
+            }
+            self.devices
+                .push((host_field.to_vec(), id_field.to_vec(), id));
+            self.last_hit = self.devices.len() - 1;
+            id
         };
         // A sample without any reading still shows the device existed (and was billed).
         // Out-of-order and duplicate samples are counted by the profile and reported there.
