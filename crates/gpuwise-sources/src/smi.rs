@@ -318,10 +318,10 @@ impl<'a> SmiReader<'a> {
             let id = b.device(DeviceKey::new(host, gpu));
             let info = b.info_mut(id);
             info.util_source = Some(UtilSource::NvidiaSmi);
-            if let Some(i) = layout.name {
-                if !value::is_missing(field(i)) {
-                    info.model_name = Some(String::from_utf8_lossy(field(i)).into_owned());
-                }
+            if let Some(i) = layout.name
+                && !value::is_missing(field(i))
+            {
+                info.model_name = Some(String::from_utf8_lossy(field(i)).into_owned());
             }
             if let Some(i) = layout.index {
                 info.index = std::str::from_utf8(field(i))
