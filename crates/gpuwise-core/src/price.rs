@@ -2,18 +2,22 @@
 //!
 //! Resolution order for a device (first hit wins):
 //! 1. the first rule of the user's price file (`--prices FILE`) whose matchers all match the
-//!    device (`host` glob, `model`, `label = "key=value"`);
-//! 2. the built-in reference price of the device's GPU model (`data/reference-prices.toml`:
-//!    one public on-demand list price per model, with instance, source and date);
+//!    device (`host` glob, `model`, `label = "key=value"`); a rule gives its price directly
+//!    (`usd_per_gpu_hour`, or `usd_per_instance_hour` with `gpus_per_instance`) or names it in
+//!    the catalog (`instance` with optional `cloud`, `region`, `pricing`; or `cluster` of the
+//!    overlay);
+//! 2. the catalog's price of the device's GPU model in the report's price context (cloud,
+//!    region, pricing model), through [`Catalog::gpu_hour_price`]'s fallback chain;
 //! 3. nothing: the device is reported unpriced with a warning, and its dollars are not counted
 //!    (never a made-up price).
 //!
 //! A MIG instance costs its share of the parent GPU: compute slices over the parent's slices
-//! (7 on A100/H100/H200/B200, 4 on A30). Every [`Quote`] says where it came from.
+//! (7 on A100/H100/H200, 4 on A30). Every [`Quote`] says where it came from.
 
 use serde::{Deserialize, Serialize};
 
-use crate::gpu::{self, GpuModel};
+use crate::catalog::{Catalog, GpuSpec, PriceQuery, Pricing};
+use crate::gpu;
 use crate::sample::{DeviceInfo, DeviceKey};
 
 /// A price per GPU-hour with its provenance.
@@ -27,26 +31,43 @@ pub struct Quote {
     pub as_of: Option<String>,
 }
 
+/// Where devices without a price rule are priced: cloud, region, pricing model.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PriceContext {
+    /// Cloud (`aws`, `gcp`, …); `None`: the reference clouds.
+    pub cloud: Option<String>,
+    /// Region.
+    pub region: Option<String>,
+    /// Pricing model (default on-demand).
+    pub pricing: Option<Pricing>,
+}
+
 /// A rule of the user's price file.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PriceRule {
     /// Host name glob (`gpu-a-*`).
     pub host: Option<String>,
-    /// GPU model: a canonical id or any printed name (`A100-SXM4-80GB`, `NVIDIA A10G`).
+    /// GPU model: a canonical name or any printed name (`A100-SXM4-80GB`, `NVIDIA A10G`).
     pub model: Option<String>,
     /// A label, `key=value` (`namespace=ml-serving`).
     pub label: Option<String>,
     /// Dollars per GPU-hour.
     pub usd_per_gpu_hour: Option<f64>,
-    /// Dollars per instance-hour (with `gpus_per_instance`).
+    /// Dollars per instance-hour (with `gpus_per_instance`, or `instance` from the catalog).
     pub usd_per_instance_hour: Option<f64>,
     /// GPUs in the instance.
     pub gpus_per_instance: Option<u32>,
-    /// Instance type, for the record (`p4d.24xlarge`).
+    /// Instance type: recorded, or looked up in the catalog when no price is given.
     pub instance: Option<String>,
-    /// Pricing model, for the record (`on-demand`, `spot`, `1y`, `3y`, `on-prem`).
+    /// Cloud of `instance` for the catalog look-up.
+    pub cloud: Option<String>,
+    /// Region of `instance` for the catalog look-up (default: its cheapest region).
+    pub region: Option<String>,
+    /// Pricing model: recorded, and used for the catalog look-up (`on-demand`, `spot`, `1y`, `3y`).
     pub pricing: Option<String>,
+    /// A private cluster of the catalog overlay, priced by its TCO.
+    pub cluster: Option<String>,
     /// Free text shown in the price source.
     pub note: Option<String>,
 }
@@ -83,105 +104,144 @@ pub enum PriceError {
 
 #[derive(Clone, Debug)]
 struct Compiled {
-    rule: PriceRule,
     host: Option<glob::Pattern>,
-    model: Option<&'static str>,
+    model: Option<String>,
     label: Option<(String, String)>,
-    usd_per_gpu_hour: f64,
-    index: usize,
+    quote: Quote,
 }
 
-/// A built-in reference price.
-#[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
-pub struct ReferencePrice {
-    /// Canonical model id.
-    pub model: String,
-    /// Dollars per GPU-hour.
-    pub usd_per_gpu_hour: f64,
-    /// The instance and region the price is from.
-    pub instance: String,
-    /// Publisher of the price.
-    pub source: String,
-    /// Date of the price.
-    pub as_of: String,
-}
-
-#[derive(Deserialize)]
-struct ReferenceFile {
-    gpu: Vec<ReferencePrice>,
-}
-
-/// The built-in reference prices.
-///
-/// # Panics
-/// Never in a released build: the file is compiled in and checked by a unit test.
-#[must_use]
-pub fn reference_prices() -> Vec<ReferencePrice> {
-    let file: ReferenceFile = toml::from_str(include_str!("../data/reference-prices.toml"))
-        .expect("built-in reference-prices.toml is valid (unit-tested)");
-    file.gpu
-}
-
-/// User rules plus reference prices.
+/// User rules plus the catalog.
 #[derive(Clone, Debug)]
 pub struct PriceBook {
-    origin: String,
     rules: Vec<Compiled>,
-    reference: Vec<ReferencePrice>,
-}
-
-impl Default for PriceBook {
-    fn default() -> Self {
-        Self {
-            origin: String::new(),
-            rules: Vec::new(),
-            reference: reference_prices(),
-        }
-    }
+    catalog: Catalog,
+    context: PriceContext,
 }
 
 impl PriceBook {
-    /// Parse a price file (`origin` names it in messages and price sources).
-    pub fn from_toml(text: &str, origin: &str) -> Result<Self, PriceError> {
+    /// Only the catalog, priced in `context`.
+    #[must_use]
+    pub fn new(catalog: Catalog, context: PriceContext) -> Self {
+        Self {
+            rules: Vec::new(),
+            catalog,
+            context,
+        }
+    }
+
+    /// The catalog in use.
+    #[must_use]
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Add the rules of a price file (`origin` names it in messages and price sources).
+    #[allow(clippy::too_many_lines)]
+    pub fn with_rules(mut self, text: &str, origin: &str) -> Result<Self, PriceError> {
         let file: PriceFile = toml::from_str(text).map_err(|e| PriceError::Syntax {
             origin: origin.to_owned(),
             message: e.to_string(),
         })?;
-        let mut rules = Vec::new();
         for (i, rule) in file.rules.into_iter().enumerate() {
+            let index = i + 1;
             let err = |message: String| PriceError::Rule {
                 origin: origin.to_owned(),
-                index: i + 1,
+                index,
                 message,
             };
+            let mut source = format!("{origin} rule {index}");
+            let mut as_of = None;
             let usd = match (
                 rule.usd_per_gpu_hour,
                 rule.usd_per_instance_hour,
-                rule.gpus_per_instance,
+                &rule.instance,
+                &rule.cluster,
             ) {
-                (Some(p), None, _) => p,
-                (None, Some(p), Some(n)) if n > 0 => p / f64::from(n),
-                (None, Some(_), _) => {
-                    return Err(err(
-                        "`usd_per_instance_hour` needs `gpus_per_instance` (at least 1)".into(),
-                    ));
-                }
-                (Some(_), Some(_), _) => {
+                (Some(_), Some(_), ..) => {
                     return Err(err(
                         "give `usd_per_gpu_hour` or `usd_per_instance_hour`, not both".into(),
                     ));
                 }
-                (None, None, _) => {
-                    let hint = rule.instance.as_deref().map_or(String::new(), |t| {
-                        format!(" (instance `{t}`: looking an instance type up needs the price catalog, which is not built in yet)")
-                    });
-                    return Err(err(format!(
-                        "no price: give `usd_per_gpu_hour` or `usd_per_instance_hour`{hint}"
-                    )));
+                (Some(p), None, ..) => p,
+                (None, Some(p), ..) => match rule.gpus_per_instance {
+                    Some(n) if n > 0 => p / f64::from(n),
+                    _ => {
+                        return Err(err(
+                            "`usd_per_instance_hour` needs `gpus_per_instance` (at least 1)".into(),
+                        ));
+                    }
+                },
+                (None, None, _, Some(name)) => {
+                    let row = self
+                        .catalog
+                        .instances
+                        .iter()
+                        .find(|r| r.cloud == "onprem" && r.instance_type == *name)
+                        .ok_or_else(|| {
+                            err(format!(
+                                "cluster `{name}` is not in the catalog overlay (--overlay)"
+                            ))
+                        })?;
+                    as_of = Some(row.as_of.clone());
+                    source = format!("{source}: {}", row.source);
+                    row.on_demand_usd_per_hour.unwrap_or(0.0) / row.gpu_count
+                }
+                (None, None, Some(instance), None) => {
+                    let pricing = match rule.pricing.as_deref() {
+                        Some(p) => Pricing::parse(p).map_err(&err)?,
+                        None => Pricing::OnDemand,
+                    };
+                    let row = self
+                        .catalog
+                        .instances
+                        .iter()
+                        .filter(|r| r.instance_type == *instance)
+                        .filter(|r| rule.cloud.as_ref().is_none_or(|c| *c == r.cloud))
+                        .filter(|r| rule.region.as_ref().is_none_or(|g| *g == r.region))
+                        .filter_map(|r| r.per_gpu(pricing).map(|p| (r, p)))
+                        .min_by(|a, b| a.1.total_cmp(&b.1))
+                        .ok_or_else(|| {
+                            err(format!(
+                                "instance `{instance}`{}{} has no {pricing} price in the catalog",
+                                rule.cloud
+                                    .as_deref()
+                                    .map_or(String::new(), |c| format!(" on {c}")),
+                                rule.region
+                                    .as_deref()
+                                    .map_or(String::new(), |r| format!(" in {r}"))
+                            ))
+                        })?;
+                    as_of = Some(row.0.as_of.clone());
+                    source = format!(
+                        "{source}: {} {} {} {pricing} ${}/h ÷ {} GPUs ({}, {})",
+                        row.0.cloud,
+                        row.0.instance_type,
+                        row.0.region,
+                        row.0.price(pricing).unwrap_or(0.0),
+                        row.0.gpu_count,
+                        row.0.source,
+                        row.0.as_of
+                    );
+                    row.1
+                }
+                (None, None, None, None) => {
+                    return Err(err("no price: give `usd_per_gpu_hour`, `usd_per_instance_hour`, `instance` or `cluster`".into()));
                 }
             };
             if !usd.is_finite() || usd < 0.0 {
                 return Err(err(format!("price `{usd}` is not a non-negative number")));
+            }
+            if rule.usd_per_gpu_hour.is_some() || rule.usd_per_instance_hour.is_some() {
+                for extra in [&rule.instance, &rule.pricing, &rule.note]
+                    .into_iter()
+                    .flatten()
+                {
+                    source.push_str(", ");
+                    source.push_str(extra);
+                }
+            } else if let Some(n) = &rule.note {
+                source.push_str(", ");
+                source.push_str(n);
             }
             let host = rule
                 .host
@@ -191,9 +251,11 @@ impl PriceBook {
                 .map_err(|e| err(format!("`host` is not a valid glob: {e}")))?;
             let model = match rule.model.as_deref() {
                 Some(m) => Some(
-                    gpu::resolve(m)
+                    self.catalog
+                        .resolve(m)
                         .ok_or_else(|| err(format!("unknown GPU model `{m}`")))?
-                        .id,
+                        .name
+                        .clone(),
                 ),
                 None => None,
             };
@@ -206,20 +268,18 @@ impl PriceBook {
                 }
                 None => None,
             };
-            rules.push(Compiled {
-                rule,
+            self.rules.push(Compiled {
                 host,
                 model,
                 label,
-                usd_per_gpu_hour: usd,
-                index: i + 1,
+                quote: Quote {
+                    usd_per_gpu_hour: usd,
+                    source,
+                    as_of,
+                },
             });
         }
-        Ok(Self {
-            origin: origin.to_owned(),
-            rules,
-            reference: reference_prices(),
-        })
+        Ok(self)
     }
 
     /// The price of one whole GPU-hour of this device, or `None` when nothing is known.
@@ -228,72 +288,60 @@ impl PriceBook {
         &self,
         key: &DeviceKey,
         info: &DeviceInfo,
-        model: Option<GpuModel>,
+        model: Option<&GpuSpec>,
     ) -> Option<Quote> {
         for c in &self.rules {
             let host_ok = c.host.as_ref().is_none_or(|p| p.matches(&key.host));
-            let model_ok = c.model.is_none_or(|m| model.is_some_and(|x| x.id == m));
+            let model_ok = c
+                .model
+                .as_ref()
+                .is_none_or(|m| model.is_some_and(|x| x.name == *m));
             let label_ok = c
                 .label
                 .as_ref()
                 .is_none_or(|(k, v)| info.labels.get(k).is_some_and(|vals| vals.contains_key(v)));
             if host_ok && model_ok && label_ok {
-                let mut source = format!("{} rule {}", self.origin, c.index);
-                for extra in [&c.rule.instance, &c.rule.pricing, &c.rule.note]
-                    .into_iter()
-                    .flatten()
-                {
-                    source.push_str(", ");
-                    source.push_str(extra);
-                }
-                return Some(Quote {
-                    usd_per_gpu_hour: c.usd_per_gpu_hour,
-                    source,
-                    as_of: None,
-                });
+                return Some(c.quote.clone());
             }
         }
         let model = model?;
-        let r = self.reference.iter().find(|r| r.model == model.id)?;
+        let q = self.catalog.gpu_hour_price(&PriceQuery {
+            gpu: &model.name,
+            cloud: self.context.cloud.as_deref(),
+            region: self.context.region.as_deref(),
+            pricing: self.context.pricing.unwrap_or(Pricing::OnDemand),
+        })?;
         Some(Quote {
-            usd_per_gpu_hour: r.usd_per_gpu_hour,
-            source: format!("reference: {} ({}, {})", r.instance, r.source, r.as_of),
-            as_of: Some(r.as_of.clone()),
+            usd_per_gpu_hour: q.usd_per_gpu_hour,
+            source: format!("catalog: {}", q.describe()),
+            as_of: Some(q.as_of),
         })
     }
 }
 
 /// Share of the parent GPU a device is: 1 for a whole GPU, slices / parent slices for MIG.
 #[must_use]
-pub fn gpu_share(info: &DeviceInfo, model: Option<GpuModel>) -> f64 {
+pub fn gpu_share(info: &DeviceInfo, model: Option<&GpuSpec>) -> f64 {
     let Some(profile) = info.mig_profile.as_deref() else {
         return 1.0;
     };
-    let parent = match model.map(|m| m.id) {
-        Some("A30") => 4.0,
-        _ => 7.0,
-    };
-    gpu::mig_slices(profile).map_or(1.0, |s| (f64::from(s) / parent).min(1.0))
+    let parent = model.and_then(GpuSpec::mig_slices).unwrap_or(7);
+    gpu::mig_slices(profile).map_or(1.0, |s| (f64::from(s) / f64::from(parent)).min(1.0))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn reference_file_parses_and_every_model_is_known() {
-        let refs = reference_prices();
-        assert!(refs.len() >= 10);
-        for r in refs {
-            assert!(gpu::resolve(&r.model).is_some(), "{}", r.model);
-            assert!(r.usd_per_gpu_hour > 0.0);
-        }
+    fn book() -> PriceBook {
+        PriceBook::new(Catalog::builtin(), PriceContext::default())
     }
 
     #[test]
-    fn first_matching_rule_wins_then_reference() {
-        let book = PriceBook::from_toml(
-            r#"
+    fn first_matching_rule_wins_then_catalog() {
+        let book = book()
+            .with_rules(
+                r#"
             [[rule]]
             host = "train-*"
             model = "NVIDIA A100-SXM4-80GB"
@@ -303,11 +351,18 @@ mod tests {
             [[rule]]
             label = "namespace=notebooks"
             usd_per_gpu_hour = 1.5
+            [[rule]]
+            host = "gcp-*"
+            instance = "a2-highgpu-1g"
+            cloud = "gcp"
+            region = "us-central1"
+            pricing = "spot"
             "#,
-            "prices.toml",
-        )
-        .expect("valid");
-        let a100 = gpu::resolve("A100-SXM4-80GB");
+                "prices.toml",
+            )
+            .expect("valid");
+        let c = Catalog::builtin();
+        let a100 = c.resolve("A100-SXM4-80GB");
         let q = book
             .quote(
                 &DeviceKey::new("train-1", "GPU-1"),
@@ -320,18 +375,35 @@ mod tests {
         let mut info = DeviceInfo::default();
         info.add_label("namespace", "notebooks", 1);
         let q = book
-            .quote(&DeviceKey::new("nb-1", "GPU-2"), &info, gpu::resolve("T4"))
+            .quote(&DeviceKey::new("nb-1", "GPU-2"), &info, c.resolve("T4"))
             .expect("quote");
         assert!((q.usd_per_gpu_hour - 1.5).abs() < 1e-12);
         let q = book
             .quote(
+                &DeviceKey::new("gcp-1", "GPU-9"),
+                &DeviceInfo::default(),
+                c.resolve("A100-SXM4-40GB"),
+            )
+            .expect("quote");
+        assert!(
+            q.source.contains("gcp a2-highgpu-1g us-central1 spot"),
+            "{}",
+            q.source
+        );
+        let q = book
+            .quote(
                 &DeviceKey::new("x", "GPU-3"),
                 &DeviceInfo::default(),
-                gpu::resolve("T4"),
+                c.resolve("T4"),
             )
             .expect("quote");
         assert!((q.usd_per_gpu_hour - 0.526).abs() < 1e-12);
-        assert!(q.source.starts_with("reference: aws g4dn.xlarge"));
+        assert!(
+            q.source
+                .starts_with("catalog: aws g4dn.xlarge us-east-1 on-demand"),
+            "{}",
+            q.source
+        );
         assert!(
             book.quote(&DeviceKey::new("x", "GPU-4"), &DeviceInfo::default(), None)
                 .is_none()
@@ -344,8 +416,12 @@ mod tests {
             ("[[rule]]\nusd_per_gpu_hour = \"x\"", "invalid type"),
             ("[[rule]]\nhost = \"a\"", "rule 1: no price"),
             (
-                "[[rule]]\ninstance = \"p4d.24xlarge\"",
-                "needs the price catalog",
+                "[[rule]]\ninstance = \"p9.imaginary\"",
+                "has no on-demand price in the catalog",
+            ),
+            (
+                "[[rule]]\ncluster = \"dc9\"",
+                "cluster `dc9` is not in the catalog overlay",
             ),
             (
                 "[[rule]]\nmodel = \"Voodoo 2\"\nusd_per_gpu_hour = 1",
@@ -361,8 +437,13 @@ mod tests {
                 "`key=value`",
             ),
             ("[[rule]]\nprice = 1", "unknown field"),
+            (
+                "[[rule]]\ninstance = \"p4d.24xlarge\"\npricing = \"forever\"",
+                "`forever` is not one of",
+            ),
         ] {
-            let err = PriceBook::from_toml(text, "p.toml")
+            let err = book()
+                .with_rules(text, "p.toml")
                 .expect_err(text)
                 .to_string();
             assert!(err.contains(needle), "{err} should contain {needle}");
@@ -371,13 +452,14 @@ mod tests {
 
     #[test]
     fn mig_share() {
+        let c = Catalog::builtin();
         let mut info = DeviceInfo {
             mig_profile: Some("3g.40gb".into()),
             ..DeviceInfo::default()
         };
-        assert!((gpu_share(&info, gpu::resolve("H100-SXM5-80GB")) - 3.0 / 7.0).abs() < 1e-12);
+        assert!((gpu_share(&info, c.resolve("H100-SXM5-80GB")) - 3.0 / 7.0).abs() < 1e-12);
         info.mig_profile = Some("2g.12gb".into());
-        assert!((gpu_share(&info, gpu::resolve("A30")) - 0.5).abs() < 1e-12);
+        assert!((gpu_share(&info, c.resolve("A30")) - 0.5).abs() < 1e-12);
         assert!((gpu_share(&DeviceInfo::default(), None) - 1.0).abs() < 1e-12);
     }
 }

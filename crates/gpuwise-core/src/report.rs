@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::diagnose::{self, Bottleneck, Class, Diagnosis, IdleWindow};
-use crate::gpu;
 use crate::price::{self, PriceBook};
 use crate::profile::DeviceProfile;
 use crate::sample::EpochMs;
@@ -488,7 +487,11 @@ pub fn build(
 
     for p in profiles {
         let s = &p.stats;
-        let model = p.info.model_name.as_deref().and_then(gpu::resolve);
+        let model = p
+            .info
+            .model_name
+            .as_deref()
+            .and_then(|n| prices.catalog().resolve(n));
         let share = price::gpu_share(&p.info, model);
         let quote = prices.quote(&p.key, &p.info, model);
         match (&p.info.model_name, model) {
@@ -527,7 +530,7 @@ pub fn build(
         let group = match &opts.group_by {
             GroupBy::Host => Some(p.key.host.clone()),
             GroupBy::Model => model
-                .map(|m| m.id.to_owned())
+                .map(|m| m.name.clone())
                 .or_else(|| p.info.model_name.clone()),
             GroupBy::Namespace => namespace.clone(),
             GroupBy::Team => team.clone(),
@@ -602,7 +605,7 @@ pub fn build(
             index: p.info.index,
             mig_instance: p.key.mig.clone(),
             mig_profile: p.info.mig_profile.clone(),
-            model: model.map(|m| m.id.to_owned()),
+            model: model.map(|m| m.name.clone()),
             model_name: p.info.model_name.clone(),
             namespace,
             pod,
@@ -921,7 +924,10 @@ mod tests {
         let profiles = b.build().finish(&st, &jiff::tz::TimeZone::UTC);
         let r = build(
             profiles,
-            &PriceBook::default(),
+            &PriceBook::new(
+                crate::catalog::Catalog::builtin(),
+                crate::price::PriceContext::default(),
+            ),
             &TeamMap::default(),
             &opts(),
             IngestSummary::default(),

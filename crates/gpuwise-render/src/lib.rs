@@ -11,6 +11,7 @@
 //! | `html` | [`html`] | one self-contained file with inline SVG charts, works offline |
 
 pub mod csv;
+pub mod grid;
 pub mod html;
 pub mod json;
 pub mod markdown;

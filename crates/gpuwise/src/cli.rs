@@ -32,6 +32,9 @@ pub(crate) enum Command {
     /// Write a synthetic week of a 52-GPU fleet, report on it, print where the HTML report is.
     #[command(after_help = "Example:\n  gpuwise demo --out /tmp/gpuwise-demo")]
     Demo(DemoArgs),
+    /// GPU specifications, cloud instances and prices; refresh them from public catalogs.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
     /// Generate a synthetic fleet of any size, with its planted truth.
     #[command(
         after_help = "Example:\n  gpuwise generate --out fleet --gpus 200 --days 7 --interval 30s --format dcgm --seed 7"
@@ -102,9 +105,34 @@ pub(crate) struct ReadArgs {
     pub strict: bool,
 }
 
+/// Where the catalog comes from.
+#[derive(Debug, Args, Default, Clone)]
+pub(crate) struct CatalogSourceArgs {
+    /// Instances file to use instead of the built-in one (from `gpuwise catalog import`).
+    #[arg(long, env = "GPUWISE_INSTANCES", value_name = "FILE")]
+    pub instances: Option<PathBuf>,
+    /// Overlay (TOML): negotiated prices and private clusters. See docs/catalog.md.
+    #[arg(long, env = "GPUWISE_OVERLAY", value_name = "FILE")]
+    pub overlay: Option<PathBuf>,
+    /// Warn about prices older than this [default: 180].
+    #[arg(long, value_name = "DAYS")]
+    pub stale_price_days: Option<u32>,
+}
+
 /// Thresholds, prices and grouping.
 #[derive(Debug, Args, Default, Clone)]
 pub(crate) struct AnalysisArgs {
+    #[command(flatten)]
+    pub catalog: CatalogSourceArgs,
+    /// Price devices (without a --prices rule) in this cloud: aws, gcp, azure, lambda, vast, onprem.
+    #[arg(long, env = "GPUWISE_CLOUD")]
+    pub cloud: Option<String>,
+    /// Price devices in this region of --cloud.
+    #[arg(long, env = "GPUWISE_REGION")]
+    pub region: Option<String>,
+    /// Pricing model of catalog prices: on-demand, spot, 1y, 3y [default: on-demand].
+    #[arg(long, env = "GPUWISE_PRICING")]
+    pub pricing: Option<String>,
     /// Price file (TOML): $/GPU-hour by host, label or GPU model. See docs/prices.md.
     #[arg(long, env = "GPUWISE_PRICES", value_name = "FILE")]
     pub prices: Option<PathBuf>,
@@ -135,9 +163,6 @@ pub(crate) struct AnalysisArgs {
     /// Mean utilization above this is saturated [default: 85].
     #[arg(long, value_name = "PCT")]
     pub saturated_above: Option<f64>,
-    /// Warn about prices older than this [default: 180].
-    #[arg(long, value_name = "DAYS")]
-    pub stale_price_days: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -179,6 +204,93 @@ pub(crate) struct GenerateArgs {
     /// Compress files: none, gzip or zstd.
     #[arg(long, default_value = "none")]
     pub compress: String,
+}
+
+const CATALOG_EXAMPLES: &str = "Examples:
+  gpuwise catalog gpus
+  gpuwise catalog instances --gpu H100 --cloud gcp --pricing spot
+  gpuwise catalog price A100-SXM4-80GB --format json
+  gpuwise catalog import --skypilot catalogs/v8 --aws-vantage aws_gpu.csv --as-of 2026-05-20 --out instances.csv";
+
+#[derive(Debug, Subcommand)]
+#[command(after_help = CATALOG_EXAMPLES)]
+pub(crate) enum CatalogCommand {
+    /// GPU specifications: memory, bandwidth, dense TFLOPS, TDP, MIG profiles, sources.
+    Gpus(CatalogQueryArgs),
+    /// Instance types and their prices per instance-hour.
+    Instances(InstancesArgs),
+    /// The cheapest way to buy a GPU-hour of GPU, per cloud and pricing model.
+    Price(PriceArgs),
+    /// Build an instances file from SkyPilot-format catalogs and the AWS GPU table.
+    Import(ImportArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CatalogQueryArgs {
+    #[command(flatten)]
+    pub source: CatalogSourceArgs,
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        default_value = "table",
+        value_name = "table|json|csv|markdown"
+    )]
+    pub format: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InstancesArgs {
+    #[command(flatten)]
+    pub query: CatalogQueryArgs,
+    /// Only this GPU (any name the catalog knows, or a prefix such as H100).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// Only this cloud.
+    #[arg(long)]
+    pub cloud: Option<String>,
+    /// Only this region.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Only instances with a price of this kind: on-demand, spot, 1y, 3y (also sorts by it).
+    #[arg(long)]
+    pub pricing: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PriceArgs {
+    /// The GPU (any name the catalog knows).
+    pub gpu: String,
+    #[command(flatten)]
+    pub query: CatalogQueryArgs,
+    /// Only this pricing model.
+    #[arg(long)]
+    pub pricing: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// A SkyPilot-format catalog folder (`<cloud>/vms.csv` below it).
+    #[arg(long, value_name = "DIR")]
+    pub skypilot: Vec<PathBuf>,
+    /// The AWS GPU instance table (CSV from instances.vantage.sh data).
+    #[arg(long, value_name = "FILE")]
+    pub aws_vantage: Option<PathBuf>,
+    /// Date of the prices (YYYY-MM-DD), recorded on every row.
+    #[arg(long, value_name = "DATE")]
+    pub as_of: String,
+    /// Date of the AWS table's prices, if different.
+    #[arg(long, value_name = "DATE")]
+    pub aws_as_of: Option<String>,
+    /// Source text recorded for the SkyPilot rows.
+    #[arg(long, default_value = "SkyPilot catalog")]
+    pub skypilot_source: String,
+    /// Source text recorded for the AWS rows.
+    #[arg(long, default_value = "instances.vantage.sh")]
+    pub aws_source: String,
+    /// Write the instances file here (default: stdout).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 pub(crate) fn parse() -> Cli {

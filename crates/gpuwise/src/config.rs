@@ -14,6 +14,11 @@ pub(crate) struct Config {
     pub format: Option<String>,
     pub prices: Option<PathBuf>,
     pub teams: Option<PathBuf>,
+    pub instances: Option<PathBuf>,
+    pub overlay: Option<PathBuf>,
+    pub cloud: Option<String>,
+    pub region: Option<String>,
+    pub pricing: Option<String>,
     pub group_by: Option<String>,
     pub idle_threshold_pct: Option<f32>,
     pub min_idle: Option<String>,
@@ -44,7 +49,15 @@ impl Config {
         let mut c: Config = toml::from_str(&text)
             .with_context(|| format!("`{}` is not a valid gpuwise config", path.display()))?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        for p in [&mut c.prices, &mut c.teams].into_iter().flatten() {
+        for p in [
+            &mut c.prices,
+            &mut c.teams,
+            &mut c.instances,
+            &mut c.overlay,
+        ]
+        .into_iter()
+        .flatten()
+        {
             if p.is_relative() {
                 *p = base.join(&*p);
             }

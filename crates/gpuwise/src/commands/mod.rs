@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
 
+mod catalog;
 mod demo;
 mod generate;
 mod report;
@@ -13,6 +14,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Report(args) => report::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Catalog(cmd) => catalog::run(&cmd),
         Command::Generate(args) => generate::run(&args),
     }
 }

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
-use gpuwise_core::price::PriceBook;
+use gpuwise_core::catalog::Pricing;
+use gpuwise_core::price::{PriceBook, PriceContext};
 use gpuwise_core::report::{self, GroupBy, IngestSummary, Report, ReportOptions, TeamMap};
 use gpuwise_core::settings::{DiagnoseSettings, ProfileSettings};
 use gpuwise_render::{Format, RenderOptions};
@@ -33,7 +34,7 @@ fn tz(name: &str) -> anyhow::Result<jiff::tz::TimeZone> {
 }
 
 /// "Now": the clock, unless `GPUWISE_NOW` pins it (RFC 3339) for reproducible output.
-fn now_ms() -> anyhow::Result<i64> {
+pub(crate) fn now_ms() -> anyhow::Result<i64> {
     match std::env::var("GPUWISE_NOW") {
         Ok(s) => Ok(s
             .parse::<jiff::Timestamp>()
@@ -108,13 +109,38 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
             .unwrap_or("host"),
     )
     .map_err(|e| anyhow!("--group-by: {e}"))?;
-    let prices = match a.prices.clone().or_else(|| cfg.prices.clone()) {
-        Some(path) => {
-            let text = fs_err::read_to_string(&path)?;
-            PriceBook::from_toml(&text, &path.display().to_string())?
-        }
-        None => PriceBook::default(),
+    let mut source = a.catalog.clone();
+    source.instances = source.instances.or_else(|| cfg.instances.clone());
+    source.overlay = source.overlay.or_else(|| cfg.overlay.clone());
+    let catalog = super::catalog::load(&source)?;
+    let pricing = match a.pricing.as_deref().or(cfg.pricing.as_deref()) {
+        Some(p) => Some(Pricing::parse(p).map_err(|e| anyhow!("--pricing: {e}"))?),
+        None => None,
     };
+    let context = PriceContext {
+        cloud: a.cloud.clone().or_else(|| cfg.cloud.clone()),
+        region: a.region.clone().or_else(|| cfg.region.clone()),
+        pricing,
+    };
+    if let Some(cloud) = &context.cloud {
+        anyhow::ensure!(
+            catalog.instances.iter().any(|i| &i.cloud == cloud),
+            "--cloud: `{cloud}` has no instances in the catalog (clouds: {})",
+            catalog
+                .instances
+                .iter()
+                .map(|i| i.cloud.as_str())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let mut prices = PriceBook::new(catalog, context);
+    if let Some(path) = a.prices.clone().or_else(|| cfg.prices.clone()) {
+        let text = fs_err::read_to_string(&path)?;
+        prices = prices.with_rules(&text, &path.display().to_string())?;
+    }
     let teams = match a.teams.clone().or_else(|| cfg.teams.clone()) {
         Some(path) => {
             let text = fs_err::read_to_string(&path)?;
@@ -191,7 +217,11 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
             group_by,
             tz_name,
             now_ms: Some(now_ms()?),
-            stale_price_days: a.stale_price_days.or(cfg.stale_price_days).unwrap_or(180),
+            stale_price_days: a
+                .catalog
+                .stale_price_days
+                .or(cfg.stale_price_days)
+                .unwrap_or(180),
         },
         prices,
         teams,

@@ -21,7 +21,9 @@ fn two_gpu_log_figures() {
     assert!(
         t4["price_source"]
             .as_str()
-            .is_some_and(|s| s.starts_with("reference: aws g4dn.xlarge"))
+            .is_some_and(|s| s.starts_with("catalog: aws g4dn.xlarge us-east-1 on-demand")),
+        "{}",
+        t4["price_source"]
     );
 }
 

@@ -211,13 +211,17 @@ fn dcgm_scrape_excerpts() {
         (f(&a30["gpu_share"]) - 0.25).abs() < 1e-12,
         "1g of the A30's 4 slices"
     );
-    // The Quadro T2000 is not in the catalog: reported, never guessed.
-    assert!(r["warnings"].as_array().expect("w").iter().any(|w| {
-        w["kind"] == "unknown_model"
-            && w["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("Quadro T2000"))
-    }));
+    // The Quadro T2000 is a known GPU no cloud rents: it is named, and left unpriced.
+    let t2000 = device(&r, "sheryb/GPU-08533397-8c65-7a0b-003b-c4bd120e67c1");
+    assert_eq!(t2000["model"], "Quadro-T2000");
+    assert!(t2000["price_source"].is_null());
+    assert!(
+        r["warnings"]
+            .as_array()
+            .expect("w")
+            .iter()
+            .any(|w| { w["kind"] == "unpriced" && w["count"].as_u64().is_some_and(|n| n >= 1) })
+    );
 }
 
 #[test]
@@ -353,22 +357,97 @@ fn full_nvidia_smi_captures_of_every_gpu() {
             Some("H200-SXM-141GB")
         } else if name.contains("l40s") {
             Some("L40S")
+        } else if name.contains("rtx-2080-super") {
+            Some("GeForce-RTX-2080-SUPER")
+        } else if name.contains("rtx-4080-super") {
+            Some("GeForce-RTX-4080-SUPER")
         } else {
-            None // GeForce cards: not in the catalog, reported as unknown
+            None
         };
         assert_eq!(d["model"].as_str(), expect, "{name}");
-        if expect.is_none() {
-            assert!(
-                r["warnings"]
-                    .as_array()
-                    .expect("w")
-                    .iter()
-                    .any(|w| w["kind"] == "unknown_model"),
-                "{name}"
-            );
-        }
         assert!(f(&d["memory_total_mib"]) > 7_000.0, "{name}");
         seen += 1;
     }
     assert!(seen >= 9, "all captures read ({seen})");
+}
+
+/// Every GPU name a real capture prints resolves to exactly one catalog entry; a name that
+/// does not identify one product stays unknown.
+#[test]
+fn every_printed_gpu_name_resolves() {
+    let Some(s) = shared() else { return };
+    let catalog = gpuwise_core::catalog::Catalog::builtin();
+    let mut names = std::collections::BTreeSet::new();
+    let mut stack = vec![s.join("fixtures"), s.join("telemetry")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).expect("dir").filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&p) else {
+                continue;
+            };
+            let file = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            for (open, close) in [
+                ("modelName=\"", "\""),
+                ("<product_name>", "<"),
+                ("\"Card series\": \"", "\""),
+                ("\"Card Series\": \"", "\""),
+            ] {
+                for part in text.split(open).skip(1) {
+                    if let Some(n) = part.split(close).next() {
+                        names.insert(n.trim().to_owned());
+                    }
+                }
+            }
+            for line in text.lines() {
+                if let Some(rest) = line.strip_prefix("GPU 0: ") {
+                    names.insert(rest.split(" (UUID").next().unwrap_or("").trim().to_owned());
+                }
+            }
+            // The `name` column of nvidia-smi CSV captures.
+            if file.starts_with("query-gpu")
+                || file.starts_with("unit-test-query")
+                || file.contains("gtx770")
+            {
+                let mut lines = text
+                    .lines()
+                    .filter(|l| !l.starts_with('$') && !l.starts_with('#'));
+                let header: Vec<String> = lines
+                    .next()
+                    .unwrap_or("")
+                    .split(',')
+                    .map(|h| h.trim().to_owned())
+                    .collect();
+                let col = header.iter().position(|h| h == "name");
+                for l in lines {
+                    let f: Vec<&str> = l.split(',').map(str::trim).collect();
+                    match col {
+                        Some(c) if f.len() == header.len() => names.insert(f[c].to_owned()),
+                        _ => names.insert(f[0].to_owned()), // noheader: `gpu_name` first
+                    };
+                }
+            }
+        }
+    }
+    names.retain(|n| !n.is_empty() && !n.starts_with('['));
+    // Not one product: these print a family, or are a test's placeholder.
+    let ambiguous = ["Navi 22 [Radeon RX 6700/6700 XT / 6800M]", "Some Other GPU"];
+    assert!(names.len() >= 15, "{names:?}");
+    for n in &names {
+        let hit = catalog.resolve(n);
+        if ambiguous.contains(&n.as_str()) {
+            assert!(hit.is_none(), "`{n}` must stay unknown, not be guessed");
+        } else {
+            assert!(
+                hit.is_some(),
+                "`{n}` printed by a real capture does not resolve"
+            );
+        }
+    }
 }

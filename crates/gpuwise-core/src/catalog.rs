@@ -1,0 +1,1032 @@
+//! # The catalog: GPU specifications, cloud instances and their prices
+//!
+//! Built in: `data/gpus.toml` (specifications with sources; dense TFLOPS; MIG profiles) and
+//! `data/instances.csv` (instances and prices of AWS, GCP, Azure, Lambda and Vast, made by
+//! `gpuwise catalog import`, each row with its as-of date and source). An overlay
+//! ([`Overlay`]) adds negotiated prices and private clusters (on-prem TCO).
+//!
+//! [`Catalog::gpu_hour_price`] is the one way the other stages price a GPU-hour; its fallback
+//! chain is documented there and every [`Quote`] says which step answered.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::gpu::normalize;
+
+/// Dense peak TFLOPS (TOPS for int8) by precision; `None` where the GPU has no such unit or
+/// no figure is carried.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DenseTflops {
+    /// FP32 (non-tensor).
+    pub fp32: Option<f64>,
+    /// TF32 tensor.
+    pub tf32: Option<f64>,
+    /// FP16 tensor.
+    pub fp16: Option<f64>,
+    /// BF16 tensor.
+    pub bf16: Option<f64>,
+    /// FP8 tensor.
+    pub fp8: Option<f64>,
+    /// INT8 tensor (TOPS).
+    pub int8: Option<f64>,
+}
+
+/// A MIG profile.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MigProfile {
+    /// `1g.10gb`.
+    pub name: String,
+    /// Compute slices.
+    pub compute_slices: u32,
+    /// Memory, GB as named.
+    pub memory_gb: f64,
+    /// Most instances of this profile on one GPU.
+    pub max_instances: u32,
+}
+
+/// One GPU product.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSpec {
+    /// Canonical name (`A100-SXM4-80GB`).
+    pub name: String,
+    /// Names tools and clouds print.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// Vendor.
+    pub vendor: String,
+    /// Architecture.
+    pub architecture: String,
+    /// Memory, GB as on the datasheet.
+    pub memory_gb: f64,
+    /// Memory type.
+    pub memory_type: Option<String>,
+    /// Memory bandwidth.
+    pub memory_bandwidth_gb_s: Option<f64>,
+    /// Dense TFLOPS.
+    #[serde(default)]
+    pub dense_tflops: DenseTflops,
+    /// Board power.
+    pub tdp_w: Option<f64>,
+    /// GPU-to-GPU bandwidth per GPU.
+    pub interconnect_gb_s: Option<f64>,
+    /// What that interconnect is.
+    pub interconnect: Option<String>,
+    /// MIG profiles (empty: no MIG).
+    #[serde(default)]
+    pub mig_profiles: Vec<MigProfile>,
+    /// Where the figures come from.
+    pub source: String,
+    /// When they were collected.
+    pub as_of: String,
+}
+
+impl GpuSpec {
+    /// Compute slices of the whole GPU (7 for A100/H100/H200, 4 for A30), if MIG-capable.
+    #[must_use]
+    pub fn mig_slices(&self) -> Option<u32> {
+        self.mig_profiles.iter().map(|p| p.compute_slices).max()
+    }
+}
+
+/// How an hour is bought.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pricing {
+    /// Pay as you go.
+    OnDemand,
+    /// Interruptible.
+    Spot,
+    /// One-year commitment (reserved instance, committed use, savings plan).
+    #[serde(rename = "1y")]
+    Commit1y,
+    /// Three-year commitment.
+    #[serde(rename = "3y")]
+    Commit3y,
+}
+
+impl Pricing {
+    /// All pricing models.
+    pub const ALL: [Pricing; 4] = [
+        Pricing::OnDemand,
+        Pricing::Spot,
+        Pricing::Commit1y,
+        Pricing::Commit3y,
+    ];
+
+    /// Parse `on-demand`, `spot`, `1y`, `3y`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "on-demand" | "ondemand" => Ok(Self::OnDemand),
+            "spot" => Ok(Self::Spot),
+            "1y" => Ok(Self::Commit1y),
+            "3y" => Ok(Self::Commit3y),
+            other => Err(format!("`{other}` is not one of on-demand, spot, 1y, 3y")),
+        }
+    }
+
+    /// The name `parse` takes.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OnDemand => "on-demand",
+            Self::Spot => "spot",
+            Self::Commit1y => "1y",
+            Self::Commit3y => "3y",
+        }
+    }
+}
+
+impl fmt::Display for Pricing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One instance type in one region, prices per instance-hour.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Instance {
+    /// `aws`, `gcp`, `azure`, `lambda`, `vast`, `onprem`, …
+    pub cloud: String,
+    /// `p4d.24xlarge`.
+    pub instance_type: String,
+    /// `us-east-1`.
+    pub region: String,
+    /// Canonical GPU name.
+    pub gpu: String,
+    /// GPUs per instance (fractional for partitioned GPUs, e.g. Azure NVads A10 v5).
+    pub gpu_count: f64,
+    /// vCPUs.
+    pub vcpus: Option<f64>,
+    /// Memory.
+    pub memory_gib: Option<f64>,
+    /// On-demand $/h.
+    pub on_demand_usd_per_hour: Option<f64>,
+    /// Spot $/h.
+    pub spot_usd_per_hour: Option<f64>,
+    /// 1-year commitment $/h.
+    pub commit_1y_usd_per_hour: Option<f64>,
+    /// 3-year commitment $/h.
+    pub commit_3y_usd_per_hour: Option<f64>,
+    /// Date of the prices.
+    pub as_of: String,
+    /// Where they come from.
+    pub source: String,
+}
+
+/// Header of the instances CSV.
+pub const INSTANCES_HEADER: &str = "cloud,instance_type,region,gpu,gpu_count,vcpus,memory_gib,on_demand_usd_per_hour,spot_usd_per_hour,commit_1y_usd_per_hour,commit_3y_usd_per_hour,as_of,source";
+
+fn opt_num(v: Option<f64>) -> String {
+    v.map_or_else(String::new, |x| {
+        let s = format!("{x:.6}");
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    })
+}
+
+impl Instance {
+    /// The price of an instance-hour under `pricing`.
+    #[must_use]
+    pub fn price(&self, pricing: Pricing) -> Option<f64> {
+        match pricing {
+            Pricing::OnDemand => self.on_demand_usd_per_hour,
+            Pricing::Spot => self.spot_usd_per_hour,
+            Pricing::Commit1y => self.commit_1y_usd_per_hour,
+            Pricing::Commit3y => self.commit_3y_usd_per_hour,
+        }
+    }
+
+    /// The price of one GPU-hour under `pricing`.
+    #[must_use]
+    pub fn per_gpu(&self, pricing: Pricing) -> Option<f64> {
+        self.price(pricing)
+            .filter(|_| self.gpu_count > 0.0)
+            .map(|p| p / self.gpu_count)
+    }
+
+    /// One CSV row (fields never contain commas: the importer replaces them).
+    #[must_use]
+    pub fn to_csv(&self) -> String {
+        let clean = |s: &str| s.replace([',', '\n', '\r'], ";");
+        [
+            clean(&self.cloud),
+            clean(&self.instance_type),
+            clean(&self.region),
+            clean(&self.gpu),
+            opt_num(Some(self.gpu_count)),
+            opt_num(self.vcpus),
+            opt_num(self.memory_gib),
+            opt_num(self.on_demand_usd_per_hour),
+            opt_num(self.spot_usd_per_hour),
+            opt_num(self.commit_1y_usd_per_hour),
+            opt_num(self.commit_3y_usd_per_hour),
+            clean(&self.as_of),
+            clean(&self.source),
+        ]
+        .join(",")
+    }
+}
+
+/// A problem with catalog data.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// A bad GPU file.
+    #[error("`{origin}`: {message}")]
+    Gpus {
+        /// File.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A bad instances file line.
+    #[error("`{origin}` line {line}: {message}")]
+    Instances {
+        /// File.
+        origin: String,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A bad overlay.
+    #[error("`{origin}`: {message}")]
+    Overlay {
+        /// File.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Parse an instances CSV (the format [`Instance::to_csv`] writes).
+pub fn parse_instances(text: &str, origin: &str) -> Result<Vec<Instance>, CatalogError> {
+    let err = |line: usize, message: String| CatalogError::Instances {
+        origin: origin.to_owned(),
+        line,
+        message,
+    };
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
+    match lines.next() {
+        Some((_, h)) if h.trim() == INSTANCES_HEADER => {}
+        Some((i, h)) => {
+            return Err(err(
+                i + 1,
+                format!("expected the header `{INSTANCES_HEADER}`, found `{h}`"),
+            ));
+        }
+        None => return Err(err(0, "empty file".into())),
+    }
+    let mut out = Vec::new();
+    for (i, line) in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() != 13 {
+            return Err(err(i + 1, format!("expected 13 fields, found {}", f.len())));
+        }
+        let num = |k: usize, name: &str| -> Result<Option<f64>, CatalogError> {
+            if f[k].is_empty() {
+                return Ok(None);
+            }
+            let v: f64 = f[k]
+                .parse()
+                .map_err(|_| err(i + 1, format!("`{name}` is not a number: `{}`", f[k])))?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(err(
+                    i + 1,
+                    format!("`{name}` must be a non-negative number: `{}`", f[k]),
+                ));
+            }
+            Ok(Some(v))
+        };
+        let gpu_count =
+            num(4, "gpu_count")?.ok_or_else(|| err(i + 1, "`gpu_count` is empty".into()))?;
+        out.push(Instance {
+            cloud: f[0].to_owned(),
+            instance_type: f[1].to_owned(),
+            region: f[2].to_owned(),
+            gpu: f[3].to_owned(),
+            gpu_count,
+            vcpus: num(5, "vcpus")?,
+            memory_gib: num(6, "memory_gib")?,
+            on_demand_usd_per_hour: num(7, "on_demand_usd_per_hour")?,
+            spot_usd_per_hour: num(8, "spot_usd_per_hour")?,
+            commit_1y_usd_per_hour: num(9, "commit_1y_usd_per_hour")?,
+            commit_3y_usd_per_hour: num(10, "commit_3y_usd_per_hour")?,
+            as_of: f[11].to_owned(),
+            source: f[12].to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpuFile {
+    gpu: Vec<GpuSpec>,
+}
+
+/// Parse a GPU specification file.
+pub fn parse_gpus(text: &str, origin: &str) -> Result<Vec<GpuSpec>, CatalogError> {
+    let file: GpuFile = toml::from_str(text).map_err(|e| CatalogError::Gpus {
+        origin: origin.to_owned(),
+        message: e.to_string(),
+    })?;
+    let mut seen = BTreeMap::new();
+    for g in &file.gpu {
+        for name in std::iter::once(&g.name).chain(g.aliases.iter()) {
+            if let Some(other) = seen.insert(normalize(name), g.name.clone())
+                && other != g.name
+            {
+                return Err(CatalogError::Gpus {
+                    origin: origin.to_owned(),
+                    message: format!("name `{name}` of `{}` is also a name of `{other}`", g.name),
+                });
+            }
+        }
+    }
+    Ok(file.gpu)
+}
+
+/// A negotiated price (overlay `[[price]]`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NegotiatedPrice {
+    /// Cloud.
+    pub cloud: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Region (all regions when absent).
+    pub region: Option<String>,
+    /// Which price it sets.
+    pub pricing: String,
+    /// $ per instance-hour.
+    pub usd_per_hour: f64,
+    /// GPU (required when the instance is not in the catalog).
+    pub gpu: Option<String>,
+    /// GPUs per instance (required when the instance is not in the catalog).
+    pub gpu_count: Option<f64>,
+    /// Date of the price.
+    pub as_of: String,
+    /// Free text.
+    pub note: Option<String>,
+}
+
+/// A private cluster (overlay `[[cluster]]`): its GPU-hour cost from total cost of ownership.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    /// Name (the instance type of its catalog row, and `cluster = NAME` in price rules).
+    pub name: String,
+    /// GPU model.
+    pub gpu: String,
+    /// GPUs in the cluster.
+    pub gpus: u32,
+    /// Purchase price of the whole cluster (servers, GPUs, network), $.
+    pub purchase_usd: f64,
+    /// Years over which the purchase is amortized.
+    pub amortization_years: f64,
+    /// Average power per GPU including its share of the server, W (default: the GPU's TDP).
+    pub power_w_per_gpu: Option<f64>,
+    /// Electricity price.
+    pub usd_per_kwh: f64,
+    /// Power usage effectiveness of the data centre (≥ 1).
+    pub pue: f64,
+    /// Other yearly costs (space, support, staff), $.
+    #[serde(default)]
+    pub opex_usd_per_year: f64,
+    /// Date of these figures.
+    pub as_of: String,
+}
+
+impl Cluster {
+    /// $ per GPU-hour: purchase / (years × 8760 h × GPUs) + power (kW) × PUE × $/kWh + opex /
+    /// (8760 h × GPUs). Returns the total and the formula with numbers.
+    #[must_use]
+    pub fn gpu_hour_cost(&self, tdp_w: Option<f64>) -> Option<(f64, String)> {
+        let watts = self.power_w_per_gpu.or(tdp_w)?;
+        let gpus = f64::from(self.gpus);
+        let capex = self.purchase_usd / (self.amortization_years * 8760.0 * gpus);
+        let energy = watts / 1000.0 * self.pue * self.usd_per_kwh;
+        let opex = self.opex_usd_per_year / (8760.0 * gpus);
+        let total = capex + energy + opex;
+        let formula = format!(
+            "TCO: ${:.0} / ({} y × 8760 h × {} GPUs) = ${capex:.4} + {watts} W × PUE {} × ${}/kWh = ${energy:.4} + opex ${:.0}/y = ${opex:.4}",
+            self.purchase_usd,
+            self.amortization_years,
+            self.gpus,
+            self.pue,
+            self.usd_per_kwh,
+            self.opex_usd_per_year
+        );
+        Some((total, formula))
+    }
+}
+
+/// A catalog overlay: negotiated prices and private clusters.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Overlay {
+    /// Negotiated prices.
+    #[serde(default, rename = "price")]
+    pub prices: Vec<NegotiatedPrice>,
+    /// Private clusters.
+    #[serde(default, rename = "cluster")]
+    pub clusters: Vec<Cluster>,
+}
+
+impl Overlay {
+    /// Parse an overlay file.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, CatalogError> {
+        toml::from_str(text).map_err(|e| CatalogError::Overlay {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })
+    }
+}
+
+/// Which step of the fallback chain answered a price query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// The asked cloud and region.
+    CloudRegion,
+    /// The asked cloud, cheapest region.
+    CloudAnyRegion,
+    /// No cloud asked (or it does not offer the GPU): the first reference cloud that does.
+    ReferenceCloud,
+}
+
+/// A price per GPU-hour, with where it came from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Quote {
+    /// $ per GPU-hour.
+    pub usd_per_gpu_hour: f64,
+    /// Cloud.
+    pub cloud: String,
+    /// Instance type the price is from.
+    pub instance_type: String,
+    /// Region.
+    pub region: String,
+    /// GPUs in that instance.
+    pub gpu_count: f64,
+    /// Pricing model of the price (may differ from the one asked, see `note`).
+    pub pricing: Pricing,
+    /// Date of the price.
+    pub as_of: String,
+    /// Publisher.
+    pub source: String,
+    /// Fallback step.
+    pub step: Step,
+    /// What differs from the question, if anything.
+    pub note: Option<String>,
+}
+
+impl Quote {
+    /// One line: `aws p4de.24xlarge us-east-1 on-demand $27.44705/h ÷ 8 GPUs (source, as of)`.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{} {} {} {} (${:.4}/GPU-h; {}, {})",
+            self.cloud,
+            self.instance_type,
+            self.region,
+            self.pricing,
+            self.usd_per_gpu_hour,
+            self.source,
+            self.as_of
+        );
+        if let Some(n) = &self.note {
+            s.push_str("; ");
+            s.push_str(n);
+        }
+        s
+    }
+}
+
+/// A price question.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PriceQuery<'a> {
+    /// Canonical GPU name.
+    pub gpu: &'a str,
+    /// Cloud, if it matters.
+    pub cloud: Option<&'a str>,
+    /// Region, if it matters.
+    pub region: Option<&'a str>,
+    /// Pricing model.
+    pub pricing: Pricing,
+}
+
+/// Reference clouds (and their reference regions), in the order a price without a cloud is
+/// looked up: the hyperscalers' list prices first, GPU clouds after.
+pub const REFERENCE_CLOUDS: &[(&str, &str)] = &[
+    ("onprem", "onprem"),
+    ("aws", "us-east-1"),
+    ("gcp", "us-central1"),
+    ("azure", "eastus"),
+    ("lambda", "us-east-1"),
+    ("vast", ""),
+];
+
+/// GPU specs and instances.
+#[derive(Clone, Debug)]
+pub struct Catalog {
+    /// GPUs.
+    pub gpus: Vec<GpuSpec>,
+    /// Instances.
+    pub instances: Vec<Instance>,
+    names: BTreeMap<String, usize>,
+}
+
+impl Catalog {
+    /// A catalog from parts.
+    #[must_use]
+    pub fn new(gpus: Vec<GpuSpec>, instances: Vec<Instance>) -> Self {
+        let mut names = BTreeMap::new();
+        for (i, g) in gpus.iter().enumerate() {
+            for n in std::iter::once(&g.name).chain(g.aliases.iter()) {
+                names.insert(normalize(n), i);
+            }
+        }
+        Self {
+            gpus,
+            instances,
+            names,
+        }
+    }
+
+    /// The built-in catalog.
+    ///
+    /// # Panics
+    /// Never in a released build: the data is compiled in and checked by unit tests.
+    #[must_use]
+    pub fn builtin() -> Self {
+        let gpus = parse_gpus(include_str!("../data/gpus.toml"), "gpus.toml")
+            .expect("built-in gpus.toml is valid (unit-tested)");
+        let instances = parse_instances(include_str!("../data/instances.csv"), "instances.csv")
+            .expect("built-in instances.csv is valid (unit-tested)");
+        Self::new(gpus, instances)
+    }
+
+    /// Resolve a printed name or canonical name; `None` when unknown (never a guess).
+    #[must_use]
+    pub fn resolve(&self, name: &str) -> Option<&GpuSpec> {
+        self.names.get(&normalize(name)).map(|i| &self.gpus[*i])
+    }
+
+    /// Apply an overlay: negotiated prices replace (or add) instance prices; clusters become
+    /// `onprem` instances priced by their TCO.
+    pub fn apply(&mut self, overlay: &Overlay, origin: &str) -> Result<(), CatalogError> {
+        let err = |message: String| CatalogError::Overlay {
+            origin: origin.to_owned(),
+            message,
+        };
+        for p in &overlay.prices {
+            let pricing = Pricing::parse(&p.pricing)
+                .map_err(|e| err(format!("price for `{}`: {e}", p.instance_type)))?;
+            if !p.usd_per_hour.is_finite() || p.usd_per_hour < 0.0 {
+                return Err(err(format!(
+                    "price for `{}`: `usd_per_hour` must be a non-negative number",
+                    p.instance_type
+                )));
+            }
+            let source = format!(
+                "{origin} (negotiated{})",
+                p.note
+                    .as_deref()
+                    .map_or(String::new(), |n| format!(": {n}"))
+            );
+            let mut hit = false;
+            for i in &mut self.instances {
+                if i.cloud == p.cloud
+                    && i.instance_type == p.instance_type
+                    && p.region.as_ref().is_none_or(|r| *r == i.region)
+                {
+                    hit = true;
+                    let slot = match pricing {
+                        Pricing::OnDemand => &mut i.on_demand_usd_per_hour,
+                        Pricing::Spot => &mut i.spot_usd_per_hour,
+                        Pricing::Commit1y => &mut i.commit_1y_usd_per_hour,
+                        Pricing::Commit3y => &mut i.commit_3y_usd_per_hour,
+                    };
+                    *slot = Some(p.usd_per_hour);
+                    i.as_of.clone_from(&p.as_of);
+                    i.source.clone_from(&source);
+                }
+            }
+            if !hit {
+                let (Some(gpu), Some(count), Some(region)) = (&p.gpu, p.gpu_count, &p.region)
+                else {
+                    return Err(err(format!(
+                        "`{}` `{}` is not in the catalog: give `gpu`, `gpu_count` and `region` to add it",
+                        p.cloud, p.instance_type
+                    )));
+                };
+                let spec = self
+                    .resolve(gpu)
+                    .ok_or_else(|| err(format!("unknown GPU `{gpu}`")))?;
+                let mut row = Instance {
+                    cloud: p.cloud.clone(),
+                    instance_type: p.instance_type.clone(),
+                    region: region.clone(),
+                    gpu: spec.name.clone(),
+                    gpu_count: count,
+                    vcpus: None,
+                    memory_gib: None,
+                    on_demand_usd_per_hour: None,
+                    spot_usd_per_hour: None,
+                    commit_1y_usd_per_hour: None,
+                    commit_3y_usd_per_hour: None,
+                    as_of: p.as_of.clone(),
+                    source,
+                };
+                match pricing {
+                    Pricing::OnDemand => row.on_demand_usd_per_hour = Some(p.usd_per_hour),
+                    Pricing::Spot => row.spot_usd_per_hour = Some(p.usd_per_hour),
+                    Pricing::Commit1y => row.commit_1y_usd_per_hour = Some(p.usd_per_hour),
+                    Pricing::Commit3y => row.commit_3y_usd_per_hour = Some(p.usd_per_hour),
+                }
+                self.instances.push(row);
+            }
+        }
+        for c in &overlay.clusters {
+            let spec = self
+                .resolve(&c.gpu)
+                .ok_or_else(|| err(format!("cluster `{}`: unknown GPU `{}`", c.name, c.gpu)))?
+                .clone();
+            if c.gpus == 0
+                || c.amortization_years <= 0.0
+                || c.pue < 1.0
+                || c.usd_per_kwh < 0.0
+                || c.purchase_usd < 0.0
+            {
+                return Err(err(format!(
+                    "cluster `{}`: needs gpus ≥ 1, amortization_years > 0, pue ≥ 1, usd_per_kwh ≥ 0, purchase_usd ≥ 0",
+                    c.name
+                )));
+            }
+            let (cost, formula) = c.gpu_hour_cost(spec.tdp_w).ok_or_else(|| {
+                err(format!(
+                    "cluster `{}`: `{}` has no TDP in the catalog: give `power_w_per_gpu`",
+                    c.name, spec.name
+                ))
+            })?;
+            self.instances.push(Instance {
+                cloud: "onprem".into(),
+                instance_type: c.name.clone(),
+                region: "onprem".into(),
+                gpu: spec.name.clone(),
+                gpu_count: 1.0,
+                vcpus: None,
+                memory_gib: None,
+                on_demand_usd_per_hour: Some(cost),
+                spot_usd_per_hour: None,
+                commit_1y_usd_per_hour: None,
+                commit_3y_usd_per_hour: None,
+                as_of: c.as_of.clone(),
+                source: format!("{origin} cluster `{}`: {formula}", c.name),
+            });
+        }
+        Ok(())
+    }
+
+    fn cheapest<'a>(
+        &'a self,
+        gpu: &str,
+        cloud: &str,
+        region: Option<&str>,
+        pricing: Pricing,
+    ) -> Option<(&'a Instance, f64)> {
+        self.instances
+            .iter()
+            .filter(|i| {
+                i.gpu == gpu
+                    && i.cloud == cloud
+                    && region.is_none_or(|r| r.is_empty() || i.region == r)
+            })
+            .filter_map(|i| i.per_gpu(pricing).map(|p| (i, p)))
+            .min_by(|a, b| {
+                a.1.total_cmp(&b.1)
+                    .then_with(|| a.0.instance_type.cmp(&b.0.instance_type))
+                    .then_with(|| a.0.region.cmp(&b.0.region))
+            })
+    }
+
+    /// The price of one GPU-hour, with a documented fallback chain:
+    ///
+    /// 1. the asked cloud and region, cheapest instance per GPU-hour;
+    /// 2. the asked cloud, cheapest region;
+    /// 3. when the asked pricing (spot, 1y, 3y) is not published by that cloud: steps 1–2 with
+    ///    its on-demand price (said in the quote's `note`);
+    /// 4. no cloud asked, or the asked cloud does not offer the GPU: each of
+    ///    [`REFERENCE_CLOUDS`] in order (an on-prem cluster from the overlay first), at its
+    ///    reference region, then its cheapest region; asked pricing first, then on-demand.
+    #[must_use]
+    pub fn gpu_hour_price(&self, q: &PriceQuery<'_>) -> Option<Quote> {
+        let mut pricings = vec![q.pricing];
+        if q.pricing != Pricing::OnDemand {
+            pricings.push(Pricing::OnDemand);
+        }
+        let fell_back = |mut quote: Quote| {
+            if quote.pricing != q.pricing {
+                let note = format!(
+                    "no {} price published for {} on {}; on-demand used",
+                    q.pricing, q.gpu, quote.cloud
+                );
+                quote.note = Some(match quote.note.take() {
+                    Some(n) => format!("{note}; {n}"),
+                    None => note,
+                });
+            }
+            quote
+        };
+        if let Some(cloud) = q.cloud {
+            for &pricing in &pricings {
+                if let Some(quote) = self.in_cloud(q, cloud, pricing) {
+                    return Some(fell_back(quote));
+                }
+            }
+        }
+        for &pricing in &pricings {
+            for (cloud, region) in REFERENCE_CLOUDS {
+                let hit = self
+                    .cheapest(q.gpu, cloud, Some(region), pricing)
+                    .or_else(|| self.cheapest(q.gpu, cloud, None, pricing));
+                if let Some(hit) = hit {
+                    let note = q
+                        .cloud
+                        .map(|c| format!("{} not offered on {c}; reference cloud used", q.gpu));
+                    return Some(fell_back(Self::quote(
+                        hit,
+                        pricing,
+                        Step::ReferenceCloud,
+                        note,
+                    )));
+                }
+            }
+        }
+        None
+    }
+
+    fn quote(
+        (i, p): (&Instance, f64),
+        pricing: Pricing,
+        step: Step,
+        note: Option<String>,
+    ) -> Quote {
+        Quote {
+            usd_per_gpu_hour: p,
+            cloud: i.cloud.clone(),
+            instance_type: i.instance_type.clone(),
+            region: i.region.clone(),
+            gpu_count: i.gpu_count,
+            pricing,
+            as_of: i.as_of.clone(),
+            source: i.source.clone(),
+            step,
+            note,
+        }
+    }
+
+    fn in_cloud(&self, q: &PriceQuery<'_>, cloud: &str, pricing: Pricing) -> Option<Quote> {
+        if let Some(region) = q.region
+            && let Some(hit) = self.cheapest(q.gpu, cloud, Some(region), pricing)
+        {
+            return Some(Self::quote(hit, pricing, Step::CloudRegion, None));
+        }
+        let hit = self.cheapest(q.gpu, cloud, None, pricing)?;
+        let note = q
+            .region
+            .map(|r| format!("not offered in {r}; cheapest {cloud} region used"));
+        Some(Self::quote(hit, pricing, Step::CloudAnyRegion, note))
+    }
+
+    /// For `catalog price`: per cloud and pricing model, the cheapest instance per GPU-hour.
+    #[must_use]
+    pub fn cheapest_options(
+        &self,
+        gpu: &str,
+        pricing: Option<Pricing>,
+    ) -> Vec<(Pricing, &Instance, f64)> {
+        let mut best: BTreeMap<(String, Pricing), (&Instance, f64)> = BTreeMap::new();
+        for i in self.instances.iter().filter(|i| i.gpu == gpu) {
+            for p in Pricing::ALL {
+                if pricing.is_some_and(|want| want != p) {
+                    continue;
+                }
+                if let Some(v) = i.per_gpu(p) {
+                    let e = best.entry((i.cloud.clone(), p)).or_insert((i, v));
+                    if v < e.1 {
+                        *e = (i, v);
+                    }
+                }
+            }
+        }
+        let mut out: Vec<(Pricing, &Instance, f64)> =
+            best.into_iter().map(|((_, p), (i, v))| (p, i, v)).collect();
+        out.sort_by(|a, b| a.2.total_cmp(&b.2).then_with(|| a.1.cloud.cmp(&b.1.cloud)));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_parses_and_names_are_unique() {
+        let c = Catalog::builtin();
+        assert!(c.gpus.len() >= 20);
+        assert!(c.instances.len() > 500);
+        for i in &c.instances {
+            assert!(
+                c.resolve(&i.gpu).is_some_and(|g| g.name == i.gpu),
+                "{} names a catalog GPU",
+                i.gpu
+            );
+            assert!(
+                i.on_demand_usd_per_hour.is_some() || i.spot_usd_per_hour.is_some(),
+                "{} has a price",
+                i.instance_type
+            );
+        }
+    }
+
+    #[test]
+    fn famous_wrong_numbers_are_not_in_the_catalog() {
+        let c = Catalog::builtin();
+        let a100 = c.resolve("NVIDIA A100-SXM4-80GB").expect("A100");
+        assert_eq!(
+            a100.dense_tflops.fp32,
+            Some(19.5),
+            "312 is dense BF16, not FP32"
+        );
+        assert_eq!(a100.dense_tflops.bf16, Some(312.0));
+        let h100 = c.resolve("NVIDIA H100 80GB HBM3").expect("H100");
+        assert_eq!(
+            h100.dense_tflops.bf16,
+            Some(989.4),
+            "dense, not the 1979 sparse figure"
+        );
+        assert_eq!(h100.dense_tflops.fp32, Some(67.0));
+        assert_eq!(c.resolve("NVIDIA A10G").expect("A10G").memory_gb, 24.0);
+        assert!(
+            c.instances
+                .iter()
+                .filter(|i| i.cloud == "aws" && i.instance_type.starts_with("p3"))
+                .all(|i| i.gpu.starts_with("V100"))
+        );
+    }
+
+    #[test]
+    fn fallback_chain() {
+        let c = Catalog::builtin();
+        let q = |cloud, region, pricing| {
+            c.gpu_hour_price(&PriceQuery {
+                gpu: "T4",
+                cloud,
+                region,
+                pricing,
+            })
+            .expect("quote")
+        };
+        let a = q(Some("aws"), Some("us-east-1"), Pricing::OnDemand);
+        assert_eq!(
+            (a.instance_type.as_str(), a.step),
+            ("g4dn.xlarge", Step::CloudRegion)
+        );
+        assert!((a.usd_per_gpu_hour - 0.526).abs() < 1e-9);
+        let b = q(Some("aws"), Some("mars-1"), Pricing::OnDemand);
+        assert_eq!(b.step, Step::CloudAnyRegion);
+        assert!(b.note.is_some_and(|n| n.contains("mars-1")));
+        let r = q(None, None, Pricing::OnDemand);
+        assert_eq!(
+            (r.cloud.as_str(), r.region.as_str(), r.step),
+            ("aws", "us-east-1", Step::ReferenceCloud)
+        );
+        let s = q(Some("aws"), Some("us-east-1"), Pricing::Spot);
+        assert!(
+            s.note.is_some_and(|n| n.contains("no spot price")),
+            "the AWS snapshot publishes no spot prices"
+        );
+        assert_eq!(s.pricing, Pricing::OnDemand);
+        let g = q(Some("gcp"), None, Pricing::Spot);
+        assert_eq!((g.cloud.as_str(), g.pricing), ("gcp", Pricing::Spot));
+        let m = c
+            .gpu_hour_price(&PriceQuery {
+                gpu: "MI300X",
+                cloud: Some("aws"),
+                region: None,
+                pricing: Pricing::OnDemand,
+            })
+            .expect("quote");
+        assert_eq!((m.cloud.as_str(), m.step), ("azure", Step::ReferenceCloud));
+        assert!(m.note.is_some_and(|n| n.contains("not offered on aws")));
+    }
+
+    #[test]
+    fn overlay_negotiated_prices_and_onprem_tco() {
+        let mut c = Catalog::builtin();
+        let o = Overlay::parse(
+            r#"
+            [[price]]
+            cloud = "aws"
+            instance_type = "p4d.24xlarge"
+            region = "us-east-1"
+            pricing = "1y"
+            usd_per_hour = 12.0
+            as_of = "2026-10-01"
+            note = "EDP"
+            [[cluster]]
+            name = "dc1"
+            gpu = "A100-SXM4-80GB"
+            gpus = 64
+            purchase_usd = 2_242_560.0
+            amortization_years = 4
+            usd_per_kwh = 0.10
+            pue = 1.5
+            as_of = "2026-11-01"
+            "#,
+            "overlay.toml",
+        )
+        .expect("valid");
+        c.apply(&o, "overlay.toml").expect("applies");
+        let q = c
+            .gpu_hour_price(&PriceQuery {
+                gpu: "A100-SXM4-40GB",
+                cloud: Some("aws"),
+                region: Some("us-east-1"),
+                pricing: Pricing::Commit1y,
+            })
+            .expect("quote");
+        assert!((q.usd_per_gpu_hour - 1.5).abs() < 1e-12);
+        assert!(q.source.contains("negotiated: EDP"));
+        // 2,242,560 / (4 × 8760 × 64) = 1.0; 400 W × 1.5 × 0.10 $/kWh = 0.06.
+        let p = c
+            .gpu_hour_price(&PriceQuery {
+                gpu: "A100-SXM4-80GB",
+                cloud: None,
+                region: None,
+                pricing: Pricing::OnDemand,
+            })
+            .expect("quote");
+        assert_eq!(p.cloud, "onprem");
+        assert!(
+            (p.usd_per_gpu_hour - 1.06).abs() < 1e-9,
+            "{}",
+            p.usd_per_gpu_hour
+        );
+        assert!(p.source.contains("TCO"));
+    }
+
+    #[test]
+    fn bad_catalog_files_say_what_is_wrong() {
+        for (text, needle) in [
+            ("", "empty file"),
+            ("cloud,gpu\n", "expected the header"),
+            (
+                &format!("{INSTANCES_HEADER}\naws,x,r,T4,1\n") as &str,
+                "line 2: expected 13 fields, found 5",
+            ),
+            (
+                &format!("{INSTANCES_HEADER}\naws,x,r,T4,one,,,1,,,,2026-01-01,s\n"),
+                "`gpu_count` is not a number: `one`",
+            ),
+            (
+                &format!("{INSTANCES_HEADER}\naws,x,r,T4,1,,,-3,,,,2026-01-01,s\n"),
+                "non-negative",
+            ),
+        ] {
+            let e = parse_instances(text, "i.csv").expect_err(text).to_string();
+            assert!(e.contains(needle), "{e}");
+        }
+        let e = parse_gpus("[[gpu]]\nname = \"X\"\n", "g.toml")
+            .expect_err("missing fields")
+            .to_string();
+        assert!(e.contains("missing field"), "{e}");
+        let dup = "[[gpu]]\nname=\"A\"\naliases=[\"T4\"]\nvendor=\"v\"\narchitecture=\"a\"\nmemory_gb=1\nsource=\"s\"\nas_of=\"d\"\n[[gpu]]\nname=\"T4\"\nvendor=\"v\"\narchitecture=\"a\"\nmemory_gb=1\nsource=\"s\"\nas_of=\"d\"\n";
+        assert!(
+            parse_gpus(dup, "g.toml")
+                .expect_err("dup")
+                .to_string()
+                .contains("is also a name of")
+        );
+        let e = Overlay::parse("[[price]]\ncloud = 1", "o.toml")
+            .expect_err("bad")
+            .to_string();
+        assert!(e.contains("o.toml"), "{e}");
+        let mut c = Catalog::builtin();
+        let o = Overlay::parse("[[price]]\ncloud=\"aws\"\ninstance_type=\"zz.huge\"\npricing=\"spot\"\nusd_per_hour=1\nas_of=\"2026-01-01\"\n", "o.toml").expect("parses");
+        assert!(
+            c.apply(&o, "o.toml")
+                .expect_err("not in catalog")
+                .to_string()
+                .contains("is not in the catalog")
+        );
+    }
+}
