@@ -8,7 +8,7 @@
 //!    readings)   mergeable       bottleneck,    prices, warnings: the
 //!                accumulators)   idle windows)  model every renderer reads)
 //!                    ▲
-//!          gpu (model names), price (rules and reference prices)
+//!     catalog (GPU specs, instances, prices), gpu (names), price (rules)
 //! ```
 //!
 //! Contract: nothing here touches files, the network, the clock or the command line. Inputs are

@@ -14,7 +14,7 @@ use super::{generate, report};
 
 /// The demo's price file: the dmon host's logs name no GPU model, so a rule prices it.
 const PRICES: &str = r#"# Prices for the demo fleet. Rules are tried in order; the first match wins; devices no rule
-# matches get the built-in reference price of their GPU model.
+# matches get the catalog price of their GPU model (see `gpuwise catalog price`).
 [[rule]]
 host = "dev-t4-*"
 usd_per_gpu_hour = 0.526

@@ -4,6 +4,7 @@
 #![allow(clippy::print_stderr)] // a skip is reported on stderr, as the test harness does
 
 mod bad_input;
+mod catalog;
 mod cli;
 mod common;
 mod planted;
