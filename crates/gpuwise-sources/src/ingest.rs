@@ -345,16 +345,17 @@ fn blocks(
 ) -> std::io::Result<(Profile, Tally)> {
     let batch_len = 2 * rayon::current_num_threads().max(1);
     let mut cutter = BlockCutter::new(opts.block_bytes);
-    let mut read_batch = |r: &mut (dyn BufRead + Send)| -> std::io::Result<Vec<Block>> {
-        let mut batch = Vec::with_capacity(batch_len);
-        while batch.len() < batch_len {
-            match cutter.next(r)? {
-                Some(b) => batch.push(b),
-                None => break,
+    let read_batch =
+        |cutter: &mut BlockCutter, r: &mut (dyn BufRead + Send)| -> std::io::Result<Vec<Block>> {
+            let mut batch = Vec::with_capacity(batch_len);
+            while batch.len() < batch_len {
+                match cutter.next(r)? {
+                    Some(b) => batch.push(b),
+                    None => break,
+                }
             }
-        }
-        Ok(batch)
-    };
+            Ok(batch)
+        };
     let parse_batch = |batch: &[Block]| -> Vec<(Profile, Tally)> {
         batch
             .par_iter()
@@ -368,9 +369,9 @@ fn blocks(
     };
     let mut profile = Profile::default();
     let mut tally = Tally::default();
-    let mut batch = read_batch(r)?;
+    let mut batch = read_batch(&mut cutter, r)?;
     while !batch.is_empty() {
-        let (next, results) = rayon::join(|| read_batch(r), || parse_batch(&batch));
+        let (next, results) = rayon::join(|| read_batch(&mut cutter, r), || parse_batch(&batch));
         for (blk, (p, mut t)) in batch.iter().zip(results) {
             progress(blk.data.len() as u64);
             for line in &blk.overlong {
@@ -386,6 +387,9 @@ fn blocks(
             tally.merge(t);
         }
         profile.compact(&opts.profile);
+        for blk in batch {
+            cutter.recycle(blk.data);
+        }
         batch = next?;
     }
     Ok((profile, tally))
@@ -400,20 +404,36 @@ struct Block {
 /// Cuts a stream into blocks that end at a line boundary.
 struct BlockCutter {
     size: usize,
+    /// Bytes read but not yet emitted are `carry[..filled]`; the rest is spare room.
     carry: Vec<u8>,
+    filled: usize,
+    /// Buffers of parsed blocks, reused so that steady-state reading allocates nothing.
+    pool: Vec<Vec<u8>>,
     next_line: u64,
     skipping: bool,
     done: bool,
 }
+
+/// Bytes asked of the reader per call.
+const READ_CHUNK: usize = 1 << 20;
 
 impl BlockCutter {
     fn new(size: usize) -> Self {
         Self {
             size: size.max(1024),
             carry: Vec::new(),
+            filled: 0,
+            pool: Vec::new(),
             next_line: 1,
             skipping: false,
             done: false,
+        }
+    }
+
+    /// Give a parsed block's buffer back for reuse.
+    fn recycle(&mut self, data: Vec<u8>) {
+        if self.pool.len() < 64 {
+            self.pool.push(data);
         }
     }
 
@@ -421,45 +441,71 @@ impl BlockCutter {
         let mut overlong = Vec::new();
         loop {
             if self.done {
-                if self.carry.is_empty() {
+                if self.filled == 0 {
                     return Ok(None);
                 }
-                let data = std::mem::take(&mut self.carry);
+                let mut data = std::mem::take(&mut self.carry);
+                data.truncate(self.filled);
+                self.filled = 0;
                 return Ok(Some(self.emit(data, overlong)));
             }
-            let buf = r.fill_buf()?;
-            if buf.is_empty() {
+            // Read straight into the carry buffer (one copy from the kernel or decoder). The
+            // buffer keeps its length between reads (`filled` marks the data), so recycled
+            // buffers are not zeroed again.
+            let old = self.filled;
+            let chunk = READ_CHUNK.min(self.size);
+            if self.carry.len() < old + chunk {
+                self.carry.resize(old + chunk, 0);
+            }
+            let n = loop {
+                match r.read(&mut self.carry[old..old + chunk]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            };
+            self.filled = old + n;
+            if n == 0 {
                 self.done = true;
                 continue;
             }
-            let n = buf.len();
             if self.skipping {
                 // Inside an over-long line: drop bytes up to its end.
-                if let Some(i) = memchr::memchr(b'\n', buf) {
-                    r.consume(i + 1);
-                    self.skipping = false;
-                    self.next_line += 1;
-                } else {
-                    r.consume(n);
+                match memchr::memchr(b'\n', &self.carry[old..self.filled]) {
+                    Some(i) => {
+                        self.carry.copy_within(old + i + 1..self.filled, old);
+                        self.filled -= i + 1;
+                        self.skipping = false;
+                        self.next_line += 1;
+                    }
+                    None => self.filled = old,
                 }
                 continue;
             }
-            self.carry.extend_from_slice(buf);
-            r.consume(n);
-            let done_len = memchr::memrchr(b'\n', &self.carry).map_or(0, |i| i + 1);
-            if self.carry.len() - done_len > MAX_LINE {
+            let done_len = memchr::memrchr(b'\n', &self.carry[old..self.filled]).map_or_else(
+                || memchr::memrchr(b'\n', &self.carry[..old]).map_or(0, |i| i + 1),
+                |i| old + i + 1,
+            );
+            if self.filled - done_len > MAX_LINE {
                 // The unfinished line is over-long: emit the lines before it, skip the rest of it.
-                self.carry.truncate(done_len);
-                let data = std::mem::take(&mut self.carry);
+                let mut data = std::mem::take(&mut self.carry);
+                data.truncate(done_len);
+                self.filled = 0;
                 let lines_before = memchr::memchr_iter(b'\n', &data).count() as u64;
                 overlong.push(self.next_line + lines_before);
                 self.skipping = true;
-                let block = self.emit(data, overlong);
-                return Ok(Some(block));
+                return Ok(Some(self.emit(data, overlong)));
             }
-            if self.carry.len() >= self.size && done_len > 0 {
-                let rest = self.carry.split_off(done_len);
-                let data = std::mem::replace(&mut self.carry, rest);
+            if self.filled >= self.size && done_len > 0 {
+                let mut rest = self.pool.pop().unwrap_or_default();
+                let tail = self.filled - done_len;
+                if rest.len() < tail {
+                    rest.resize(tail, 0);
+                }
+                rest[..tail].copy_from_slice(&self.carry[done_len..self.filled]);
+                let mut data = std::mem::replace(&mut self.carry, rest);
+                data.truncate(done_len);
+                self.filled = tail;
                 return Ok(Some(self.emit(data, overlong)));
             }
         }

@@ -196,12 +196,7 @@ impl<'a> SmiReader<'a> {
         if line[0] == b'#' || layout.header.as_deref() == Some(line) {
             return;
         }
-        self.spans.clear();
-        let mut start = 0;
-        for end in memchr::memchr_iter(b',', line).chain(std::iter::once(line.len())) {
-            self.spans.push((start, end));
-            start = end + 1;
-        }
+        value::comma_spans(line, &mut self.spans);
         let field = |i: usize| -> &[u8] {
             let (a, z) = self.spans[i];
             value::trim(&line[a..z])
