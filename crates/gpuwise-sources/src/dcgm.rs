@@ -18,7 +18,9 @@
 //! Timestamps: milliseconds (Prometheus text), or seconds when fractional or below 10^11
 //! (OpenMetrics).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 
 use gpuwise_core::profile::ProfileBuilder;
 use gpuwise_core::sample::UtilSource;
@@ -148,8 +150,6 @@ struct Partial {
 struct Line<'a> {
     name: &'a str,
     labels: Vec<(&'a str, String)>,
-    value: &'a str,
-    ts: Option<&'a str>,
 }
 
 fn parse_line(line: &str) -> Result<Line<'_>, String> {
@@ -221,17 +221,12 @@ fn parse_line(line: &str) -> Result<Line<'_>, String> {
         rest = &body[end + 1..];
     }
     let mut parts = rest.split_whitespace();
-    let value = parts.next().ok_or("no value")?;
-    let ts = parts.next();
+    parts.next().ok_or("no value")?;
+    parts.next();
     if parts.next().is_some() {
         return Err("more than a value and a timestamp after the labels".into());
     }
-    Ok(Line {
-        name,
-        labels,
-        value,
-        ts,
-    })
+    Ok(Line { name, labels })
 }
 
 fn parse_ts(t: &str) -> Option<EpochMs> {
@@ -247,151 +242,335 @@ fn parse_ts(t: &str) -> Option<EpochMs> {
     })
 }
 
-/// Read one whole DCGM file into `b`. `file_ts` is the time of lines without a timestamp.
+/// What is known about one series (one label set): its device and what its lines mean.
+struct Series {
+    /// Index into the reader's devices.
+    dev: usize,
+    /// A MIG instance (its `DEV_GPU_UTIL` is ignored).
+    mig: bool,
+    /// Workload labels of this label set, counted once per utilization or memory line.
+    labels: Vec<(String, String)>,
+    /// Lines of this label set that count its labels.
+    counted: u64,
+}
+
+struct Dev {
+    id: gpuwise_core::profile::DeviceId,
+    info: gpuwise_core::DeviceInfo,
+    source: Option<UtilSource>,
+    /// Samples being assembled, in time order.
+    pending: Vec<(EpochMs, Partial)>,
+    /// Latest timestamp already handed to the profile.
+    flushed: Option<EpochMs>,
+}
+
+/// How a file orders its lines: by scrape (all metrics of one time together, the exporter's
+/// and a collection loop's order) or by series (each series' whole history, then the next:
+/// `promtool tsdb dump`, backfill files).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Samples are complete once a later timestamp of their device appears: flushed as read,
+    /// memory bounded by the number of devices.
+    ByScrape,
+    /// Samples are complete only at the end of the file: buffered (memory grows with samples).
+    BySeries,
+}
+
+/// Detect the order from the first lines: by series when a device's timestamps go back.
+#[must_use]
+pub fn detect_order(head: &[u8]) -> Order {
+    let mut last: HashMap<&[u8], &[u8]> = HashMap::new();
+    for line in crate::value::lines(head) {
+        let line = crate::value::trim(line);
+        if line.is_empty() || line[0] == b'#' {
+            continue;
+        }
+        let Some((labels, rest)) = split_labels(line) else {
+            continue;
+        };
+        let mut parts = rest
+            .split(|c| c.is_ascii_whitespace())
+            .filter(|p| !p.is_empty());
+        let (_, Some(ts)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if let Some(prev) = last.insert(labels, ts) {
+            let (a, b) = (crate::value::parse_f64(prev), crate::value::parse_f64(ts));
+            if let (Some(a), Some(b)) = (a, b)
+                && b < a
+            {
+                return Order::BySeries;
+            }
+        }
+    }
+    Order::ByScrape
+}
+
+/// `name{labels} rest` → (`labels` text without braces, `rest`); a line without braces has
+/// an empty label text. `None` when the braces do not close.
+///
+/// The closing brace is the last `}` of the line: what follows it is a number and an optional
+/// timestamp, which never contain one, while a quoted label value may. (Quotes are checked
+/// when a label set is first parsed.)
+fn split_labels(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let open = line
+        .iter()
+        .position(|c| *c == b'{' || c.is_ascii_whitespace())?;
+    if line[open] != b'{' {
+        return Some((&line[open..open], &line[open..]));
+    }
+    let close = memchr::memrchr(b'}', line).filter(|c| *c > open)?;
+    Some((&line[open + 1..close], &line[close + 1..]))
+}
+
+/// Read a DCGM text stream into `b`. `file_ts` is the time of lines without a timestamp.
+///
+/// Lines are read one at a time; a series' labels are parsed once, on first sight, and looked
+/// up by their text afterwards. In a file ordered by scrape (see [`Order`]), a device's
+/// sample is handed to the profile as soon as a later timestamp of that device appears, so
+/// memory is bounded by the number of devices; a file ordered by series is buffered.
+#[allow(clippy::too_many_lines)]
 pub fn read(
-    text: &str,
+    r: &mut dyn std::io::BufRead,
+    order: Order,
     origin: &Origin<'_>,
     file_ts: Option<EpochMs>,
     b: &mut ProfileBuilder,
     t: &mut Tally,
-) {
+) -> std::io::Result<()> {
     let Origin { file, host, stem } = *origin;
-    let mut series: HashMap<DeviceKey, BTreeMap<EpochMs, Partial>> = HashMap::new();
-    let mut infos: HashMap<DeviceKey, gpuwise_core::DeviceInfo> = HashMap::new();
+    let mut series: FxHashMap<Vec<u8>, Series> = FxHashMap::default();
+    let mut index: HashMap<DeviceKey, usize> = HashMap::new();
+    let mut devs: Vec<Dev> = Vec::new();
     let mut missing_time = false;
-    for (n, raw) in text.lines().enumerate() {
-        let line_no = n as u64 + 1;
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
+    let mut buf = Vec::with_capacity(512);
+    let mut line_no = 0u64;
+    let mut since_flush = 0u32;
+    let mut late = 0u64;
+    loop {
+        buf.clear();
+        if r.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        line_no += 1;
+        let line = value::trim(&buf);
+        if line.is_empty() || line[0] == b'#' {
             continue;
         }
         t.lines += 1;
-        let parsed = match parse_line(line) {
-            Ok(p) => p,
-            Err(e) => {
-                t.skip("bad_line", file, line_no, format!("not a metric line: {e}"));
-                continue;
-            }
-        };
-        let known = metric(parsed.name);
-        if known.is_none() && !parsed.name.starts_with("DCGM_") && !parsed.name.starts_with("dcgm_")
-        {
+        // The metric name decides whether the line matters at all.
+        let name_end = line
+            .iter()
+            .position(|c| *c == b'{' || c.is_ascii_whitespace())
+            .unwrap_or(line.len());
+        let name = std::str::from_utf8(&line[..name_end]).unwrap_or("");
+        let known = metric(name);
+        if known.is_none() && !name.starts_with("DCGM_") && !name.starts_with("dcgm_") {
             continue;
         }
-        let label = |keys: &[&str]| -> Option<&str> {
-            keys.iter().find_map(|k| {
-                parsed
-                    .labels
-                    .iter()
-                    .find(|(lk, v)| lk == k && !v.is_empty())
-                    .map(|(_, v)| v.as_str())
-            })
-        };
-        let Some(uuid) = label(&["UUID", "uuid"])
-            .map(str::to_owned)
-            .or_else(|| label(&["gpu"]).map(|g| format!("gpu{g}")))
-        else {
+        let Some((label_text, rest)) = split_labels(line) else {
             t.skip(
                 "bad_line",
                 file,
                 line_no,
-                format!("`{}` has neither a `UUID` nor a `gpu` label", parsed.name),
+                "not a metric line: labels are not closed with `}`",
             );
             continue;
         };
-        let mig = label(&["GPU_I_ID"]).map(str::to_owned);
-        if mig.is_some() && known.is_some_and(|(m, _)| m == Metric::GpuUtil) {
+        let mut parts = rest
+            .split(|c| c.is_ascii_whitespace())
+            .filter(|p| !p.is_empty());
+        let (Some(value_raw), ts_raw, None) = (parts.next(), parts.next(), parts.next()) else {
+            t.skip(
+                "bad_line",
+                file,
+                line_no,
+                "not a metric line: expected a value and an optional timestamp after the labels",
+            );
+            continue;
+        };
+        let s_idx = match series.get(label_text) {
+            Some(s) => s,
+            None => {
+                let Ok(text) = std::str::from_utf8(line) else {
+                    t.skip("bad_line", file, line_no, "not UTF-8");
+                    continue;
+                };
+                let parsed = match parse_line(text) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        t.skip("bad_line", file, line_no, format!("not a metric line: {e}"));
+                        continue;
+                    }
+                };
+                let label = |keys: &[&str]| -> Option<String> {
+                    keys.iter().find_map(|k| {
+                        parsed
+                            .labels
+                            .iter()
+                            .find(|(lk, v)| lk == k && !v.is_empty())
+                            .map(|(_, v)| v.clone())
+                    })
+                };
+                let Some(uuid) =
+                    label(&["UUID", "uuid"]).or_else(|| label(&["gpu"]).map(|g| format!("gpu{g}")))
+                else {
+                    t.skip(
+                        "bad_line",
+                        file,
+                        line_no,
+                        format!("`{}` has neither a `UUID` nor a `gpu` label", parsed.name),
+                    );
+                    continue;
+                };
+                let mig = label(&["GPU_I_ID"]);
+                let host_name = host
+                    .map(str::to_owned)
+                    .or_else(|| label(&["Hostname", "hostname"]))
+                    .unwrap_or_else(|| stem.to_owned());
+                let key = DeviceKey {
+                    host: host_name,
+                    gpu: uuid,
+                    mig: mig.clone(),
+                };
+                let dev = match index.get(&key) {
+                    Some(d) => *d,
+                    None => {
+                        let id = b.device(key.clone());
+                        devs.push(Dev {
+                            id,
+                            info: gpuwise_core::DeviceInfo::default(),
+                            source: None,
+                            pending: Vec::new(),
+                            flushed: None,
+                        });
+                        index.insert(key, devs.len() - 1);
+                        devs.len() - 1
+                    }
+                };
+                let info = &mut devs[dev].info;
+                if info.model_name.is_none() {
+                    info.model_name = label(&["modelName", "model_name"]);
+                    info.index = label(&["gpu"]).and_then(|g| g.parse().ok());
+                    info.mig_profile = label(&["GPU_I_PROFILE"]);
+                }
+                let mut labels = Vec::new();
+                for (nice, keys) in [
+                    (
+                        "namespace",
+                        &["exported_namespace", "namespace", "pod_namespace"][..],
+                    ),
+                    ("pod", &["exported_pod", "pod", "pod_name"][..]),
+                    (
+                        "container",
+                        &["exported_container", "container", "container_name"][..],
+                    ),
+                ] {
+                    if let Some(v) = label(keys) {
+                        labels.push((nice.to_owned(), v));
+                    }
+                }
+                for (k, v) in &parsed.labels {
+                    if !INFRA_LABELS.contains(k)
+                        && !k.starts_with("DCGM_")
+                        && !k.starts_with("__")
+                        && !v.is_empty()
+                    {
+                        labels.push(((*k).to_owned(), v.clone()));
+                    }
+                }
+                series.insert(
+                    label_text.to_vec(),
+                    Series {
+                        dev,
+                        mig: mig.is_some(),
+                        labels,
+                        counted: 0,
+                    },
+                );
+                &series[label_text]
+            }
+        };
+        let (dev, is_mig) = (s_idx.dev, s_idx.mig);
+        if is_mig && known.is_some_and(|(m, _)| m == Metric::GpuUtil) {
             continue;
         }
-        let host_name = host
-            .map(str::to_owned)
-            .or_else(|| label(&["Hostname", "hostname"]).map(str::to_owned))
-            .unwrap_or_else(|| stem.to_owned());
-        let key = DeviceKey {
-            host: host_name,
-            gpu: uuid,
-            mig,
-        };
-        let ts = match parsed.ts {
-            Some(raw_ts) => match parse_ts(raw_ts) {
+        let ts = match ts_raw {
+            Some(raw) => match std::str::from_utf8(raw).ok().and_then(parse_ts) {
                 Some(ts) => ts,
                 None => {
                     t.skip(
                         "bad_timestamp",
                         file,
                         line_no,
-                        format!("timestamp is not a number: `{raw_ts}`"),
+                        format!(
+                            "timestamp is not a number: `{}`",
+                            String::from_utf8_lossy(raw)
+                        ),
                     );
                     continue;
                 }
             },
-            None => {
-                if let Some(ts) = file_ts {
-                    ts
-                } else {
+            None => match file_ts {
+                Some(ts) => ts,
+                None => {
                     missing_time = true;
                     continue;
                 }
-            }
+            },
         };
-        let info = infos.entry(key.clone()).or_default();
-        if info.model_name.is_none() {
-            info.model_name = label(&["modelName", "model_name"]).map(str::to_owned);
-            info.index = label(&["gpu"]).and_then(|g| g.parse().ok());
-            info.mig_profile = label(&["GPU_I_PROFILE"]).map(str::to_owned);
+        let d = &mut devs[dev];
+        if d.flushed.is_some_and(|f| ts <= f) {
+            late += 1;
+            continue;
         }
         // Any DCGM metric of a device shows it exists at that time (and is billed), even one
         // gpuwise does not read.
-        let p = series.entry(key).or_default().entry(ts).or_default();
+        let pos = match d.pending.last() {
+            Some((last, _)) if *last == ts => d.pending.len() - 1,
+            Some((last, _)) if *last > ts => match d.pending.binary_search_by_key(&ts, |(x, _)| *x)
+            {
+                Ok(i) => i,
+                Err(i) => {
+                    d.pending.insert(i, (ts, Partial::default()));
+                    i
+                }
+            },
+            _ => {
+                d.pending.push((ts, Partial::default()));
+                d.pending.len() - 1
+            }
+        };
         let Some((m, scale)) = known else { continue };
-        if is_sentinel(parsed.value) {
+        let value_text = std::str::from_utf8(value_raw).unwrap_or("");
+        if is_sentinel(value_text) {
             t.skip(
                 "dcgm_blank",
                 file,
                 line_no,
                 format!(
-                    "`{}` is a DCGM blank sentinel `{}` (not supported / not found)",
-                    parsed.name, parsed.value
+                    "`{name}` is a DCGM blank sentinel `{value_text}` (not supported / not found)"
                 ),
             );
             continue;
         }
-        let Some(v) = value::fast_float(parsed.value) else {
+        let Some(v) = value::parse_f64(value_raw) else {
             t.skip(
                 "bad_value",
                 file,
                 line_no,
-                format!(
-                    "`{}` value is not a number: `{}`",
-                    parsed.name, parsed.value
-                ),
+                format!("`{name}` value is not a number: `{value_text}`"),
             );
             continue;
         };
+        if matches!(m, Metric::GrActive | Metric::GpuUtil | Metric::FbUsed)
+            && let Some(s) = series.get_mut(label_text)
+        {
+            s.counted += 1;
+        }
         #[allow(clippy::cast_possible_truncation)]
         let v = (v * scale) as f32;
-        if matches!(m, Metric::GrActive | Metric::GpuUtil | Metric::FbUsed) {
-            for (name, keys) in [
-                (
-                    "namespace",
-                    &["exported_namespace", "namespace", "pod_namespace"][..],
-                ),
-                ("pod", &["exported_pod", "pod", "pod_name"][..]),
-                (
-                    "container",
-                    &["exported_container", "container", "container_name"][..],
-                ),
-            ] {
-                if let Some(v) = label(keys) {
-                    info.add_label(name, v, 1);
-                }
-            }
-            for (k, v) in &parsed.labels {
-                if !INFRA_LABELS.contains(k) && !k.starts_with("DCGM_") && !k.starts_with("__") {
-                    info.add_label(k, v, 1);
-                }
-            }
-        }
+        let p = &mut d.pending[pos].1;
         let slot = match m {
             Metric::GrActive => &mut p.gr,
             Metric::GpuUtil => &mut p.gpu_util,
@@ -408,6 +587,15 @@ pub fn read(
             Metric::PowerLimit => &mut p.limit,
         };
         *slot = Some(v);
+        since_flush += 1;
+        if order == Order::ByScrape && since_flush >= 1 << 14 {
+            since_flush = 0;
+            for d in &mut devs {
+                // Everything but the newest timestamp of a device is complete.
+                let keep = d.pending.len().saturating_sub(1);
+                flush(d, keep, file, b, t);
+            }
+        }
     }
     if missing_time {
         t.skip(
@@ -417,62 +605,82 @@ pub fn read(
             "lines without a timestamp, and no time in the file name or metadata",
         );
     }
-    let mut keys: Vec<DeviceKey> = series.keys().cloned().collect();
-    keys.sort();
-    for key in keys {
-        let points = series.remove(&key).unwrap_or_default();
-        let mut info = infos.remove(&key).unwrap_or_default();
-        let id = b.device(key);
-        let mut source = None;
-        for (ts, p) in points {
-            let util = match (p.gr, p.gpu_util) {
-                (Some(g), _) => {
-                    source = Some(
-                        source.map_or(UtilSource::DcgmGrEngineActive, |s: UtilSource| {
-                            s.min(UtilSource::DcgmGrEngineActive)
-                        }),
-                    );
-                    Some(g)
-                }
-                (None, Some(u)) => {
-                    source = Some(source.map_or(UtilSource::DcgmGpuUtil, |s: UtilSource| {
-                        s.min(UtilSource::DcgmGpuUtil)
-                    }));
-                    Some(u)
-                }
-                _ => None,
-            };
-            let total = p.total.or_else(|| match (p.used, p.free) {
-                (Some(u), Some(f)) => Some(u + f + p.reserved.unwrap_or(0.0)),
-                _ => None,
-            });
-            let mut s = Sample {
-                util_pct: util,
-                sm_active_pct: p.sm,
-                sm_occupancy_pct: p.occ,
-                tensor_active_pct: p.tensor,
-                dram_active_pct: p.dram,
-                mem_bw_util_pct: p.mem_copy,
-                mem_used_mib: p.used,
-                mem_total_mib: total,
-                power_w: p.power,
-                power_limit_w: p.limit,
-                ..Sample::at(ts)
-            };
-            s.sanitize(|inv| {
-                t.skip(
-                    "invalid_value",
-                    file,
-                    0,
-                    format!("{inv} at {ts} ms (value dropped)"),
-                )
-            });
-            if b.push(id, &s).is_ok() {
-                t.samples += 1;
-            }
+    if late > 0 {
+        t.skip(
+            "late_line",
+            file,
+            0,
+            format!("{late} line(s) older than samples already complete (the file mixes scrape and series order): dropped"),
+        );
+    }
+    for d in &mut devs {
+        let n = d.pending.len();
+        flush(d, n, file, b, t);
+    }
+    for s in series.values() {
+        for (k, v) in &s.labels {
+            devs[s.dev].info.add_label(k, v, s.counted);
         }
-        info.util_source = source;
-        b.info_mut(id).merge(&info);
+    }
+    for d in devs {
+        let mut info = d.info;
+        info.util_source = d.source;
+        b.info_mut(d.id).merge(&info);
+    }
+    Ok(())
+}
+
+/// Hand the first `n` pending samples of a device to the profile.
+fn flush(d: &mut Dev, n: usize, file: &str, b: &mut ProfileBuilder, t: &mut Tally) {
+    if n == 0 {
+        return;
+    }
+    for (ts, p) in d.pending.drain(..n) {
+        let util = match (p.gr, p.gpu_util) {
+            (Some(g), _) => {
+                d.source = Some(d.source.map_or(UtilSource::DcgmGrEngineActive, |s| {
+                    s.min(UtilSource::DcgmGrEngineActive)
+                }));
+                Some(g)
+            }
+            (None, Some(u)) => {
+                d.source = Some(
+                    d.source
+                        .map_or(UtilSource::DcgmGpuUtil, |s| s.min(UtilSource::DcgmGpuUtil)),
+                );
+                Some(u)
+            }
+            _ => None,
+        };
+        let total = p.total.or_else(|| match (p.used, p.free) {
+            (Some(u), Some(f)) => Some(u + f + p.reserved.unwrap_or(0.0)),
+            _ => None,
+        });
+        let mut s = Sample {
+            util_pct: util,
+            sm_active_pct: p.sm,
+            sm_occupancy_pct: p.occ,
+            tensor_active_pct: p.tensor,
+            dram_active_pct: p.dram,
+            mem_bw_util_pct: p.mem_copy,
+            mem_used_mib: p.used,
+            mem_total_mib: total,
+            power_w: p.power,
+            power_limit_w: p.limit,
+            ..Sample::at(ts)
+        };
+        s.sanitize(|inv| {
+            t.skip(
+                "invalid_value",
+                file,
+                0,
+                format!("{inv} at {ts} ms (value dropped)"),
+            )
+        });
+        if b.push(d.id, &s).is_ok() {
+            t.samples += 1;
+        }
+        d.flushed = Some(ts);
     }
 }
 
@@ -495,10 +703,29 @@ mod tests {
                 ("msg", "a \"b\", c".to_owned())
             ]
         );
-        assert_eq!((l.value, l.ts), ("87", Some("1767225600000")));
         assert!(parse_line("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\" 87").is_err());
         assert!(parse_line("DCGM_FI_DEV_GPU_UTIL{gpu=0} 87").is_err());
         assert!(parse_line("justaname").is_err());
+    }
+
+    #[test]
+    fn order_detection() {
+        let scrape =
+            b"A{gpu=\"0\"} 1 1000\nB{gpu=\"0\"} 2 1000\nA{gpu=\"0\"} 1 2000\nB{gpu=\"0\"} 2 2000\n";
+        assert_eq!(detect_order(scrape), Order::ByScrape);
+        let series =
+            b"A{gpu=\"0\"} 1 1000\nA{gpu=\"0\"} 1 2000\nB{gpu=\"0\"} 2 1000\nB{gpu=\"0\"} 2 2000\n";
+        assert_eq!(detect_order(series), Order::BySeries);
+    }
+
+    #[test]
+    fn labels_split_respecting_quotes() {
+        let (l, rest) = split_labels(br#"M{a="x}y",b="q\"}"} 1 2"#).expect("closed");
+        assert_eq!(l, br#"a="x}y",b="q\"}""#);
+        assert_eq!(rest, b" 1 2");
+        assert!(split_labels(br#"M{a="x" 1"#).is_none());
+        assert!(split_labels(br#"M}{a="x" 1"#).is_none());
+        assert_eq!(split_labels(b"M 1").map(|(l, _)| l.len()), Some(0));
     }
 
     #[test]

@@ -284,10 +284,7 @@ pub fn read_one(
             }
         }
         Format::Dcgm => {
-            let mut data = Vec::new();
-            all.read_to_end(&mut data).map_err(io_err)?;
-            progress(data.len() as u64);
-            let text = String::from_utf8_lossy(&data);
+            let order = dcgm::detect_order(all.get_ref().0.get_ref());
             let file_ts = input::file_time_ms(input);
             let mut b = ProfileBuilder::new(settings.clone());
             let mut t = Tally::default();
@@ -296,7 +293,12 @@ pub fn read_one(
                 host: opts.host.as_deref(),
                 stem: &stem,
             };
-            dcgm::read(&text, &origin, file_ts, &mut b, &mut t);
+            let mut counting = Counting {
+                inner: &mut all,
+                progress,
+                pending: 0,
+            };
+            dcgm::read(&mut counting, order, &origin, file_ts, &mut b, &mut t).map_err(io_err)?;
             Ok((b.build(), t, format))
         }
         Format::Csv => {
@@ -313,6 +315,42 @@ pub fn read_one(
             };
             generic::read(all, map, &origin, &mut clock, &mut b, &mut t)?;
             Ok((b.build(), t, format))
+        }
+    }
+}
+
+/// A reader that reports bytes consumed to the progress callback (in 1 MiB steps).
+struct Counting<'a, R> {
+    inner: &'a mut R,
+    progress: &'a (dyn Fn(u64) + Sync),
+    pending: u64,
+}
+
+impl<R: BufRead> std::io::Read for Counting<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count(n);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counting<'_, R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.inner.consume(n);
+        self.count(n);
+    }
+}
+
+impl<R> Counting<'_, R> {
+    fn count(&mut self, n: usize) {
+        self.pending += n as u64;
+        if self.pending >= 1 << 20 {
+            (self.progress)(self.pending);
+            self.pending = 0;
         }
     }
 }

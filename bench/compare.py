@@ -1,0 +1,120 @@
+"""Run gpuwise and DuckDB alternately on the same inputs; print median wall time and peak RSS.
+
+DuckDB computes the per-device aggregates the report computes: mean, p95 and max utilization,
+peak memory used, and samples under the idle threshold. gpuwise runs its whole report
+(`--format json`): parsing, profiles, idle episodes, hour-of-week, diagnosis, prices.
+Both read the same CSV from the page cache (one warm-up read first).
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+DUCK = """
+import duckdb, sys
+con = duckdb.connect()
+rows = con.execute('''
+  select uuid, avg(util), quantile_cont(util, 0.95), max(util), max(mem),
+         sum(case when util < 5 then 1 else 0 end), count(*)
+  from (
+    select trim(uuid) as uuid,
+           cast(nullif(replace(replace(trim("utilization.gpu [%]"), ' %', ''), '[N/A]', ''), '') as double) as util,
+           cast(nullif(replace(trim("memory.used [MiB]"), ' MiB', ''), '') as double) as mem
+    from read_csv(?, header = true, delim = ',', all_varchar = true)
+  ) group by uuid
+''', [sys.argv[1]]).fetchall()
+print(len(rows))
+"""
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def generate(bin_, out, days, fmt, name):
+    path = os.path.join(out, name)
+    if os.path.exists(path):
+        return path
+    tmp = os.path.join(out, name + ".parts")
+    sh([bin_, "generate", "--out", tmp, "--gpus", "100", "--days", str(days), "--interval", "60s", "--format", fmt, "--seed", "7"],
+       stderr=subprocess.DEVNULL)
+    parts = sorted(p for p in os.listdir(tmp) if p != "truth.json")
+    with open(path, "wb") as o:
+        for i, p in enumerate(parts):
+            with open(os.path.join(tmp, p), "rb") as f:
+                if fmt == "nvidia-smi" and i > 0:
+                    f.readline()  # one header for the whole file
+                while chunk := f.read(1 << 24):
+                    o.write(chunk)
+    for p in os.listdir(tmp):
+        os.remove(os.path.join(tmp, p))
+    os.rmdir(tmp)
+    return path
+
+
+def timed(cmd):
+    """Wall seconds and peak RSS (MB) of a command, via GNU time."""
+    t0 = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    wall = time.perf_counter() - t0
+    rss_kb = int(r.stderr.decode().strip().splitlines()[-1])
+    return wall, rss_kb / 1024.0, r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--sizes", default="1m,10m")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    env_note = f"{platform.node()} · {os.cpu_count()} cores · {platform.processor() or platform.machine()}"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+        env_note = f"{model}, {os.cpu_count()} cores"
+    except (OSError, StopIteration):
+        pass
+    print(f"machine: {env_note}; date: {time.strftime('%Y-%m-%d')}", file=sys.stderr)
+    rows = []
+    for size in a.sizes.split(","):
+        days = {"1m": 7, "10m": 70}[size]
+        csv = generate(a.bin, a.out, days, "nvidia-smi", f"smi-{size}.csv")
+        with open(csv, "rb") as f:  # warm the page cache
+            while f.read(1 << 24):
+                pass
+        g, d = [], []
+        report = None
+        for _ in range(a.runs):
+            w, r, out = timed([a.bin, "report", csv, "--format", "json", "--no-progress"])
+            g.append((w, r))
+            report = json.loads(out)
+            w, r, out = timed([sys.executable, "-c", DUCK, csv])
+            d.append((w, r))
+            assert int(out.decode().strip()) == report["fleet"]["devices"], "both see the same devices"
+        gw = statistics.median(x[0] for x in g)
+        dw = statistics.median(x[0] for x in d)
+        rows.append((f"nvidia-smi CSV, {report['ingest']['samples']:,} samples, {os.path.getsize(csv) / 1e9:.2f} GB",
+                     gw, max(x[1] for x in g), dw, max(x[1] for x in d)))
+        if size == "1m":
+            prom = generate(a.bin, a.out, days, "dcgm", "dcgm-1m.prom")
+            g = [timed([a.bin, "report", prom, "--format", "json", "--no-progress"]) for _ in range(a.runs)]
+            rows.append((f"DCGM scrape text, 1M samples, {os.path.getsize(prom) / 1e9:.2f} GB",
+                         statistics.median(x[0] for x in g), max(x[1] for x in g), None, None))
+    print("| input | gpuwise s | gpuwise peak RSS MB | DuckDB s | DuckDB peak RSS MB | DuckDB / gpuwise |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, gw, gr, dw, dr in rows:
+        if dw is None:
+            print(f"| {name} | {gw:.2f} | {gr:.0f} | – | – | – |")
+        else:
+            print(f"| {name} | {gw:.2f} | {gr:.0f} | {dw:.2f} | {dr:.0f} | {dw / gw:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
