@@ -266,7 +266,8 @@ struct Dev {
 
 /// How a file orders its lines: by scrape (all metrics of one time together, the exporter's
 /// and a collection loop's order) or by series (each series' whole history, then the next:
-/// `promtool tsdb dump`, backfill files).
+/// `promtool tsdb dump`, backfill files). A file is first read by scrape; a line older than a
+/// sample already complete shows it is ordered by series, and it is read again that way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Order {
     /// Samples are complete once a later timestamp of their device appears: flushed as read,
@@ -276,34 +277,14 @@ pub enum Order {
     BySeries,
 }
 
-/// Detect the order from the first lines: by series when a device's timestamps go back.
-#[must_use]
-pub fn detect_order(head: &[u8]) -> Order {
-    let mut last: HashMap<&[u8], &[u8]> = HashMap::new();
-    for line in crate::value::lines(head) {
-        let line = crate::value::trim(line);
-        if line.is_empty() || line[0] == b'#' {
-            continue;
-        }
-        let Some((labels, rest)) = split_labels(line) else {
-            continue;
-        };
-        let mut parts = rest
-            .split(|c| c.is_ascii_whitespace())
-            .filter(|p| !p.is_empty());
-        let (_, Some(ts)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        if let Some(prev) = last.insert(labels, ts) {
-            let (a, b) = (crate::value::parse_f64(prev), crate::value::parse_f64(ts));
-            if let (Some(a), Some(b)) = (a, b)
-                && b < a
-            {
-                return Order::BySeries;
-            }
-        }
-    }
-    Order::ByScrape
+/// How a read ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// All lines read.
+    Done,
+    /// Read [`Order::ByScrape`], the file turned out to be ordered by series: read it again
+    /// with [`Order::BySeries`] (into a fresh builder).
+    ReadAgainBySeries,
 }
 
 /// `name{labels} rest` → (`labels` text without braces, `rest`); a line without braces has
@@ -337,7 +318,7 @@ pub fn read(
     file_ts: Option<EpochMs>,
     b: &mut ProfileBuilder,
     t: &mut Tally,
-) -> std::io::Result<()> {
+) -> std::io::Result<Outcome> {
     let Origin { file, host, stem } = *origin;
     let mut series: FxHashMap<Vec<u8>, Series> = FxHashMap::default();
     let mut index: HashMap<DeviceKey, usize> = HashMap::new();
@@ -521,6 +502,9 @@ pub fn read(
         };
         let d = &mut devs[dev];
         if d.flushed.is_some_and(|f| ts <= f) {
+            if order == Order::ByScrape {
+                return Ok(Outcome::ReadAgainBySeries);
+            }
             late += 1;
             continue;
         }
@@ -610,7 +594,7 @@ pub fn read(
             "late_line",
             file,
             0,
-            format!("{late} line(s) older than samples already complete (the file mixes scrape and series order): dropped"),
+            format!("{late} line(s) repeat a sample already complete: dropped"),
         );
     }
     for d in &mut devs {
@@ -627,7 +611,7 @@ pub fn read(
         info.util_source = d.source;
         b.info_mut(d.id).merge(&info);
     }
-    Ok(())
+    Ok(Outcome::Done)
 }
 
 /// Hand the first `n` pending samples of a device to the profile.
@@ -706,16 +690,6 @@ mod tests {
         assert!(parse_line("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\" 87").is_err());
         assert!(parse_line("DCGM_FI_DEV_GPU_UTIL{gpu=0} 87").is_err());
         assert!(parse_line("justaname").is_err());
-    }
-
-    #[test]
-    fn order_detection() {
-        let scrape =
-            b"A{gpu=\"0\"} 1 1000\nB{gpu=\"0\"} 2 1000\nA{gpu=\"0\"} 1 2000\nB{gpu=\"0\"} 2 2000\n";
-        assert_eq!(detect_order(scrape), Order::ByScrape);
-        let series =
-            b"A{gpu=\"0\"} 1 1000\nA{gpu=\"0\"} 1 2000\nB{gpu=\"0\"} 2 1000\nB{gpu=\"0\"} 2 2000\n";
-        assert_eq!(detect_order(series), Order::BySeries);
     }
 
     #[test]

@@ -284,21 +284,41 @@ pub fn read_one(
             }
         }
         Format::Dcgm => {
-            let order = dcgm::detect_order(all.get_ref().0.get_ref());
             let file_ts = input::file_time_ms(input);
-            let mut b = ProfileBuilder::new(settings.clone());
-            let mut t = Tally::default();
             let origin = Origin {
                 file,
                 host: opts.host.as_deref(),
                 stem: &stem,
             };
+            // Stdin cannot be read twice: buffer it by series from the start.
+            let first = if input.path.is_some() {
+                dcgm::Order::ByScrape
+            } else {
+                dcgm::Order::BySeries
+            };
+            let mut b = ProfileBuilder::new(settings.clone());
+            let mut t = Tally::default();
             let mut counting = Counting {
                 inner: &mut all,
                 progress,
                 pending: 0,
             };
-            dcgm::read(&mut counting, order, &origin, file_ts, &mut b, &mut t).map_err(io_err)?;
+            if dcgm::read(&mut counting, first, &origin, file_ts, &mut b, &mut t).map_err(io_err)?
+                == dcgm::Outcome::ReadAgainBySeries
+            {
+                let mut again = input::open(input)?;
+                b = ProfileBuilder::new(settings.clone());
+                t = Tally::default();
+                dcgm::read(
+                    &mut again,
+                    dcgm::Order::BySeries,
+                    &origin,
+                    file_ts,
+                    &mut b,
+                    &mut t,
+                )
+                .map_err(io_err)?;
+            }
             Ok((b.build(), t, format))
         }
         Format::Csv => {

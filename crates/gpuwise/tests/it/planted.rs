@@ -142,3 +142,52 @@ fn generator_is_deterministic() {
         assert!(x == y, "{name} differs between runs with the same seed");
     }
 }
+
+#[test]
+fn dcgm_series_order_reads_like_scrape_order() {
+    // The same scrapes, once in the exporter's order (by scrape) and once regrouped by series
+    // (as `promtool tsdb dump` prints them): the reports must agree.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("fleet");
+    let g = run(&[
+        "generate",
+        "--out",
+        &out.display().to_string(),
+        "--gpus",
+        "8",
+        "--days",
+        "2",
+        "--interval",
+        "5m",
+        "--format",
+        "dcgm",
+        "--seed",
+        "5",
+    ]);
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    let by_scrape = out.join("train-a100-1.prom");
+    let text = std::fs::read_to_string(&by_scrape).expect("file");
+    let mut series: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let key = line.rsplitn(3, ' ').nth(2).unwrap_or(line);
+        series.entry(key).or_default().push(line);
+    }
+    let regrouped: String = series
+        .values()
+        .flatten()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let by_series = dir.path().join("train-a100-1.series.prom");
+    std::fs::write(&by_series, regrouped).expect("write");
+    let a = report_json(&[&by_scrape.display().to_string()]);
+    let b = report_json(&[&by_series.display().to_string()]);
+    assert!(
+        a["devices"] == b["devices"],
+        "devices differ between scrape and series order"
+    );
+    assert!(
+        a["fleet"] == b["fleet"],
+        "fleet differs between scrape and series order"
+    );
+    assert_eq!(b["ingest"]["samples"], 8 * (2 * 288 + 1));
+}
