@@ -18,6 +18,7 @@ import time
 DUCK = """
 import duckdb, sys
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
 rows = con.execute('''
   select uuid, avg(util), quantile_cont(util, 0.95), max(util), max(mem),
          sum(case when util < 5 then 1 else 0 end), count(*)

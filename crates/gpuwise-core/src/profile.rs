@@ -45,10 +45,12 @@ pub struct Weighted {
 }
 
 impl Weighted {
+    /// `v` is non-negative (sanitized), so `+ 0.5` then truncation rounds to nearest without
+    /// a libm call in this per-sample path.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     fn add(&mut self, v: f32, ms: u64) {
         self.ms += ms;
-        self.sum += u128::from((f64::from(v) * 100.0).round() as u64) * u128::from(ms);
+        self.sum += u128::from((f64::from(v) * 100.0 + 0.5) as u64) * u128::from(ms);
     }
 
     fn merge(&mut self, o: &Weighted) {
@@ -113,7 +115,7 @@ impl Timeline {
             cell.covered_ms += piece as u32;
             if let Some(u) = util {
                 cell.util_ms += piece as u32;
-                cell.util_sum += ((f64::from(u) * 100.0).round() as u64) * piece;
+                cell.util_sum += ((f64::from(u) * 100.0 + 0.5) as u64) * piece;
             }
             t += piece as i64;
         }

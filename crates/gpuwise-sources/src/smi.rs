@@ -149,12 +149,23 @@ pub struct SmiReader<'a> {
     host: &'a str,
     force_host: bool,
     clock: LocalClock,
-    /// Devices seen in this chunk: (host field, id field, number). Looked up by a linear scan
-    /// that starts after the last hit, because logs interleave GPUs in a fixed order.
-    devices: Vec<(Vec<u8>, Vec<u8>, DeviceId)>,
+    /// Devices seen in this chunk. Looked up by a linear scan that starts after the last hit,
+    /// because logs interleave GPUs in a fixed order.
+    devices: Vec<Slot>,
+    naive: crate::time::NaiveParser,
     last_hit: usize,
     /// Field boundaries of the current line, reused across lines.
     spans: Vec<(usize, usize)>,
+}
+
+/// A device of a chunk: its identity fields, number, and the last raw text and value of each
+/// value column (most columns repeat from row to row: memory total, power limit; a repeat is
+/// not parsed again).
+struct Slot {
+    host: Vec<u8>,
+    id: Vec<u8>,
+    dev: DeviceId,
+    last: Vec<([u8; 24], usize, Option<f32>)>,
 }
 
 impl<'a> SmiReader<'a> {
@@ -174,6 +185,7 @@ impl<'a> SmiReader<'a> {
             force_host,
             clock,
             devices: Vec::new(),
+            naive: crate::time::NaiveParser::default(),
             last_hit: 0,
             spans: Vec::with_capacity(layout.columns),
         }
@@ -215,7 +227,7 @@ impl<'a> SmiReader<'a> {
             return;
         }
         let Some(ts_i) = layout.ts else { return };
-        let Some(local) = crate::time::parse_naive(field(ts_i)) else {
+        let Some(local) = self.naive.parse(field(ts_i)) else {
             t.skip(
                 "bad_timestamp",
                 self.file,
@@ -233,52 +245,6 @@ impl<'a> SmiReader<'a> {
             LocalKind::Ambiguous => t.skip("dst_ambiguous", self.file, line_no, "local time repeats at the end of daylight saving: first occurrence assumed (sample kept)"),
             LocalKind::Skipped => t.skip("dst_nonexistent", self.file, line_no, "local time does not exist (daylight-saving gap): read with the earlier offset (sample kept)"),
         }
-        let mut s = Sample::at(ts);
-        for &(i, kind) in &layout.values {
-            let unit = match kind {
-                Field::Util | Field::MemUtil => Unit::Percent,
-                Field::MemUsed | Field::MemTotal => Unit::Mib,
-                Field::Power | Field::PowerLimit => Unit::Watts,
-            };
-            match value::parse(field(i), unit) {
-                Ok(v) => {
-                    let slot = match kind {
-                        Field::Util => &mut s.util_pct,
-                        Field::MemUtil => &mut s.mem_bw_util_pct,
-                        Field::MemUsed => &mut s.mem_used_mib,
-                        Field::MemTotal => &mut s.mem_total_mib,
-                        Field::Power => &mut s.power_w,
-                        Field::PowerLimit => &mut s.power_limit_w,
-                    };
-                    *slot = v;
-                }
-                Err(e) => {
-                    let what = match e {
-                        BadValue::NotNumber => "is not a number",
-                        BadValue::Unit(_) => "has a unit that does not belong to the column",
-                    };
-                    t.skip(
-                        "bad_value",
-                        self.file,
-                        line_no,
-                        format!(
-                            "`{}` {what}: `{}` (value dropped)",
-                            layout.names[i],
-                            String::from_utf8_lossy(field(i))
-                        ),
-                    );
-                }
-            }
-        }
-        let file = self.file;
-        s.sanitize(|inv| {
-            t.skip(
-                "invalid_value",
-                file,
-                line_no,
-                format!("{inv} (value dropped)"),
-            )
-        });
         // Device identity: uuid, else PCI bus id, else index, else one device per host.
         let id_field = layout
             .uuid
@@ -291,12 +257,11 @@ impl<'a> SmiReader<'a> {
         };
         let n = self.devices.len();
         let hit = (0..n).map(|k| (self.last_hit + 1 + k) % n).find(|&k| {
-            let (h, i, _) = &self.devices[k];
-            i.as_slice() == id_field && h.as_slice() == host_field
+            let d = &self.devices[k];
+            d.id.as_slice() == id_field && d.host.as_slice() == host_field
         });
-        let id = if let Some(k) = hit {
-            self.last_hit = k;
-            self.devices[k].2
+        let slot = if let Some(k) = hit {
+            k
         } else {
             let host = if host_field.is_empty() {
                 self.host.to_owned()
@@ -323,14 +288,77 @@ impl<'a> SmiReader<'a> {
                     .ok()
                     .and_then(|x| x.parse().ok());
             }
-            self.devices
-                .push((host_field.to_vec(), id_field.to_vec(), id));
-            self.last_hit = self.devices.len() - 1;
-            id
+            self.devices.push(Slot {
+                host: host_field.to_vec(),
+                id: id_field.to_vec(),
+                dev: id,
+                last: vec![([0; 24], usize::MAX, None); layout.values.len()],
+            });
+            self.devices.len() - 1
         };
+        self.last_hit = slot;
+        let mut s = Sample::at(ts);
+        for (c, &(i, kind)) in layout.values.iter().enumerate() {
+            let raw = field(i);
+            let cached = &mut self.devices[slot].last[c];
+            let parsed = if cached.1 == raw.len() && cached.0[..raw.len()] == *raw {
+                Ok(cached.2)
+            } else {
+                let unit = match kind {
+                    Field::Util | Field::MemUtil => Unit::Percent,
+                    Field::MemUsed | Field::MemTotal => Unit::Mib,
+                    Field::Power | Field::PowerLimit => Unit::Watts,
+                };
+                let r = value::parse(raw, unit);
+                if let (Ok(v), true) = (&r, raw.len() <= 24) {
+                    cached.0[..raw.len()].copy_from_slice(raw);
+                    cached.1 = raw.len();
+                    cached.2 = *v;
+                }
+                r
+            };
+            match parsed {
+                Ok(v) => {
+                    let target = match kind {
+                        Field::Util => &mut s.util_pct,
+                        Field::MemUtil => &mut s.mem_bw_util_pct,
+                        Field::MemUsed => &mut s.mem_used_mib,
+                        Field::MemTotal => &mut s.mem_total_mib,
+                        Field::Power => &mut s.power_w,
+                        Field::PowerLimit => &mut s.power_limit_w,
+                    };
+                    *target = v;
+                }
+                Err(e) => {
+                    let what = match e {
+                        BadValue::NotNumber => "is not a number",
+                        BadValue::Unit(_) => "has a unit that does not belong to the column",
+                    };
+                    t.skip(
+                        "bad_value",
+                        self.file,
+                        line_no,
+                        format!(
+                            "`{}` {what}: `{}` (value dropped)",
+                            layout.names[i],
+                            String::from_utf8_lossy(raw)
+                        ),
+                    );
+                }
+            }
+        }
+        let file = self.file;
+        s.sanitize(|inv| {
+            t.skip(
+                "invalid_value",
+                file,
+                line_no,
+                format!("{inv} (value dropped)"),
+            )
+        });
         // A sample without any reading still shows the device existed (and was billed).
         // Out-of-order and duplicate samples are counted by the profile and reported there.
-        if b.push(id, &s).is_ok() {
+        if b.push(self.devices[slot].dev, &s).is_ok() {
             t.samples += 1;
         }
     }

@@ -50,33 +50,72 @@ pub fn parse_naive(s: &[u8]) -> Option<i64> {
     if s.len() < 19 {
         return None;
     }
+    Some(parse_date(&s[..10])? * 86_400_000 + parse_time(&s[10..])?)
+}
+
+/// Days since 1970-01-01 of `YYYY/MM/DD` or `YYYY-MM-DD`.
+fn parse_date(s: &[u8]) -> Option<i64> {
     let (y, mo, d) = (digits(&s[0..4])?, digits(&s[5..7])?, digits(&s[8..10])?);
     if !matches!(s[4], b'/' | b'-')
         || s[7] != s[4]
-        || !matches!(s[10], b' ' | b'T')
-        || s[13] != b':'
-        || s[16] != b':'
+        || !(1..=12).contains(&mo)
+        || d == 0
+        || d > days_in_month(i64::from(y), mo)
     {
         return None;
     }
-    let (h, mi, sec) = (
-        digits(&s[11..13])?,
-        digits(&s[14..16])?,
-        digits(&s[17..19])?,
-    );
+    Some(days_from_civil(i64::from(y), mo, d))
+}
+
+/// Milliseconds into the day of ` HH:MM:SS[.fff]` (or `T…`).
+fn parse_time(s: &[u8]) -> Option<i64> {
+    if s.len() < 9 || !matches!(s[0], b' ' | b'T') || s[3] != b':' || s[6] != b':' {
+        return None;
+    }
+    let (h, mi, sec) = (digits(&s[1..3])?, digits(&s[4..6])?, digits(&s[7..9])?);
+    if h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
     let mut ms = 0u32;
-    if s.len() > 19 {
-        if s[19] != b'.' || s.len() == 20 {
+    if s.len() > 9 {
+        if s[9] != b'.' || s.len() == 10 {
             return None;
         }
-        let frac = &s[20..];
+        let frac = &s[10..];
         let take = frac.len().min(3);
         ms = digits(&frac[..take])? * [100, 10, 1][take - 1];
         if frac.len() > 3 {
             digits(&frac[3..])?;
         }
     }
-    naive_ms(i64::from(y), mo, d, h, mi, sec, ms)
+    Some(i64::from(h * 3600 + mi * 60 + sec.min(59)) * 1000 + i64::from(ms))
+}
+
+/// [`parse_naive`] that remembers the previous line's date: consecutive lines of a log share
+/// it, so the calendar arithmetic runs once a day instead of once a line.
+#[derive(Clone, Debug, Default)]
+pub struct NaiveParser {
+    date: [u8; 10],
+    days: Option<i64>,
+}
+
+impl NaiveParser {
+    /// Like [`parse_naive`].
+    pub fn parse(&mut self, s: &[u8]) -> Option<i64> {
+        if s.len() < 19 {
+            return None;
+        }
+        let days = match self.days {
+            Some(d) if s[..10] == self.date => d,
+            _ => {
+                let d = parse_date(&s[..10])?;
+                self.date.copy_from_slice(&s[..10]);
+                self.days = Some(d);
+                d
+            }
+        };
+        Some(days * 86_400_000 + parse_time(&s[10..])?)
+    }
 }
 
 /// Local milliseconds of a civil date and time, validating ranges.
@@ -224,6 +263,21 @@ mod tests {
         );
         assert_eq!(parse_naive(b"2026/07/14 08:12:53"), Some(ms - 353));
         assert_eq!(parse_naive(b"2026-07-14T08:12:53.3"), Some(ms - 53));
+        let mut p = NaiveParser::default();
+        for line in [
+            &b"2026/07/14 08:12:53.353"[..],
+            b"2026/07/14 23:59:59",
+            b"2026/07/15 00:00:00.5",
+            b"2026/13/14 08:12:53",
+            b"2026/07/15 00:00:00.x",
+        ] {
+            assert_eq!(
+                p.parse(line),
+                parse_naive(line),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
         for bad in [
             &b"2026/13/14 08:12:53.353"[..],
             b"2026/02/30 08:12:53",
