@@ -20,6 +20,7 @@ pub mod catalog_import;
 pub mod dcgm;
 pub mod diag;
 pub mod dmon;
+pub mod fuzzing;
 pub mod generic;
 pub mod ingest;
 pub mod input;

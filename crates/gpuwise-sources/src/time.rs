@@ -20,16 +20,17 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// The value of a short run of ASCII digits; `None` if empty, not all digits, or too large.
 fn digits(b: &[u8]) -> Option<u32> {
-    let mut v = 0u32;
     if b.is_empty() {
         return None;
     }
+    let mut v = 0u32;
     for c in b {
         if !c.is_ascii_digit() {
             return None;
         }
-        v = v * 10 + u32::from(c - b'0');
+        v = v.checked_mul(10)?.checked_add(u32::from(c - b'0'))?;
     }
     Some(v)
 }
@@ -84,8 +85,9 @@ fn parse_time(s: &[u8]) -> Option<i64> {
         let frac = &s[10..];
         let take = frac.len().min(3);
         ms = digits(&frac[..take])? * [100, 10, 1][take - 1];
-        if frac.len() > 3 {
-            digits(&frac[3..])?;
+        // Digits past milliseconds are checked, not used.
+        if !frac[take..].iter().all(u8::is_ascii_digit) {
+            return None;
         }
     }
     Some(i64::from(h * 3600 + mi * 60 + sec.min(59)) * 1000 + i64::from(ms))
@@ -263,6 +265,16 @@ mod tests {
         );
         assert_eq!(parse_naive(b"2026/07/14 08:12:53"), Some(ms - 353));
         assert_eq!(parse_naive(b"2026-07-14T08:12:53.3"), Some(ms - 53));
+        // Fuzz regression: a fraction longer than a u32 holds once overflowed.
+        assert_eq!(
+            parse_naive(b"2026/07/14 08:12:53.35300000000000000000000000000"),
+            Some(ms)
+        );
+        assert_eq!(
+            parse_naive(b"2026/07/14 08:12:53.353000000000000000000000000x"),
+            None
+        );
+        assert_eq!(digits(b"99999999999"), None);
         let mut p = NaiveParser::default();
         for line in [
             &b"2026/07/14 08:12:53.353"[..],

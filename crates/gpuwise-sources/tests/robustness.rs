@@ -2,13 +2,7 @@
 //! every reader. (Coverage-guided fuzzing with cargo-fuzz is the next step; these run on
 //! stable in every CI run.)
 
-use gpuwise_core::profile::ProfileBuilder;
-use gpuwise_core::settings::ProfileSettings;
-use gpuwise_sources::diag::Tally;
-use gpuwise_sources::generic::ColumnMap;
-use gpuwise_sources::ingest::{Origin, ReadOptions, detect};
-use gpuwise_sources::time::LocalClock;
-use gpuwise_sources::{dcgm, dmon, generic, smi};
+use gpuwise_sources::fuzzing;
 use proptest::prelude::*;
 
 const SMI: &str = "timestamp, name, uuid, index, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W]\n\
@@ -19,79 +13,10 @@ const DCGM: &str = "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\nDCGM_FI_DEV_GPU_UTIL{gpu=
 const CSV: &str = "ts,gpu,util,mem\n2026-01-05T10:00:00Z,g0,50,1000\n1767607260,g0,\"60\",1000\n";
 
 fn run_all(data: &[u8]) {
-    let st = ProfileSettings::default();
-    let origin = Origin {
-        file: "fuzz",
-        host: None,
-        stem: "fuzz",
-    };
-    // Format detection.
-    let _ = detect(data, &ReadOptions::default());
-    // nvidia-smi with the fixed layout.
-    let names: Vec<String> = SMI
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split(',')
-        .map(str::to_owned)
-        .collect();
-    if let Ok(layout) = smi::Layout::new(&names, None) {
-        let mut b = ProfileBuilder::new(st.clone());
-        let mut t = Tally::default();
-        smi::SmiReader::new(
-            &layout,
-            "fuzz",
-            "h",
-            false,
-            LocalClock::new(jiff::tz::TimeZone::UTC),
-        )
-        .read(data, 1, &mut b, &mut t);
-        let _ = b.build().finish(&st, &jiff::tz::TimeZone::UTC);
-    }
-    // dmon, timed and untimed.
-    for header in [
-        "#Date       Time        gpu    pwr     sm    mem     fb",
-        "# gpu pwr sm mem fb",
-    ] {
-        if let Ok(layout) = dmon::Layout::from_header(header) {
-            let mut b = ProfileBuilder::new(st.clone());
-            let mut t = Tally::default();
-            dmon::DmonReader::new(
-                &layout,
-                "fuzz",
-                "h",
-                LocalClock::new(jiff::tz::TimeZone::UTC),
-                Some(0),
-                1000,
-            )
-            .read(data, 1, &mut b, &mut t);
-            let _ = b.build().finish(&st, &jiff::tz::TimeZone::UTC);
-        }
-    }
-    // DCGM, both orders.
-    for order in [dcgm::Order::ByScrape, dcgm::Order::BySeries] {
-        let mut b = ProfileBuilder::new(st.clone());
-        let mut t = Tally::default();
-        let _ = dcgm::read(
-            &mut std::io::Cursor::new(data),
-            order,
-            &origin,
-            Some(1_767_607_200_000),
-            &mut b,
-            &mut t,
-        );
-        let _ = b.build().finish(&st, &jiff::tz::TimeZone::UTC);
-    }
-    // Generic CSV.
-    if let Ok(map) =
-        ColumnMap::parse(&["timestamp=ts,device=gpu,util=util,mem_used_mib=mem".to_owned()])
-    {
-        let mut b = ProfileBuilder::new(st.clone());
-        let mut t = Tally::default();
-        let mut clock = LocalClock::new(jiff::tz::TimeZone::UTC);
-        let _ = generic::read(data, &map, &origin, &mut clock, &mut b, &mut t);
-        let _ = b.build().finish(&st, &jiff::tz::TimeZone::UTC);
-    }
+    fuzzing::smi(data);
+    fuzzing::dmon(data);
+    fuzzing::dcgm(data);
+    fuzzing::csv(data);
 }
 
 fn damaged(base: &'static str) -> impl Strategy<Value = Vec<u8>> {

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Run every fuzz target for SECONDS (default 20) on a seed corpus made from the repository's
+# test data and the shared fixtures. Exits non-zero on a crash. Needs the nightly toolchain and
+# cargo-fuzz; prints why and exits 0 when they cannot be had.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-20}"
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "fuzz: skipped: no nightly toolchain (cargo-fuzz needs one)"; exit 0
+fi
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+  if ! cargo install cargo-fuzz --locked --quiet; then
+    echo "fuzz: skipped: cargo-fuzz could not be installed"; exit 0
+  fi
+fi
+shared="${GPUWISE_SHARED_DATA:-../shared/data}"
+seed() {  # seed <target> <files…>
+  local dir="fuzz/corpus/$1"; shift
+  mkdir -p "$dir"
+  for f in "$@"; do [[ -f "$f" ]] && head -c 65536 "$f" > "$dir/$(basename "$f")"; done
+}
+seed smi tests/data/smi/* tests/data/bad/*.csv "$shared"/fixtures/nvidia-smi/query-gpu-*.csv
+seed dmon tests/data/bad/dmon-* "$shared"/fixtures/nvidia-smi/dmon-*.txt
+seed dcgm tests/data/bad/*.prom "$shared"/fixtures/dcgm-exporter/*.prom "$shared"/telemetry/dcgm-exporter/*.txt
+seed csv tests/data/csv/* tests/data/bad/*.csv
+if ! cargo +nightly fuzz build --release >/dev/null 2>&1; then
+  cargo +nightly fuzz build --release 2>&1 | tail -20
+  echo "fuzz: the targets do not build"; exit 1
+fi
+status=0
+for t in smi dmon dcgm csv; do
+  if cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- -max_total_time="$seconds" -max_len=65536 >"fuzz/$t.log" 2>&1; then
+    echo "fuzz: $t: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "fuzz/$t.log" | tail -1)s, no crash"
+  else
+    echo "fuzz: $t: CRASH (fuzz/artifacts/$t/):"; tail -30 "fuzz/$t.log"; status=1
+  fi
+done
+exit $status
