@@ -23,12 +23,13 @@ seed smi tests/data/smi/* tests/data/bad/*.csv "$shared"/fixtures/nvidia-smi/que
 seed dmon tests/data/bad/dmon-* "$shared"/fixtures/nvidia-smi/dmon-*.txt
 seed dcgm tests/data/bad/*.prom "$shared"/fixtures/dcgm-exporter/*.prom "$shared"/telemetry/dcgm-exporter/*.txt
 seed csv tests/data/csv/* tests/data/bad/*.csv
+seed prometheus "$shared"/fixtures/prometheus/*.json
 if ! cargo +nightly fuzz build --release >/dev/null 2>&1; then
   cargo +nightly fuzz build --release 2>&1 | tail -20
   echo "fuzz: the targets do not build"; exit 1
 fi
 status=0
-for t in smi dmon dcgm csv; do
+for t in smi dmon dcgm csv prometheus; do
   if cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- -max_total_time="$seconds" -max_len=65536 >"fuzz/$t.log" 2>&1; then
     echo "fuzz: $t: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "fuzz/$t.log" | tail -1)s, no crash"
   else

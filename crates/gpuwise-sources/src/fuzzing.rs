@@ -105,3 +105,8 @@ pub fn csv(data: &[u8]) {
     );
     finish(b);
 }
+
+/// A Prometheus HTTP API response body.
+pub fn prometheus(data: &[u8]) {
+    let _ = crate::prometheus::parse(data);
+}

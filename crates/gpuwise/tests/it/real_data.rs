@@ -451,3 +451,22 @@ fn every_printed_gpu_name_resolves() {
         }
     }
 }
+
+#[test]
+fn prometheus_api_response_fixture() {
+    let Some(s) = shared() else { return };
+    let body = std::fs::read(s.join("fixtures/prometheus/query_range_response__docs-api-md.json"))
+        .expect("fixture");
+    let r = gpuwise_sources::prometheus::parse(&body).expect("the documented response parses");
+    assert_eq!(r.result_type, "matrix");
+    assert_eq!(r.series.len(), 2);
+    assert_eq!(r.series[1].labels["instance"], "localhost:9091");
+    assert_eq!(
+        r.series[1].samples,
+        vec![
+            (1_435_781_430_781, 0.0),
+            (1_435_781_445_781, 0.0),
+            (1_435_781_460_781, 1.0)
+        ]
+    );
+}

@@ -1,0 +1,6 @@
+#![no_main]
+//! Fuzz the Prometheus API response reader: any bytes, no panic.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    gpuwise_sources::fuzzing::prometheus(data);
+});
