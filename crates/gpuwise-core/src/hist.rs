@@ -4,8 +4,6 @@
 //! order-independent: `merge(h(a), h(b)) == h(a ++ b)` bit for bit. This is what lets chunks of
 //! one file and whole files be profiled in parallel and combined afterwards.
 
-use std::collections::BTreeMap;
-
 /// Utilization in 0.1 % bins over `0..=100 %`: 1,001 bins of milliseconds.
 ///
 /// Quantiles are exact to the bin (0.1 %), which is finer than any GPU utilization counter
@@ -101,30 +99,81 @@ impl UtilHist {
 ///
 /// Hand-written rather than `sketches-ddsketch` because it must take integer time weights and
 /// merge exactly (ddsketch keeps an `f64` sum and counts, so merged ≠ sequential bit for bit).
-/// Buckets are sparse; a device's memory use touches a few hundred at most.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Buckets are a dense vector from the smallest key seen (a device's memory use spans a few
+/// hundred buckets at most); the last value's bucket is remembered, since memory readings
+/// repeat from sample to sample.
+#[derive(Clone, Debug, Default)]
 pub struct LogHist {
-    buckets: BTreeMap<i32, u64>,
+    base: i32,
+    counts: Vec<u64>,
+    last: Option<(u64, i32)>,
 }
+
+impl PartialEq for LogHist {
+    fn eq(&self, other: &Self) -> bool {
+        // The remembered bucket is a cache, not content.
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for LogHist {}
 
 const LOG_GAMMA: f64 = 0.009_950_330_853_168_083; // ln(1.01)
 
 impl LogHist {
-    /// Add `ms` at value `v` (values ≤ 1 share bucket 0).
     #[allow(clippy::cast_possible_truncation)]
-    pub fn add(&mut self, v: f64, ms: u64) {
-        let key = if v <= 1.0 {
+    fn key(v: f64) -> i32 {
+        if v <= 1.0 {
             0
         } else {
             (v.ln() / LOG_GAMMA).ceil() as i32
+        }
+    }
+
+    /// (key, weight) of the non-empty buckets, ascending.
+    fn iter(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w > 0)
+            .map(|(i, w)| (self.base + i as i32, *w))
+    }
+
+    #[allow(clippy::cast_sign_loss)]
+    fn slot(&mut self, key: i32) -> &mut u64 {
+        if self.counts.is_empty() {
+            self.base = key;
+        } else if key < self.base {
+            let extra = (self.base - key) as usize;
+            self.counts.splice(0..0, std::iter::repeat_n(0, extra));
+            self.base = key;
+        }
+        let i = (key - self.base) as usize;
+        if i >= self.counts.len() {
+            self.counts.resize(i + 1, 0);
+        }
+        &mut self.counts[i]
+    }
+
+    /// Add `ms` at value `v` (values ≤ 1 share bucket 0).
+    pub fn add(&mut self, v: f64, ms: u64) {
+        let bits = v.to_bits();
+        let key = match self.last {
+            Some((b, k)) if b == bits => k,
+            _ => {
+                let k = Self::key(v);
+                self.last = Some((bits, k));
+                k
+            }
         };
-        *self.buckets.entry(key).or_default() += ms;
+        *self.slot(key) += ms;
     }
 
     /// Add all of `other`.
     pub fn merge(&mut self, other: &LogHist) {
-        for (k, w) in &other.buckets {
-            *self.buckets.entry(*k).or_default() += w;
+        for (k, w) in other.iter() {
+            *self.slot(k) += w;
         }
     }
 
@@ -136,16 +185,16 @@ impl LogHist {
         clippy::cast_sign_loss
     )]
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        let total: u64 = self.buckets.values().sum();
+        let total: u64 = self.counts.iter().sum();
         if total == 0 {
             return None;
         }
         let target = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
         let mut acc = 0;
-        for (k, w) in &self.buckets {
+        for (k, w) in self.iter() {
             acc += w;
             if acc >= target {
-                return Some((f64::from(*k) * LOG_GAMMA).exp());
+                return Some((f64::from(k) * LOG_GAMMA).exp());
             }
         }
         None

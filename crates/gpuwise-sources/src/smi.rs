@@ -205,7 +205,14 @@ impl<'a> SmiReader<'a> {
     #[allow(clippy::too_many_lines)]
     fn line(&mut self, line: &[u8], line_no: u64, b: &mut ProfileBuilder, t: &mut Tally) {
         let layout = self.layout;
-        if line[0] == b'#' || layout.header.as_deref() == Some(line) {
+        // Comments, and a header repeated by a restarted loop (checked only when the first byte
+        // could start it: data lines start with a digit).
+        if line[0] == b'#'
+            || layout
+                .header
+                .as_deref()
+                .is_some_and(|h| h.first() == Some(&line[0]) && h == line)
+        {
             return;
         }
         value::comma_spans(line, &mut self.spans);
