@@ -653,14 +653,7 @@ fn flush(d: &mut Dev, n: usize, file: &str, b: &mut ProfileBuilder, t: &mut Tall
             power_limit_w: p.limit,
             ..Sample::at(ts)
         };
-        s.sanitize(|inv| {
-            t.skip(
-                "invalid_value",
-                file,
-                0,
-                format!("{inv} at {ts} ms (value dropped)"),
-            )
-        });
+        t.sanitize(&mut s, file, 0);
         if b.push(d.id, &s).is_ok() {
             t.samples += 1;
         }

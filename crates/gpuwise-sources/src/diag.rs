@@ -85,6 +85,19 @@ impl Tally {
         self.kinds.values().map(|k| k.count).sum()
     }
 
+    /// Drop the impossible values of `sample` (see `Sample::sanitize`), counting each as an
+    /// `invalid_value` skip at `file:line`; `at` adds where in the line, if anything.
+    pub fn sanitize(&mut self, sample: &mut gpuwise_core::Sample, file: &str, line: u64, at: &str) {
+        sample.sanitize(|inv| {
+            self.skip(
+                "invalid_value",
+                file,
+                line,
+                format!("{inv}{at} (value dropped)"),
+            )
+        });
+    }
+
     /// Skips of one kind.
     #[must_use]
     pub fn count(&self, kind: &str) -> u64 {

@@ -196,15 +196,7 @@ impl<'a> DmonReader<'a> {
                 }
             }
         }
-        let file = self.file;
-        s.sanitize(|inv| {
-            t.skip(
-                "invalid_value",
-                file,
-                line_no,
-                format!("{inv} (value dropped)"),
-            )
-        });
+        t.sanitize(&mut s, self.file, line_no);
         let host = self.host;
         let id = *self.devices.entry(gpu).or_insert_with(|| {
             let id = b.device(DeviceKey::new(host, format!("gpu{gpu}")));

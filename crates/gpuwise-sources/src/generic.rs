@@ -208,14 +208,7 @@ pub fn read(
                 Reading::PowerLimit => s.power_limit_w = v,
             }
         }
-        s.sanitize(|inv| {
-            t.skip(
-                "invalid_value",
-                file,
-                line,
-                format!("{inv} (value dropped)"),
-            )
-        });
+        t.sanitize(&mut s, file, line);
         let h = host
             .map(str::to_owned)
             .or_else(|| get("host").filter(|h| !h.is_empty()).map(str::to_owned))

@@ -354,15 +354,7 @@ impl<'a> SmiReader<'a> {
                 }
             }
         }
-        let file = self.file;
-        s.sanitize(|inv| {
-            t.skip(
-                "invalid_value",
-                file,
-                line_no,
-                format!("{inv} (value dropped)"),
-            )
-        });
+        t.sanitize(&mut s, self.file, line_no);
         // A sample without any reading still shows the device existed (and was billed).
         // Out-of-order and duplicate samples are counted by the profile and reported there.
         if b.push(self.devices[slot].dev, &s).is_ok() {
