@@ -86,15 +86,22 @@ impl Tally {
     }
 
     /// Drop the impossible values of `sample` (see `Sample::sanitize`), counting each as an
-    /// `invalid_value` skip at `file:line`; `at` adds where in the line, if anything.
-    pub fn sanitize(&mut self, sample: &mut gpuwise_core::Sample, file: &str, line: u64, at: &str) {
+    /// `invalid_value` skip at `file:line`; without a line number (0), the message names the
+    /// sample's time instead.
+    pub fn sanitize(&mut self, sample: &mut gpuwise_core::Sample, file: &str, line: u64) {
+        let ts = sample.ts_ms;
         sample.sanitize(|inv| {
+            let at = if line == 0 {
+                format!(" at {ts} ms")
+            } else {
+                String::new()
+            };
             self.skip(
                 "invalid_value",
                 file,
                 line,
                 format!("{inv}{at} (value dropped)"),
-            )
+            );
         });
     }
 
