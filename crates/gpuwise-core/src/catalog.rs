@@ -579,6 +579,52 @@ impl Catalog {
         self.names.get(&normalize(name)).map(|i| &self.gpus[*i])
     }
 
+    /// Every GPU whose canonical name starts with `prefix` after [`normalize`] (`H100` → the
+    /// SXM, PCIe and NVL entries), or the one GPU `prefix` names exactly.
+    #[must_use]
+    pub fn family(&self, prefix: &str) -> Vec<&GpuSpec> {
+        if let Some(g) = self.resolve(prefix) {
+            return vec![g];
+        }
+        let w = normalize(prefix);
+        if w.is_empty() {
+            return Vec::new();
+        }
+        self.gpus
+            .iter()
+            .filter(|g| {
+                let n = normalize(&g.name);
+                n == w || n.starts_with(&format!("{w} "))
+            })
+            .collect()
+    }
+
+    /// One GPU for a name that may be a family (`A100`): the exact entry, else the family's
+    /// SXM form factor with the most memory (the data-centre flagship), else its member with
+    /// the most memory. The second value says what was assumed, when anything was.
+    #[must_use]
+    pub fn resolve_loose(&self, name: &str) -> Option<(&GpuSpec, Option<String>)> {
+        if let Some(g) = self.resolve(name) {
+            return Some((g, None));
+        }
+        let members = self.family(name);
+        let pick = members.iter().copied().max_by(|a, b| {
+            let sxm = |g: &GpuSpec| g.name.contains("SXM");
+            sxm(a)
+                .cmp(&sxm(b))
+                .then(a.memory_gb.total_cmp(&b.memory_gb))
+                .then_with(|| b.name.cmp(&a.name))
+        })?;
+        let note = (members.len() > 1).then(|| {
+            format!(
+                "`{name}` names {} GPUs; assumed {} (the SXM form factor with the most memory)",
+                members.len(),
+                pick.name
+            )
+        });
+        Some((pick, note))
+    }
+
     /// Apply an overlay: negotiated prices replace (or add) instance prices; clusters become
     /// `onprem` instances priced by their TCO.
     pub fn apply(&mut self, overlay: &Overlay, origin: &str) -> Result<(), CatalogError> {
@@ -813,8 +859,24 @@ impl Catalog {
         gpu: &str,
         pricing: Option<Pricing>,
     ) -> Vec<(Pricing, &Instance, f64)> {
+        self.cheapest_options_with(gpu, pricing, 0.0)
+    }
+
+    /// [`Self::cheapest_options`] among instances with at least `min_gpus` GPUs (a job split
+    /// by tensor parallelism needs its GPUs in one machine).
+    #[must_use]
+    pub fn cheapest_options_with(
+        &self,
+        gpu: &str,
+        pricing: Option<Pricing>,
+        min_gpus: f64,
+    ) -> Vec<(Pricing, &Instance, f64)> {
         let mut best: BTreeMap<(String, Pricing), (&Instance, f64)> = BTreeMap::new();
-        for i in self.instances.iter().filter(|i| i.gpu == gpu) {
+        for i in self
+            .instances
+            .iter()
+            .filter(|i| i.gpu == gpu && i.gpu_count >= min_gpus)
+        {
             for p in Pricing::ALL {
                 if pricing.is_some_and(|want| want != p) {
                     continue;

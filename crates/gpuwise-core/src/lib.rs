@@ -23,6 +23,7 @@ pub mod catalog;
 pub mod diagnose;
 pub mod gpu;
 pub mod hist;
+pub mod plan;
 pub mod price;
 pub mod profile;
 pub mod report;

@@ -15,6 +15,7 @@ pub mod grid;
 pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod plan;
 mod sections;
 mod svg;
 pub mod table;

@@ -40,6 +40,183 @@ pub(crate) enum Command {
         after_help = "Example:\n  gpuwise generate --out fleet --gpus 200 --days 7 --interval 30s --format dcgm --seed 7"
     )]
     Generate(GenerateArgs),
+    /// Which GPU a model needs: memory, throughput and cost per token on every GPU.
+    #[command(after_help = PLAN_EXAMPLES, args_conflicts_with_subcommands = true)]
+    Plan(Box<PlanCommand>),
+}
+
+const PLAN_EXAMPLES: &str = "Examples:
+  gpuwise plan --model llama-3-70b --mode infer --precision int4 --batch 8 --context 8192
+  gpuwise plan --model llama-3.1-8b --mode train --tokens 2e9 --checkpointing full
+  gpuwise plan --model mistral-7b --mode lora --gpu A100 --gpu L40S --format json
+  gpuwise plan --config ./config.json --max-latency-ms 30 --cloud aws --cloud gcp
+  gpuwise plan --params 13b --mode qlora --budget 500
+  gpuwise plan --workload job.toml
+  gpuwise plan models
+  gpuwise plan validate ../shared/data/planner-calibration.csv";
+
+#[derive(Debug, Args)]
+pub(crate) struct PlanCommand {
+    #[command(subcommand)]
+    pub sub: Option<PlanSub>,
+    #[command(flatten)]
+    pub args: PlanArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PlanSub {
+    /// Check the planner against measured numbers (cases CSV), per case and per metric.
+    Validate(ValidateArgs),
+    /// The built-in model presets.
+    Models(ModelsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ValidateArgs {
+    /// Cases: `id,metric,measured,unit,workload,tolerance_pct,source,trust`.
+    pub cases: PathBuf,
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        default_value = "table",
+        value_name = "table|json|csv|markdown"
+    )]
+    pub format: String,
+    /// Exit 1 when fewer than PCT % of memory cases are within tolerance.
+    #[arg(long, value_name = "PCT")]
+    pub require_memory: Option<f64>,
+    /// Exit 1 when fewer than PCT % of throughput cases are within tolerance.
+    #[arg(long, value_name = "PCT")]
+    pub require_throughput: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ModelsArgs {
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        default_value = "table",
+        value_name = "table|json|csv|markdown"
+    )]
+    pub format: String,
+}
+
+/// `gpuwise plan` flags. Each workload flag sets the key of the same name (dashes for
+/// underscores) that a `--workload` TOML file and `plan validate` workloads use; a flag
+/// overrides the file.
+#[derive(Debug, Args, Default)]
+pub(crate) struct PlanArgs {
+    /// A built-in model (`gpuwise plan models` lists them).
+    #[arg(long, group = "model_source")]
+    pub model: Option<String>,
+    /// A Hugging Face config.json.
+    #[arg(long, group = "model_source", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// A bare parameter count (7b, 350m); the shape is assumed and said so.
+    #[arg(long, group = "model_source", value_name = "COUNT")]
+    pub params: Option<String>,
+    /// Workload file (TOML): the keys below, plus model / config / params.
+    #[arg(long, value_name = "FILE")]
+    pub workload: Option<PathBuf>,
+    /// train, lora, qlora or infer [default: infer].
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// fp32, tf32, fp16, bf16, amp_fp16, amp_bf16, fp8, int8, int4, int4_g32, q8_0, q4_0, q4_k_m, nf4.
+    #[arg(long)]
+    pub precision: Option<String>,
+    /// KV cache precision [default: 16-bit].
+    #[arg(long)]
+    pub kv_precision: Option<String>,
+    /// adamw, adam, adam8bit, adafactor, sgd [default: adamw].
+    #[arg(long)]
+    pub optimizer: Option<String>,
+    /// Micro-batch per GPU (training) or concurrent sequences (inference) [default: 1].
+    #[arg(long)]
+    pub batch: Option<String>,
+    /// Gradient accumulation steps.
+    #[arg(long)]
+    pub ga: Option<String>,
+    /// Training sequence length [default: 2048 or the model's context].
+    #[arg(long)]
+    pub seq: Option<String>,
+    /// Prompt tokens [default: 512].
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// Generated tokens per request [default: 256].
+    #[arg(long)]
+    pub output: Option<String>,
+    /// KV cache tokens per sequence [default: prompt + output].
+    #[arg(long)]
+    pub context: Option<String>,
+    /// none, selective or full [default: none].
+    #[arg(long)]
+    pub checkpointing: Option<String>,
+    /// true or false [default: true].
+    #[arg(long, value_name = "BOOL")]
+    pub flash_attention: Option<String>,
+    /// ZeRO stage 0–3 (3 = FSDP).
+    #[arg(long)]
+    pub zero: Option<String>,
+    /// Tensor parallel degree (fixes the layout instead of trying 1, 2, 4, … GPUs).
+    #[arg(long)]
+    pub tp: Option<String>,
+    /// Pipeline parallel degree.
+    #[arg(long)]
+    pub pp: Option<String>,
+    /// GPUs in all (fixes the count).
+    #[arg(long)]
+    pub gpus: Option<String>,
+    /// LoRA rank [default: 8].
+    #[arg(long)]
+    pub lora_rank: Option<String>,
+    /// Framework: changes selective checkpointing, loss and mixed-precision storage.
+    #[arg(long)]
+    pub framework: Option<String>,
+    /// Tokens to train on (train) or to generate (infer) [default: 1e9 train, 1e6 infer].
+    #[arg(long)]
+    pub tokens: Option<String>,
+    /// Only these GPUs (names or families such as A100; repeatable).
+    #[arg(long)]
+    pub gpu: Vec<String>,
+    /// Only these clouds (repeatable).
+    #[arg(long)]
+    pub cloud: Vec<String>,
+    /// Only this pricing model: on-demand, spot, 1y, 3y [default: all].
+    #[arg(long)]
+    pub pricing: Option<String>,
+    /// Most GPUs per option [default: 8 infer, 64 train].
+    #[arg(long)]
+    pub max_gpus: Option<u32>,
+    /// Most time per output token, ms.
+    #[arg(long)]
+    pub max_latency_ms: Option<f64>,
+    /// Fewest tokens/s, all GPUs.
+    #[arg(long)]
+    pub min_tokens_per_s: Option<f64>,
+    /// Finish the tokens within this long (48h, 3d).
+    #[arg(long, value_name = "DURATION")]
+    pub deadline: Option<String>,
+    /// Most dollars for the tokens.
+    #[arg(long, value_name = "USD")]
+    pub budget: Option<f64>,
+    /// Training model-FLOPs utilization to assume instead of the per-GPU defaults (0–1).
+    #[arg(long)]
+    pub mfu: Option<f64>,
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        default_value = "table",
+        value_name = "table|json|csv|markdown"
+    )]
+    pub format: String,
+    /// Options shown in table and markdown output.
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+    #[command(flatten)]
+    pub catalog: CatalogSourceArgs,
 }
 
 #[derive(Debug, Args)]

@@ -137,16 +137,7 @@ pub(crate) fn run(cmd: &CatalogCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn gpu_filter(c: &Catalog, want: &str) -> anyhow::Result<Vec<String>> {
-    if let Some(g) = c.resolve(want) {
-        return Ok(vec![g.name.clone()]);
-    }
-    let w = gpuwise_core::gpu::normalize(want);
-    let hits: Vec<String> = c
-        .gpus
-        .iter()
-        .filter(|g| gpuwise_core::gpu::normalize(&g.name).starts_with(&w))
-        .map(|g| g.name.clone())
-        .collect();
+    let hits: Vec<String> = c.family(want).iter().map(|g| g.name.clone()).collect();
     if hits.is_empty() {
         bail!("`{want}` is not a GPU in the catalog (see `gpuwise catalog gpus`)");
     }

@@ -8,6 +8,7 @@ use crate::cli::{Cli, Command};
 mod catalog;
 mod demo;
 mod generate;
+mod plan;
 mod report;
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -16,5 +17,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run(&args),
         Command::Catalog(cmd) => catalog::run(&cmd),
         Command::Generate(args) => generate::run(&args),
+        Command::Plan(cmd) => plan::run(&cmd),
     }
 }

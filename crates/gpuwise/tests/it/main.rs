@@ -7,5 +7,6 @@ mod bad_input;
 mod catalog;
 mod cli;
 mod common;
+mod plan;
 mod planted;
 mod real_data;

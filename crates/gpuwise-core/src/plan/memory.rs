@@ -1,0 +1,570 @@
+//! Memory per GPU as a sum of named terms, each with its formula in words.
+//!
+//! Training (per parameter, before sharding): weights, gradients and optimizer states by
+//! precision — mixed precision is the ZeRO paper's 2 + 2 + 12 = 16 bytes with Adam (16-bit
+//! weights and gradients, fp32 master weights and two fp32 moments), or under PyTorch autocast
+//! without sharding fp32 weights and gradients plus a 16-bit cast cache (4 + 4 + 2 + 8 = 18).
+//! ZeRO stage 1 shards optimizer states and master weights over data parallel ranks, stage 2
+//! also gradients, stage 3 (FSDP) also weights; tensor and pipeline parallel split everything.
+//!
+//! Activations per layer and token, in bytes per hidden unit at 16 bits (Korthikanti et al. 2022,
+//! generalised to grouped-query attention, gated feed-forwards and models without dropout):
+//! attention `2 + 2q + 4k + 2q (+1 dropout)`, feed-forward `2 + 4f (+1)` plain or `2 + 8f`
+//! gated, norms `4`, plus `5·a·s/h` (plain) or `2·a·s/h` (gated) for the score matrices unless
+//! flash attention is on (q, k, f: query, key/value and feed-forward widths over hidden; a
+//! heads, s sequence). Full checkpointing keeps each layer's input and recomputes one layer at
+//! a time; selective keeps all but the score matrices under Megatron and, elsewhere (PyTorch
+//! op-level selective checkpointing, torchtitan's policy), the layer input, the attention
+//! output and every other matrix-multiply output. Tensor parallel divides activations
+//! (sequence parallel assumed); pipeline parallel does not (the first stage holds pp
+//! micro-batches of L/pp layers). The loss keeps the logits in the activation precision plus
+//! three fp32 copies (upcast, log-softmax, its gradient); torchtune's chunked loss keeps one
+//! eighth of the fp32 copies.
+//!
+//! Inference: weights (quantized formats cover the blocks' linear layers; embeddings stay
+//! 16-bit except in GGUF files), KV cache `2 · L · kv_heads · head_dim · bytes` per token,
+//! the prefill working set of one layer (chunks of at most 8,192 tokens) and, for weight-only
+//! formats, one block matrix widened to 16-bit.
+//!
+//! Runtime: the CUDA context and allocator headroom ([`CUDA_CONTEXT_BYTES`],
+//! [`ALLOCATOR_HEADROOM`]) are added when fitting a plan and when a measurement includes them
+//! (NVML "used" memory).
+
+use serde::Serialize;
+
+use super::workload::{Checkpointing, Mode, Optimizer, Precision};
+use super::{Model, Setup};
+use crate::plan::model::FfnKind;
+
+/// CUDA context and kernel images of a PyTorch process: 1,343 MB measured by Hugging Face's
+/// "Model training anatomy" guide (a 1×1 tensor on the GPU, nothing else). Varies with the
+/// driver, GPU and PyTorch build (lazy module loading lowers it).
+pub const CUDA_CONTEXT_BYTES: f64 = 1343.0 * 1024.0 * 1024.0;
+
+/// Allocator headroom: PyTorch's caching allocator holds freed blocks and fragments; 5 % of
+/// the allocated peak (an assumption; 3–10 % is typical of long runs).
+pub const ALLOCATOR_HEADROOM: f64 = 0.05;
+
+/// Largest prefill chunk (vLLM and TensorRT-LLM batch at most this many tokens per step by
+/// default).
+pub const PREFILL_CHUNK_TOKENS: f64 = 8192.0;
+
+/// One term.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Term {
+    /// `weights`, `gradients`, `optimizer`, `activations`, `kv_cache`, …
+    pub name: &'static str,
+    /// Bytes on one GPU.
+    pub bytes: f64,
+    /// How it was computed.
+    pub formula: String,
+}
+
+/// Memory on one GPU.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Memory {
+    /// The terms, largest contributions first in the usual order of a breakdown.
+    pub terms: Vec<Term>,
+    /// Their sum, bytes.
+    pub total_bytes: f64,
+}
+
+impl Memory {
+    fn push(&mut self, name: &'static str, bytes: f64, formula: String) {
+        if bytes > 0.0 {
+            self.total_bytes += bytes;
+            self.terms.push(Term {
+                name,
+                bytes,
+                formula,
+            });
+        }
+    }
+
+    /// The largest term (what overflows first).
+    #[must_use]
+    pub fn largest(&self) -> Option<&Term> {
+        self.terms.iter().max_by(|a, b| a.bytes.total_cmp(&b.bytes))
+    }
+
+    /// Sum of the named terms.
+    #[must_use]
+    pub fn of(&self, names: &[&str]) -> f64 {
+        self.terms
+            .iter()
+            .filter(|t| names.contains(&t.name))
+            .map(|t| t.bytes)
+            .sum()
+    }
+}
+
+/// Bytes per parameter of each model state under a precision and optimizer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StateBytes {
+    /// Weights as stored for the arithmetic.
+    pub weights: f64,
+    /// Gradients.
+    pub grads: f64,
+    /// fp32 master weights (mixed precision with a master copy).
+    pub master: f64,
+    /// Optimizer moments.
+    pub optimizer: f64,
+    /// Autocast's 16-bit copies of fp32 weights (PyTorch AMP without a master copy).
+    pub cast_cache: f64,
+}
+
+impl StateBytes {
+    /// For full training. `hidden` sizes Adafactor's factored moment (rows + columns of an
+    /// h × h matrix: 8/h bytes per parameter at fp32). `master_copy`: mixed precision keeps
+    /// 16-bit weights and gradients and a separate fp32 master (DeepSpeed, Megatron, FSDP);
+    /// otherwise (PyTorch autocast) weights and gradients are fp32 and casts are cached.
+    #[must_use]
+    pub fn new(p: Precision, opt: Optimizer, hidden: f64, master_copy: bool) -> Self {
+        let moments = |state_bytes: f64| match opt {
+            Optimizer::AdamW | Optimizer::Adam => 2.0 * state_bytes,
+            Optimizer::Adam8bit => 2.0,
+            Optimizer::Adafactor => 2.0 * state_bytes / hidden.max(1.0),
+            Optimizer::Sgd => state_bytes,
+        };
+        match p {
+            Precision::AmpFp16 | Precision::AmpBf16 if master_copy => Self {
+                weights: 2.0,
+                grads: 2.0,
+                master: 4.0,
+                optimizer: moments(4.0),
+                cast_cache: 0.0,
+            },
+            Precision::AmpFp16 | Precision::AmpBf16 => Self {
+                weights: 4.0,
+                grads: 4.0,
+                master: 0.0,
+                optimizer: moments(4.0),
+                cast_cache: 2.0,
+            },
+            Precision::Fp32 | Precision::Tf32 => Self {
+                weights: 4.0,
+                grads: 4.0,
+                master: 0.0,
+                optimizer: moments(4.0),
+                cast_cache: 0.0,
+            },
+            _ => Self {
+                weights: 2.0,
+                grads: 2.0,
+                master: 0.0,
+                optimizer: moments(2.0),
+                cast_cache: 0.0,
+            },
+        }
+    }
+}
+
+/// Activation units (× hidden × 2 bytes per token) of one layer kept without checkpointing,
+/// the part of it that is the score matrices, and the sum of matrix-multiply outputs.
+fn layer_units(m: &Model, seq: f64, flash: bool) -> (f64, f64, f64) {
+    let h = f64::from(m.hidden);
+    let q = f64::from(m.heads * m.head_dim) / h;
+    let k = f64::from(m.kv_heads * m.head_dim) / h;
+    let f = f64::from(m.ffn) / h;
+    let a = f64::from(m.heads);
+    let (drop, mlp, scores, mm_mlp) = match m.ffn_kind {
+        FfnKind::Plain => (1.0, 2.0 + 4.0 * f + 1.0, 5.0 * a * seq / h, 2.0 * f + 2.0),
+        FfnKind::Gated => (0.0, 2.0 + 8.0 * f, 2.0 * a * seq / h, 4.0 * f + 2.0),
+    };
+    let attn = 2.0 + 2.0 * q + 4.0 * k + 2.0 * q + drop;
+    let scores = if flash { 0.0 } else { scores };
+    let mm = 2.0 * q + 4.0 * k + 2.0 + mm_mlp;
+    (attn + mlp + 4.0 + scores, scores, mm)
+}
+
+/// Memory per GPU for `model` under `s`. `runtime`: add the CUDA context and allocator
+/// headroom (fitting a plan; NVML-measured memory).
+#[must_use]
+pub fn estimate(model: &Model, s: &Setup, runtime: bool) -> Memory {
+    let w = &s.workload;
+    let mut mem = Memory {
+        terms: Vec::new(),
+        total_bytes: 0.0,
+    };
+    let mp = s.model_parallel();
+    let dp = f64::from(s.dp);
+    let p = s.precision;
+    let n = model.params;
+    let emb = model.embedding_params() * if model.tied_embeddings { 1.0 } else { 2.0 };
+    let h = f64::from(model.hidden);
+    let gib = |b: f64| format!("{:.2} GiB", b / super::GIB);
+
+    // Weights as stored for inference and for a frozen LoRA base.
+    let stored_weights = |mem: &mut Memory, label: &str| {
+        let (bytes, formula) = if p.quantizes_embeddings() || w.gguf {
+            (
+                n * p.weight_bits() / 8.0,
+                format!("{n:.4e} params × {} bits", p.weight_bits()),
+            )
+        } else {
+            let blocks = model.block_linear_params();
+            (
+                blocks * p.weight_bits() / 8.0 + emb * 2.0,
+                format!(
+                    "{blocks:.4e} block params × {} bits + {emb:.4e} embedding params × 16 bits",
+                    p.weight_bits()
+                ),
+            )
+        };
+        mem.push(
+            "weights",
+            bytes / mp,
+            format!("{label}{formula} ÷ {mp} (tp × pp)"),
+        );
+    };
+
+    match w.mode {
+        Mode::Train => {
+            let master_copy = w.zero > 0
+                || s.tp > 1
+                || s.pp > 1
+                || w.framework_is(&["megatron", "deepspeed", "nemo", "torchtitan", "llm-foundry"]);
+            let b = StateBytes::new(p, w.optimizer, h, master_copy);
+            let shard = |stage: u8| if w.zero >= stage { dp } else { 1.0 };
+            let per = |x: f64, stage: u8| n * x / mp / shard(stage);
+            mem.push(
+                "weights",
+                per(b.weights, 3),
+                format!(
+                    "{n:.4e} params × {} B ÷ {mp} (tp × pp){}",
+                    b.weights,
+                    zero_note(w.zero, 3, dp)
+                ),
+            );
+            mem.push(
+                "gradients",
+                per(b.grads, 2),
+                format!("params × {} B ÷ tp·pp{}", b.grads, zero_note(w.zero, 2, dp)),
+            );
+            mem.push(
+                "master_weights",
+                per(b.master, 1),
+                format!(
+                    "params × 4 B (fp32 master) ÷ tp·pp{}",
+                    zero_note(w.zero, 1, dp)
+                ),
+            );
+            mem.push(
+                "optimizer",
+                per(b.optimizer, 1),
+                format!(
+                    "params × {:.3} B ({:?} moments) ÷ tp·pp{}",
+                    b.optimizer,
+                    w.optimizer,
+                    zero_note(w.zero, 1, dp)
+                ),
+            );
+            mem.push(
+                "cast_cache",
+                n * b.cast_cache / mp,
+                "params × 2 B: autocast's 16-bit copies of fp32 weights".to_owned(),
+            );
+            if w.zero >= 3 && dp > 1.0 {
+                let layer = (n - emb) / f64::from(model.layers.max(1));
+                mem.push(
+                    "gathered_layers",
+                    2.0 * layer * 2.0 / mp,
+                    "2 layers × layer params × 2 B: the unsharded layer in use and the next prefetched".to_owned(),
+                );
+            }
+        }
+        Mode::Lora | Mode::Qlora => {
+            stored_weights(&mut mem, "frozen base: ");
+            let adapters = lora_params(model, w.lora_rank);
+            let b = StateBytes::new(Precision::Fp32, w.optimizer, h, false);
+            mem.push(
+                "adapters",
+                adapters * (b.weights + b.grads + b.optimizer) / mp,
+                format!(
+                    "{adapters:.4e} adapter params (rank {} on every block linear) × {} B (fp32 weights, gradients, moments)",
+                    w.lora_rank,
+                    b.weights + b.grads + b.optimizer
+                ),
+            );
+        }
+        Mode::Infer => stored_weights(&mut mem, ""),
+    }
+
+    if w.mode.trains() && w.scope.as_deref() == Some("model_states_only") {
+        return mem;
+    }
+
+    let tp = f64::from(s.tp);
+    if w.mode.trains() {
+        let seq = f64::from(s.seq);
+        let t = f64::from(s.batch) * seq;
+        let unit = p.activation_bytes() / 2.0 * h * t / tp;
+        let (full, scores, mm) = layer_units(model, seq, w.flash_attention);
+        let l = f64::from(model.layers);
+        let (kept, how) = match w.checkpointing {
+            Checkpointing::None => (l * full, format!("{l} layers × {full:.1}")),
+            Checkpointing::Selective if w.framework_is(&["megatron", "nemo"]) => (
+                l * (full - scores),
+                format!("{l} layers × {:.1} (scores recomputed)", full - scores),
+            ),
+            Checkpointing::Selective => {
+                let keep = 2.0 + 2.0 * f64::from(model.heads * model.head_dim) / h + mm / 2.0;
+                (
+                    l * keep + full,
+                    format!(
+                        "{l} layers × {keep:.1} (input, attention output, every other matmul output) + one layer recomputed ({full:.1})"
+                    ),
+                )
+            }
+            Checkpointing::Full => (
+                l * 2.0 + full,
+                format!("{l} layer inputs × 2 + one layer recomputed ({full:.1})"),
+            ),
+        };
+        mem.push(
+            "activations",
+            kept * unit,
+            format!(
+                "{how} B per hidden unit per token at 16 bits; × hidden × {t} tokens{}{}",
+                if p.activation_bytes() > 2.0 {
+                    " × 2 (fp32)"
+                } else {
+                    ""
+                },
+                if s.tp > 1 {
+                    " ÷ tp (sequence parallel)"
+                } else {
+                    ""
+                }
+            ),
+        );
+        let v = f64::from(model.vocab);
+        let ab = p.activation_bytes();
+        let (per_token, how) = if w.framework_is(&["torchtune"]) {
+            (ab + 12.0 / 8.0, "logits + fp32 loss in 8 chunks")
+        } else {
+            (
+                ab + 12.0,
+                "logits + 3 fp32 copies (upcast, log-softmax, gradient)",
+            )
+        };
+        mem.push(
+            "loss",
+            per_token * t * v / tp,
+            format!("{how}: {per_token} B × {t} tokens × {v} vocab ÷ tp"),
+        );
+    } else {
+        let kv_b = s.kv_precision.weight_bits() / 8.0;
+        let kv_heads = f64::from(model.kv_heads);
+        let per_gpu_heads = (kv_heads / tp).ceil().max(1.0);
+        let per_token =
+            model.kv_elems_per_token() * kv_b * per_gpu_heads / kv_heads / f64::from(s.pp);
+        let seqs = f64::from(s.batch);
+        mem.push(
+            "kv_cache",
+            seqs * f64::from(s.kv_len) * per_token,
+            format!(
+                "{seqs} seqs × {} tokens × 2·{}·{}·{} × {kv_b} B (KV heads split over tp, layers over pp)",
+                s.kv_len, model.layers, model.kv_heads, model.head_dim
+            ),
+        );
+        let tokens = (seqs * f64::from(s.prompt)).clamp(1.0, PREFILL_CHUNK_TOKENS);
+        let (full, _, _) = layer_units(model, f64::from(s.prompt), w.flash_attention);
+        mem.push(
+            "prefill_workspace",
+            full * h * tokens / tp + 4.0 * seqs * f64::from(model.vocab),
+            format!("one layer × {full:.1} B × hidden × {tokens} tokens + fp32 logits of the last tokens"),
+        );
+    }
+    if p.weight_only() && !w.gguf {
+        let widest = f64::from(model.ffn).max(f64::from(model.heads * model.head_dim)) * h;
+        mem.push(
+            "dequant_workspace",
+            widest * 2.0 / tp,
+            "the widest block matrix widened to 16-bit for the matmul".to_owned(),
+        );
+    }
+    if runtime {
+        let headroom = mem.total_bytes * ALLOCATOR_HEADROOM;
+        mem.push(
+            "allocator_headroom",
+            headroom,
+            format!(
+                "{:.0} % of the above ({})",
+                ALLOCATOR_HEADROOM * 100.0,
+                gib(headroom)
+            ),
+        );
+        mem.push(
+            "cuda_context",
+            CUDA_CONTEXT_BYTES,
+            "CUDA context and kernels (1,343 MB, Hugging Face measurement)".to_owned(),
+        );
+    }
+    mem
+}
+
+fn zero_note(zero: u8, stage: u8, dp: f64) -> String {
+    if zero >= stage && dp > 1.0 {
+        format!(" ÷ {dp} (ZeRO-{zero} over data parallel)")
+    } else {
+        String::new()
+    }
+}
+
+/// LoRA adapter parameters: rank × (inputs + outputs) of every linear layer in every block.
+#[must_use]
+pub fn lora_params(m: &Model, rank: u32) -> f64 {
+    let h = f64::from(m.hidden);
+    let q = f64::from(m.heads * m.head_dim);
+    let kv = f64::from(m.kv_heads * m.head_dim);
+    let f = f64::from(m.ffn);
+    let attn = (h + q) + 2.0 * (h + kv) + (q + h);
+    let mlp = match m.ffn_kind {
+        FfnKind::Plain => 2.0 * (h + f),
+        FfnKind::Gated => 3.0 * (h + f),
+    };
+    f64::from(rank) * f64::from(m.layers) * (attn + mlp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Workload;
+
+    fn setup(m: &Model, kv: &[(&str, &str)]) -> Setup {
+        let mut w = Workload::default();
+        for (k, v) in kv {
+            assert_eq!(w.set(k, v), Ok(true), "{k}");
+        }
+        Setup::new(m, &w)
+    }
+
+    #[test]
+    fn zero_paper_model_state_arithmetic() {
+        // Rajbhandari et al. 2020, Sec. 3 and Fig. 1: mixed-precision Adam holds 2 + 2 + 12 =
+        // 16 bytes per parameter; ZeRO-1 4Ψ + 12Ψ/Nd, ZeRO-2 2Ψ + 14Ψ/Nd, ZeRO-3 16Ψ/Nd.
+        let m = Model::from_params("7.5b").expect("model");
+        let psi = m.params;
+        let states = |zero: &str| {
+            let s = setup(
+                &m,
+                &[
+                    ("mode", "train"),
+                    ("precision", "amp_fp16"),
+                    ("optimizer", "adam"),
+                    ("dp", "64"),
+                    ("zero", zero),
+                    ("scope", "model_states_only"),
+                ],
+            );
+            let mem = estimate(&m, &s, false);
+            mem.of(&["weights", "gradients", "master_weights", "optimizer"])
+        };
+        let close = |a: f64, b: f64| assert!((a / b - 1.0).abs() < 1e-12, "{a} vs {b}");
+        close(states("0"), 16.0 * psi);
+        close(states("1"), 4.0 * psi + 12.0 * psi / 64.0);
+        close(states("2"), 2.0 * psi + 14.0 * psi / 64.0);
+        close(states("3"), 16.0 * psi / 64.0);
+        // The paper's own figure: 7.5B on 64 GPUs under ZeRO-1 is 31.4 GB.
+        assert!((states("1") / 1e9 - 31.4).abs() < 0.05);
+    }
+
+    #[test]
+    fn state_bytes_per_optimizer() {
+        let b = |p, o| {
+            let x = StateBytes::new(p, o, 4096.0, true);
+            x.weights + x.grads + x.master + x.optimizer + x.cast_cache
+        };
+        assert_eq!(b(Precision::Fp32, Optimizer::AdamW), 16.0);
+        assert_eq!(b(Precision::AmpBf16, Optimizer::Adam8bit), 10.0);
+        assert_eq!(b(Precision::AmpBf16, Optimizer::Sgd), 12.0);
+        assert_eq!(b(Precision::Bf16, Optimizer::AdamW), 8.0);
+        assert!((b(Precision::AmpBf16, Optimizer::Adafactor) - 8.002).abs() < 1e-3);
+        // Autocast without a master copy: fp32 weights and grads and a 16-bit cast cache.
+        let a = StateBytes::new(Precision::AmpFp16, Optimizer::AdamW, 4096.0, false);
+        assert_eq!(a.weights + a.grads + a.optimizer + a.cast_cache, 18.0);
+    }
+
+    #[test]
+    fn korthikanti_34_units_for_gpt() {
+        // A GPT-3-shaped layer without flash attention: sbh(34 + 5as/h) bytes.
+        let m = Model::preset("gpt3-175b").expect("preset");
+        let s = 2048.0;
+        let (full, scores, _) = layer_units(&m, s, false);
+        let h = f64::from(m.hidden);
+        assert!((scores - 5.0 * 96.0 * s / h).abs() < 1e-9);
+        assert!((full - scores - 34.0).abs() < 1e-9, "{full}");
+        let (flash, _, _) = layer_units(&m, s, true);
+        assert!((flash - 34.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn kv_cache_uses_grouped_query_heads() {
+        // Llama-3-8B: 2 × 32 layers × 8 KV heads × 128 × 2 B = 131,072 B per token.
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let s = setup(
+            &m,
+            &[("batch", "4"), ("context", "8192"), ("precision", "bf16")],
+        );
+        let mem = estimate(&m, &s, false);
+        assert_eq!(mem.of(&["kv_cache"]), 4.0 * 8192.0 * 131_072.0);
+        // Tensor parallel 2 halves it; 16 ways replicate the 8 heads.
+        let s2 = setup(&m, &[("context", "8192"), ("tp", "2")]);
+        assert_eq!(
+            estimate(&m, &s2, false).of(&["kv_cache"]),
+            8192.0 * 65_536.0
+        );
+        let s16 = setup(&m, &[("context", "8192"), ("tp", "16")]);
+        assert_eq!(
+            estimate(&m, &s16, false).of(&["kv_cache"]),
+            8192.0 * 16_384.0
+        );
+    }
+
+    #[test]
+    fn gguf_quantizes_everything_and_int4_only_blocks() {
+        let m = Model::preset("codellama-7b").expect("preset");
+        let s = setup(&m, &[("precision", "q8_0"), ("format", "gguf")]);
+        let gib = estimate(&m, &s, false).of(&["weights"]) / crate::plan::GIB;
+        assert!((gib - 6.67).abs() < 0.01, "{gib}");
+        let s = setup(&m, &[("precision", "int4")]);
+        let w = estimate(&m, &s, false).of(&["weights"]);
+        let emb = 2.0 * 32_016.0 * 4096.0;
+        assert!((w - ((m.params - emb) * 4.25 / 8.0 + emb * 2.0)).abs() < 1.0);
+    }
+
+    #[test]
+    fn checkpointing_orders_activation_memory() {
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let act = |c: &str| {
+            let s = setup(
+                &m,
+                &[
+                    ("mode", "train"),
+                    ("batch", "2"),
+                    ("seq", "4096"),
+                    ("checkpointing", c),
+                ],
+            );
+            estimate(&m, &s, false).of(&["activations"])
+        };
+        assert!(act("none") > act("selective"));
+        assert!(act("selective") > act("full"));
+        // Full: 32 layer inputs + one layer recomputed.
+        let unit = 4096.0 * 8192.0;
+        let (full, _, _) = layer_units(&m, 4096.0, true);
+        assert!((act("full") - (32.0 * 2.0 + full) * unit).abs() < 1.0);
+    }
+
+    #[test]
+    fn lora_adapters_are_small_and_runtime_terms_are_explicit() {
+        let m = Model::preset("llama-3.1-8b").expect("preset");
+        assert!((lora_params(&m, 8) / 1e6 - 20.97).abs() < 0.01);
+        let s = setup(&m, &[("mode", "qlora")]);
+        let mem = estimate(&m, &s, true);
+        let names: Vec<&str> = mem.terms.iter().map(|t| t.name).collect();
+        assert!(names.contains(&"cuda_context") && names.contains(&"allocator_headroom"));
+        assert!(!names.contains(&"gradients"));
+    }
+}

@@ -1,0 +1,233 @@
+//! # The planner: memory, throughput and cost of a model on every GPU
+//!
+//! ```text
+//! Model + Workload ──► Setup (defaults filled, each one named) ──► memory::estimate
+//!                                  │                                   │
+//!                    Hardware (catalog GPU + overrides) ──► perf::train / perf::infer
+//!                                                                      │
+//!                                   catalog prices ──► rank::plan (options, Pareto, picks)
+//! ```
+//!
+//! A physical model, no fitted curves: memory is a sum of named terms (weights, gradients,
+//! optimizer states, activations after Korthikanti et al. 2022, KV cache, runtime), training
+//! throughput is achieved FLOP/s over FLOPs per token, decode is bytes moved per step over
+//! achieved bandwidth, prefill is compute-bound. The few constants are in [`perf::Constants`]
+//! with their meaning and evidence; `plan validate` checks the whole against measurements.
+
+pub mod memory;
+pub mod model;
+pub mod perf;
+pub mod rank;
+pub mod validate;
+pub mod workload;
+
+use serde::Serialize;
+
+use crate::catalog::GpuSpec;
+pub use model::Model;
+pub use workload::{Checkpointing, Mode, Optimizer, Precision, Workload};
+
+/// The GPU as the planner sees it: catalog figures with any overrides applied.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Hardware {
+    /// Catalog name.
+    pub name: String,
+    /// Architecture (selects the default utilization).
+    pub architecture: String,
+    /// Memory, bytes.
+    pub memory_bytes: f64,
+    /// Peak memory bandwidth, bytes/s.
+    pub bandwidth: Option<f64>,
+    /// Dense peak TFLOPS by precision.
+    pub tflops: crate::catalog::DenseTflops,
+    /// Board power.
+    pub tdp_w: Option<f64>,
+    /// Power cap in effect, if below the board power.
+    pub power_cap_w: Option<f64>,
+    /// GPU-to-GPU bandwidth, one direction, bytes/s.
+    pub link_bytes_s: Option<f64>,
+}
+
+impl Hardware {
+    /// From a catalog entry. Datasheet memory is in GB (10⁹ bytes); interconnect figures are
+    /// both directions together, so one direction is half.
+    #[must_use]
+    pub fn from_spec(g: &GpuSpec) -> Self {
+        Self {
+            name: g.name.clone(),
+            architecture: g.architecture.clone(),
+            memory_bytes: g.memory_gb * 1e9,
+            bandwidth: g.memory_bandwidth_gb_s.map(|b| b * 1e9),
+            tflops: g.dense_tflops.clone(),
+            tdp_w: g.tdp_w,
+            power_cap_w: None,
+            link_bytes_s: g.interconnect_gb_s.map(|b| b * 1e9 / 2.0),
+        }
+    }
+
+    /// Apply a workload's `gpu_mem_gb`, `gpu_bw_gb_s`, `gpu_power_w`.
+    #[must_use]
+    pub fn with_overrides(mut self, w: &Workload) -> Self {
+        if let Some(m) = w.gpu_mem_gb {
+            self.memory_bytes = m * 1e9;
+        }
+        if let Some(b) = w.gpu_bw_gb_s {
+            self.bandwidth = Some(b * 1e9);
+        }
+        if let Some(p) = w.gpu_power_w {
+            self.power_cap_w = Some(p);
+        }
+        self
+    }
+
+    /// Share of the board's compute a power cap leaves: cap ÷ TDP (at most 1). An assumption:
+    /// clocks fall roughly in proportion to power under a cap; bandwidth is not scaled.
+    #[must_use]
+    pub fn power_factor(&self) -> f64 {
+        match (self.power_cap_w, self.tdp_w) {
+            (Some(cap), Some(tdp)) if tdp > 0.0 => (cap / tdp).min(1.0),
+            _ => 1.0,
+        }
+    }
+}
+
+/// A workload with every default filled in and every default named.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Setup {
+    /// The workload as given.
+    pub workload: Workload,
+    /// Precision in effect.
+    pub precision: Precision,
+    /// KV cache precision in effect.
+    pub kv_precision: Precision,
+    /// Micro-batch (training) or concurrent sequences (inference).
+    pub batch: u32,
+    /// Training sequence length.
+    pub seq: u32,
+    /// Prompt tokens.
+    pub prompt: u32,
+    /// Output tokens.
+    pub output: u32,
+    /// KV cache entries per sequence.
+    pub kv_len: u32,
+    /// Tensor parallel.
+    pub tp: u32,
+    /// Pipeline parallel.
+    pub pp: u32,
+    /// Data parallel.
+    pub dp: u32,
+    /// GPUs in all.
+    pub gpus: u32,
+    /// Micro-batches per pipeline per step.
+    pub microbatches: u32,
+    /// Defaults taken, in words.
+    pub assumptions: Vec<String>,
+}
+
+/// Prompt tokens when none are given.
+pub const DEFAULT_PROMPT: u32 = 512;
+/// Output tokens when none are given.
+pub const DEFAULT_OUTPUT: u32 = 256;
+/// Training sequence when none is given (or the model's context, if shorter).
+pub const DEFAULT_SEQ: u32 = 2048;
+
+impl Setup {
+    /// Fill `w`'s gaps for `model`.
+    #[must_use]
+    pub fn new(model: &Model, w: &Workload) -> Self {
+        let mut assumptions = Vec::new();
+        let precision = w.precision();
+        if w.precision.is_none() {
+            assumptions.push(format!(
+                "precision {} (default for {})",
+                precision.name(),
+                w.mode.name()
+            ));
+        }
+        let half = if matches!(precision, Precision::Fp16 | Precision::AmpFp16) {
+            Precision::Fp16
+        } else {
+            Precision::Bf16
+        };
+        let kv_precision = w.kv_precision.unwrap_or(match precision {
+            Precision::Fp32 | Precision::Tf32 => Precision::Fp32,
+            _ => half,
+        });
+        let batch = w.batch.unwrap_or(1);
+        if w.batch.is_none() {
+            assumptions.push("batch 1".to_owned());
+        }
+        let seq = w.seq.unwrap_or_else(|| {
+            let s = model
+                .max_context
+                .map_or(DEFAULT_SEQ, |c| c.min(DEFAULT_SEQ));
+            if w.mode.trains() {
+                assumptions.push(format!("sequence {s} tokens"));
+            }
+            s
+        });
+        let prompt = w.prompt.unwrap_or_else(|| {
+            let p = w.context.map_or(DEFAULT_PROMPT, |c| c.min(DEFAULT_PROMPT));
+            if !w.mode.trains() {
+                assumptions.push(format!("prompt {p} tokens"));
+            }
+            p
+        });
+        let output = w.output.unwrap_or_else(|| {
+            if !w.mode.trains() {
+                assumptions.push(format!("output {DEFAULT_OUTPUT} tokens"));
+            }
+            DEFAULT_OUTPUT
+        });
+        let kv_len = match w.context {
+            Some(c) if c > 0 => c.max(prompt.min(c)),
+            Some(_) => output,
+            None => prompt + output,
+        };
+        let tp = w.tp.max(1);
+        let pp = w.pp.max(1);
+        let dp =
+            w.dp.or_else(|| w.gpus.map(|g| (g / (tp * pp)).max(1)))
+                .unwrap_or(1);
+        let gpus = w.gpus.unwrap_or(dp * tp * pp);
+        let microbatches =
+            w.ga.filter(|g| *g > 1)
+                .or_else(|| w.global_batch.map(|g| (g / (dp * batch).max(1)).max(1)))
+                .unwrap_or_else(|| {
+                    if pp > 1 {
+                        assumptions.push(format!(
+                            "{} micro-batches per pipeline step (4 × pp; none given)",
+                            4 * pp
+                        ));
+                        4 * pp
+                    } else {
+                        1
+                    }
+                });
+        Self {
+            workload: w.clone(),
+            precision,
+            kv_precision,
+            batch,
+            seq,
+            prompt,
+            output,
+            kv_len,
+            tp,
+            pp,
+            dp,
+            gpus,
+            microbatches,
+            assumptions,
+        }
+    }
+
+    /// Model-parallel ways one copy of the weights is split.
+    #[must_use]
+    pub fn model_parallel(&self) -> f64 {
+        f64::from(self.tp * self.pp)
+    }
+}
+
+/// GiB in bytes.
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;

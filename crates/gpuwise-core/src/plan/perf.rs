@@ -1,0 +1,418 @@
+//! Throughput: a roofline with a handful of constants that each mean something physical.
+//!
+//! **Training.** Model FLOPs per token `6·N + 12·L·h·s` (N: parameters in matrix multiplies,
+//! the attention scores' term as the MFU papers count it); hardware FLOPs add recomputation:
+//! full checkpointing `8·N + 16·L·h·s`, Megatron's selective `+ 4·L·h·s`, PyTorch's op-level
+//! selective `+ N` (every other matmul rerun). Tokens/s per GPU = peak × utilization × power
+//! factor ÷ hardware FLOPs per token, times the share of time not spent in tensor-parallel
+//! all-reduces (not overlapped) and in the pipeline bubble `(pp−1)/m` (1F1B). Data-parallel
+//! gradient reduction is assumed overlapped with the backward pass.
+//!
+//! **Inference.** Prefill is compute-bound: `2·N` per prompt token plus causal attention
+//! `2·L·s·q` (q: query width). A decode step reads every weight once (the input embedding is a
+//! lookup; a mixture reads the experts its batch routes to) and each sequence's KV cache, and
+//! does `2·N` FLOPs per sequence: its time is the larger of bytes ÷ achieved bandwidth and
+//! FLOPs ÷ achieved compute (the roofline), plus two all-reduces per layer under tensor
+//! parallelism. The crossover batch is where the two are equal.
+
+use serde::Serialize;
+
+use super::workload::{Checkpointing, Mode, Precision};
+use super::{Hardware, Model, Setup};
+
+/// The calibrated constants. Each is a physical quantity with a documented value; none is
+/// fitted per case (docs/planner.md gives the evidence for each).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Constants {
+    /// Training model-FLOPs utilization to use instead of the defaults (user override).
+    pub mfu_override: Option<f64>,
+    /// Share of dense peak the prefill and large-batch decode matmuls reach.
+    pub infer_compute_efficiency: f64,
+    /// Share of peak memory bandwidth a decode step reaches.
+    pub bandwidth_efficiency: f64,
+    /// The same for weight-only quantized formats (int8, int4, NF4, GGUF quants): their
+    /// kernels widen weights in the load path and reach about half of peak at small batch.
+    pub weight_only_bandwidth_efficiency: f64,
+    /// Latency of one all-reduce, seconds.
+    pub allreduce_latency_s: f64,
+}
+
+impl Default for Constants {
+    fn default() -> Self {
+        Self {
+            mfu_override: None,
+            infer_compute_efficiency: 0.65,
+            bandwidth_efficiency: 0.80,
+            weight_only_bandwidth_efficiency: 0.50,
+            allreduce_latency_s: 10e-6,
+        }
+    }
+}
+
+/// Hardware FLOPs utilization of a training step by GPU architecture (16-bit tensor cores),
+/// and of fp32 arithmetic on CUDA cores. Evidence in docs/planner.md: LLM Foundry and
+/// Megatron on A100 (55–60 % MFU), LLM Foundry H100 BF16 (46–50 % HFU), Hugging Face BERT
+/// fp32 on V100 (≈ 58 %).
+#[must_use]
+pub fn default_hfu(architecture: &str, precision: Precision) -> f64 {
+    if matches!(precision, Precision::Fp32) {
+        return 0.58;
+    }
+    match architecture {
+        "Ampere" => 0.60,
+        "Hopper" => 0.48,
+        "Volta" | "Ada Lovelace" | "Blackwell" => 0.45,
+        _ => 0.40,
+    }
+}
+
+/// Why a throughput cannot be estimated.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PerfError {
+    /// The catalog carries no figure the estimate needs.
+    #[error("{gpu} has no {what} in the catalog")]
+    Missing {
+        /// GPU.
+        gpu: String,
+        /// Which figure.
+        what: &'static str,
+    },
+}
+
+/// Training throughput.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Train {
+    /// Tokens per second per GPU.
+    pub tokens_per_s_per_gpu: f64,
+    /// Model FLOPs utilization (against the nominal dense peak).
+    pub mfu: f64,
+    /// Hardware FLOPs utilization assumed for the arithmetic.
+    pub hfu: f64,
+    /// Model FLOPs per token.
+    pub model_flops_per_token: f64,
+    /// Hardware FLOPs per token (with recomputation).
+    pub hardware_flops_per_token: f64,
+    /// Share of time in tensor-parallel communication.
+    pub tp_comm_share: f64,
+    /// Pipeline bubble share.
+    pub bubble_share: f64,
+    /// GPU-hours for `train_tokens`, if given.
+    pub gpu_hours: Option<f64>,
+    /// How the number was reached.
+    pub notes: Vec<String>,
+}
+
+fn peak(hw: &Hardware, p: Precision) -> Result<f64, PerfError> {
+    p.peak_tflops(&hw.tflops)
+        .map(|t| t * 1e12)
+        .ok_or_else(|| PerfError::Missing {
+            gpu: hw.name.clone(),
+            what: "dense TFLOPS for this precision",
+        })
+}
+
+/// Training (and LoRA / QLoRA) throughput.
+pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train, PerfError> {
+    let w = &s.workload;
+    let nominal = peak(hw, compute_precision(s.precision))?;
+    let n = m.matmul_params();
+    let l = f64::from(m.layers);
+    let h = f64::from(m.hidden);
+    let seq = f64::from(s.seq);
+    let attn = 12.0 * l * h * seq;
+    // LoRA: the frozen base needs no weight gradients (2N of the 6N); adapters are negligible.
+    let weight_grads = if w.mode == Mode::Train { 2.0 * n } else { 0.0 };
+    let model_flops = 4.0 * n + weight_grads + attn;
+    let recompute = match w.checkpointing {
+        Checkpointing::None => 0.0,
+        Checkpointing::Full => 2.0 * n + attn / 3.0,
+        Checkpointing::Selective if w.framework_is(&["megatron", "nemo"]) => 4.0 * l * h * seq,
+        Checkpointing::Selective => n,
+    };
+    let hw_flops = model_flops + recompute;
+    let mut notes = Vec::new();
+    let hfu = default_hfu(&hw.architecture, compute_precision(s.precision));
+    let achieved = nominal * hfu * hw.power_factor();
+    if hw.power_factor() < 1.0 {
+        notes.push(format!(
+            "power cap {:.0} W of {:.0} W: compute × {:.2}",
+            hw.power_cap_w.unwrap_or_default(),
+            hw.tdp_w.unwrap_or_default(),
+            hw.power_factor()
+        ));
+    }
+    // Tensor parallel: per layer 2 all-reduces forward, 2 backward (+2 when recomputed) of
+    // tokens × hidden activations; ring all-reduce moves 2(t−1)/t of the message per GPU.
+    let tp = f64::from(s.tp);
+    let tp_share = if s.tp > 1 {
+        let link = hw.link_bytes_s.ok_or_else(|| PerfError::Missing {
+            gpu: hw.name.clone(),
+            what: "interconnect bandwidth",
+        })?;
+        let ars = if w.checkpointing == Checkpointing::Full {
+            6.0
+        } else {
+            4.0
+        };
+        let bytes = 2.0 * (tp - 1.0) / tp * h * s.precision.activation_bytes();
+        let tokens = f64::from(s.batch) * seq;
+        let comm = l / f64::from(s.pp) * ars * (bytes * tokens / link + c.allreduce_latency_s);
+        let compute = hw_flops / tp / f64::from(s.pp) * tokens / achieved;
+        comm / (comm + compute)
+    } else {
+        0.0
+    };
+    let bubble = if s.pp > 1 {
+        let b = f64::from(s.pp - 1) / f64::from(s.microbatches.max(1));
+        b / (1.0 + b)
+    } else {
+        0.0
+    };
+    let mut tokens_per_s = achieved / hw_flops * (1.0 - tp_share) * (1.0 - bubble);
+    let mut mfu = tokens_per_s * model_flops / nominal;
+    if let Some(o) = c.mfu_override {
+        mfu = o;
+        tokens_per_s = o * nominal / model_flops;
+        notes.push(format!("MFU {o} given"));
+    }
+    let gpu_hours = w.train_tokens.map(|t| t / tokens_per_s / 3600.0);
+    Ok(Train {
+        tokens_per_s_per_gpu: tokens_per_s,
+        mfu,
+        hfu,
+        model_flops_per_token: model_flops,
+        hardware_flops_per_token: hw_flops,
+        tp_comm_share: tp_share,
+        bubble_share: bubble,
+        gpu_hours,
+        notes,
+    })
+}
+
+/// The arithmetic precision: weight-only formats compute in 16-bit (their
+/// [`Precision::peak_tflops`] is the 16-bit peak of either kind).
+#[must_use]
+pub fn compute_precision(p: Precision) -> Precision {
+    if p.weight_only() { Precision::Int8 } else { p }
+}
+
+/// Inference throughput and latency.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Infer {
+    /// Concurrent sequences.
+    pub batch: u32,
+    /// Time to first token (prefill of the whole batch), ms.
+    pub ttft_ms: f64,
+    /// Time per output token (one decode step at mean context), ms.
+    pub tpot_ms: f64,
+    /// Decode tokens/s of the batch.
+    pub decode_tokens_per_s: f64,
+    /// Generated tokens/s including prefill time (prompt + output per request).
+    pub output_tokens_per_s: f64,
+    /// Whether a decode step is limited by `memory` or `compute`.
+    pub decode_bound: &'static str,
+    /// Batch at which decode turns compute-bound.
+    pub crossover_batch: f64,
+    /// Bytes read per decode step per GPU.
+    pub bytes_per_step: f64,
+}
+
+/// Bytes of weights a decode step reads on one GPU for `batch` sequences.
+fn weight_bytes_read(m: &Model, s: &Setup, batch: f64) -> f64 {
+    let p = s.precision;
+    // The output projection is read every step; the input embedding (the same matrix when
+    // tied) is a lookup of a few rows.
+    let out_proj = m.embedding_params();
+    let emb_bits = if p.quantizes_embeddings() || s.workload.gguf {
+        p.weight_bits()
+    } else {
+        16.0
+    };
+    let expert = m.ffn_params() * f64::from(m.layers);
+    // Experts the batch touches: each sequence picks `active` of `experts`; the expected
+    // number of distinct experts hit is E·(1 − (1 − k/E)^batch).
+    let touched = if m.experts > 1 {
+        let e = f64::from(m.experts);
+        let k = f64::from(m.active_experts);
+        e * (1.0 - (1.0 - k / e).powf(batch))
+    } else {
+        1.0
+    };
+    let dense_blocks = m.block_linear_params() - expert * f64::from(m.experts);
+    let blocks = dense_blocks + expert * touched;
+    (blocks * p.weight_bits() + out_proj * emb_bits) / 8.0 / s.model_parallel()
+}
+
+/// Inference at `batch` sequences (the setup's batch unless given).
+pub fn infer(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Infer, PerfError> {
+    let bw = hw.bandwidth.ok_or_else(|| PerfError::Missing {
+        gpu: hw.name.clone(),
+        what: "memory bandwidth",
+    })? * if s.precision.weight_only() {
+        c.weight_only_bandwidth_efficiency
+    } else {
+        c.bandwidth_efficiency
+    };
+    let compute =
+        peak(hw, compute_precision(s.precision))? * c.infer_compute_efficiency * hw.power_factor();
+    let mp = s.model_parallel();
+    let b = f64::from(s.batch);
+    let n = m.matmul_params();
+    let l = f64::from(m.layers);
+    let q = f64::from(m.heads * m.head_dim);
+    let prompt = f64::from(s.prompt);
+    let tp = f64::from(s.tp);
+    let comm = |tokens: f64| -> f64 {
+        if s.tp > 1 {
+            let link = hw.link_bytes_s.unwrap_or(f64::INFINITY);
+            let bytes = 2.0 * (tp - 1.0) / tp * f64::from(m.hidden) * 2.0 * tokens;
+            l * 2.0 * (bytes / link + c.allreduce_latency_s)
+        } else {
+            0.0
+        }
+    };
+    // Prefill: the batch's prompts, compute-bound, at least one read of the weights.
+    let prefill_flops = b * (2.0 * n * prompt + 2.0 * l * prompt * prompt * q);
+    let weights = weight_bytes_read(m, s, b);
+    let prefill_s = (prefill_flops / mp / compute).max(weights / bw) + comm(b * prompt);
+    // Decode at the mean context of the generation.
+    let ctx = (prompt + f64::from(s.output) / 2.0).min(f64::from(s.kv_len.max(1)));
+    let kv_b = s.kv_precision.weight_bits() / 8.0;
+    let kv_heads = f64::from(m.kv_heads);
+    let kv_per_token = m.kv_elems_per_token() * kv_b * (kv_heads / tp).ceil().max(1.0)
+        / kv_heads
+        / f64::from(s.pp);
+    let step_bytes = weights + b * ctx * kv_per_token;
+    let step_flops = b * (2.0 * n + 4.0 * l * ctx * q) / mp;
+    let mem_s = step_bytes / bw;
+    let cmp_s = step_flops / compute;
+    // Pipeline stages run one after another for one token.
+    let step_s = (mem_s.max(cmp_s) + comm(b)) * f64::from(s.pp);
+    let out = f64::from(s.output);
+    let total_s = prefill_s + out * step_s;
+    let crossover = (weights / bw) / ((2.0 * n / mp) / compute);
+    Ok(Infer {
+        batch: s.batch,
+        ttft_ms: prefill_s * 1e3,
+        tpot_ms: step_s * 1e3,
+        decode_tokens_per_s: b / step_s,
+        output_tokens_per_s: b * out / total_s,
+        decode_bound: if mem_s >= cmp_s { "memory" } else { "compute" },
+        crossover_batch: crossover,
+        bytes_per_step: step_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::plan::Workload;
+
+    fn hw(name: &str) -> Hardware {
+        Hardware::from_spec(Catalog::builtin().resolve(name).expect("gpu"))
+    }
+
+    fn setup(m: &Model, kv: &[(&str, &str)]) -> Setup {
+        let mut w = Workload::default();
+        for (k, v) in kv {
+            assert_eq!(w.set(k, v), Ok(true), "{k}");
+        }
+        Setup::new(m, &w)
+    }
+
+    #[test]
+    fn training_flops_per_token() {
+        let m = Model::preset("mpt-7b").expect("preset");
+        let s = setup(&m, &[("mode", "train"), ("seq", "2048")]);
+        let t = train(&m, &s, &hw("H100-SXM5-80GB"), &Constants::default()).expect("train");
+        let n = m.params; // tied: every parameter multiplies
+        let want = 6.0 * n + 12.0 * 32.0 * 4096.0 * 2048.0;
+        assert!((t.model_flops_per_token / want - 1.0).abs() < 1e-12);
+        // tokens/s = 989.4 TFLOPS × 0.48 ÷ FLOPs per token, no recompute.
+        assert!((t.tokens_per_s_per_gpu - 989.4e12 * 0.48 / want).abs() < 1e-6);
+        assert!((t.mfu - 0.48).abs() < 1e-12);
+        let full = setup(
+            &m,
+            &[
+                ("mode", "train"),
+                ("seq", "2048"),
+                ("checkpointing", "full"),
+            ],
+        );
+        let f = train(&m, &full, &hw("H100-SXM5-80GB"), &Constants::default()).expect("train");
+        assert!((f.hardware_flops_per_token / want - 4.0 / 3.0).abs() < 1e-12);
+        assert!((f.mfu - 0.36).abs() < 1e-12);
+    }
+
+    #[test]
+    fn pipeline_bubble_and_power_cap() {
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let s = setup(&m, &[("mode", "train"), ("pp", "4"), ("ga", "12")]);
+        let t = train(&m, &s, &hw("A100-SXM4-80GB"), &Constants::default()).expect("train");
+        assert!((t.bubble_share - 0.25 / 1.25).abs() < 1e-12);
+        let mut capped = hw("A100-SXM4-80GB");
+        capped.power_cap_w = Some(300.0);
+        assert_eq!(capped.power_factor(), 0.75);
+    }
+
+    #[test]
+    fn decode_is_bandwidth_bound_at_batch_one() {
+        // Llama-3-8B bf16 on an A100 80GB: 15.0 GB of weights read per token (the input
+        // embedding is a lookup) at 80 % of 2,039 GB/s.
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let s = setup(
+            &m,
+            &[
+                ("precision", "bf16"),
+                ("batch", "1"),
+                ("prompt", "16"),
+                ("output", "32"),
+            ],
+        );
+        let r = infer(&m, &s, &hw("A100-SXM4-80GB"), &Constants::default()).expect("infer");
+        assert_eq!(r.decode_bound, "memory");
+        let bytes = (m.params - 128_256.0 * 4096.0) * 2.0;
+        let want = 1.0 / (bytes / (2039e9 * 0.8));
+        assert!(
+            (r.decode_tokens_per_s / want - 1.0).abs() < 0.01,
+            "{}",
+            r.decode_tokens_per_s
+        );
+        assert!(r.crossover_batch > 50.0 && r.crossover_batch < 400.0);
+        // At a large batch it turns compute-bound.
+        let big = setup(
+            &m,
+            &[
+                ("precision", "bf16"),
+                ("batch", "512"),
+                ("prompt", "16"),
+                ("output", "32"),
+            ],
+        );
+        let r = infer(&m, &big, &hw("A100-SXM4-80GB"), &Constants::default()).expect("infer");
+        assert_eq!(r.decode_bound, "compute");
+    }
+
+    #[test]
+    fn mixture_reads_only_routed_experts_at_batch_one() {
+        let m = Model::preset("mixtral-8x7b").expect("preset");
+        let one = setup(&m, &[("batch", "1")]);
+        let many = setup(&m, &[("batch", "64")]);
+        let r1 = weight_bytes_read(&m, &one, 1.0);
+        let r64 = weight_bytes_read(&m, &many, 64.0);
+        assert!((r1 / 2.0 / m.active_params() - 1.0).abs() < 0.02, "{r1}");
+        assert!((r64 / 2.0 / m.params - 1.0).abs() < 0.02, "{r64}");
+    }
+
+    #[test]
+    fn missing_figures_are_errors_not_zeros() {
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let s = setup(&m, &[("mode", "train")]);
+        let e = train(&m, &s, &hw("A10G"), &Constants::default()).expect_err("A10G");
+        assert_eq!(
+            e.to_string(),
+            "A10G has no dense TFLOPS for this precision in the catalog"
+        );
+    }
+}

@@ -1,0 +1,467 @@
+//! `gpuwise plan`: every GPU × count × cloud × pricing option, priced and ranked.
+//!
+//! For each catalog GPU with the figures the mode needs, GPU counts 1, 2, 4, … up to the limit
+//! are tried; unless the workload fixes its parallelism, inference splits the model by tensor
+//! parallelism over the GPUs and training shards it with ZeRO-3 / FSDP over data parallel
+//! ranks. The first three counts that fit are priced at every cloud and pricing model the
+//! catalog lists (the cheapest instance per GPU-hour of each). Options are ranked by $ per 1M
+//! tokens among those meeting the constraints; the Pareto front of total cost against time is
+//! marked; the picks are the cheapest, the fastest and the balanced one (the front's option
+//! with the least cost × time).
+
+use serde::Serialize;
+
+use super::memory::{self, Memory};
+use super::perf::{self, Constants};
+use super::workload::Mode;
+use super::{GIB, Hardware, Model, Setup, Workload};
+use crate::catalog::{Catalog, Pricing};
+
+/// Limits an option must meet.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Constraints {
+    /// Most time per output token, ms (inference).
+    pub max_latency_ms: Option<f64>,
+    /// Fewest tokens per second, all GPUs.
+    pub min_tokens_per_s: Option<f64>,
+    /// Most hours to finish the tokens.
+    pub deadline_hours: Option<f64>,
+    /// Most dollars for the tokens.
+    pub budget_usd: Option<f64>,
+}
+
+/// What to plan.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// The model.
+    pub model: Model,
+    /// The workload.
+    pub workload: Workload,
+    /// Only these GPUs (canonical names); all when `None`.
+    pub gpus: Option<Vec<String>>,
+    /// Only these clouds.
+    pub clouds: Option<Vec<String>>,
+    /// Only this pricing model.
+    pub pricing: Option<Pricing>,
+    /// Tokens to train on or to generate (the unit of the cost).
+    pub tokens: f64,
+    /// Most GPUs per option.
+    pub max_gpus: u32,
+    /// Limits.
+    pub constraints: Constraints,
+    /// Constants.
+    pub constants: Constants,
+}
+
+/// One priced option.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlanOption {
+    /// GPU.
+    pub gpu: String,
+    /// GPUs.
+    pub count: u32,
+    /// Cloud.
+    pub cloud: String,
+    /// Instance type the price comes from.
+    pub instance_type: String,
+    /// Region of that price.
+    pub region: String,
+    /// Pricing model.
+    pub pricing: Pricing,
+    /// $ per GPU-hour.
+    pub usd_per_gpu_hour: f64,
+    /// Date of the price.
+    pub price_as_of: String,
+    /// Memory per GPU, GiB (runtime terms included).
+    pub memory_per_gpu_gib: f64,
+    /// GPU memory, GiB.
+    pub gpu_memory_gib: f64,
+    /// Tokens per second, all GPUs.
+    pub tokens_per_s: f64,
+    /// Time per output token, ms (inference).
+    pub tpot_ms: Option<f64>,
+    /// Hours for the tokens.
+    pub hours: f64,
+    /// Dollars for the tokens: hours × count × $/GPU-hour.
+    pub total_usd: f64,
+    /// $ per million tokens.
+    pub usd_per_million_tokens: f64,
+    /// Constraints it breaks.
+    pub violates: Vec<String>,
+    /// On the cost-time Pareto front.
+    pub pareto: bool,
+}
+
+/// A GPU that does not fit at any count tried.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Unfit {
+    /// GPU.
+    pub gpu: String,
+    /// Largest count tried.
+    pub count: u32,
+    /// Memory needed per GPU at that count, GiB.
+    pub needed_gib: f64,
+    /// Memory it has, GiB.
+    pub has_gib: f64,
+    /// The largest term (what overflows).
+    pub overflow: String,
+}
+
+/// A GPU skipped for want of catalog figures or prices.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Skipped {
+    /// GPU.
+    pub gpu: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Plan {
+    /// `gpuwise.plan/v1`.
+    pub schema: &'static str,
+    /// The model.
+    pub model: Model,
+    /// The workload with its defaults.
+    pub setup: Setup,
+    /// Tokens the costs are for.
+    pub tokens: f64,
+    /// Limits.
+    pub constraints: Constraints,
+    /// Memory on one GPU at one GPU (the breakdown), runtime terms included.
+    pub memory_one_gpu: Memory,
+    /// Options, best first (meeting the constraints, by $ per 1M tokens).
+    pub options: Vec<PlanOption>,
+    /// Index into `options` of the cheapest one meeting the constraints.
+    pub cheapest: Option<usize>,
+    /// Index of the balanced one.
+    pub balanced: Option<usize>,
+    /// Index of the fastest one.
+    pub fastest: Option<usize>,
+    /// GPUs that never fit.
+    pub unfit: Vec<Unfit>,
+    /// GPUs without the figures or prices to plan.
+    pub skipped: Vec<Skipped>,
+    /// Constants used.
+    pub constants: Constants,
+}
+
+/// Schema id of the JSON.
+pub const SCHEMA: &str = "gpuwise.plan/v1";
+
+/// Plan `req` over `catalog`.
+#[must_use]
+pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
+    let base = Setup::new(&req.model, &req.workload);
+    let fixed = req.workload.gpus.is_some()
+        || req.workload.tp > 1
+        || req.workload.pp > 1
+        || req.workload.dp.is_some();
+    let mut options = Vec::new();
+    let mut unfit = Vec::new();
+    let mut skipped = Vec::new();
+    let counts: Vec<u32> = if fixed {
+        vec![base.gpus]
+    } else {
+        std::iter::successors(Some(1u32), |c| c.checked_mul(2))
+            .take_while(|c| *c <= req.max_gpus.max(1))
+            .collect()
+    };
+    for spec in &catalog.gpus {
+        if req
+            .gpus
+            .as_ref()
+            .is_some_and(|only| !only.contains(&spec.name))
+        {
+            continue;
+        }
+        let hw = Hardware::from_spec(spec).with_overrides(&req.workload);
+        let prices_for = |min_gpus: u32| -> Vec<_> {
+            catalog
+                .cheapest_options_with(&spec.name, req.pricing, f64::from(min_gpus))
+                .into_iter()
+                .filter(|(_, i, _)| {
+                    req.clouds
+                        .as_ref()
+                        .is_none_or(|c| c.iter().any(|x| x == &i.cloud))
+                })
+                .collect()
+        };
+        if prices_for(0).is_empty() {
+            skipped.push(Skipped {
+                gpu: spec.name.clone(),
+                reason: "no price in the catalog for the clouds and pricing asked".to_owned(),
+            });
+            continue;
+        }
+        let mut fitted = 0;
+        let mut failed = false;
+        let mut last: Option<(u32, Memory)> = None;
+        for &count in &counts {
+            if fitted >= 3 {
+                break;
+            }
+            let mut w = req.workload.clone();
+            if !fixed && count > 1 {
+                if w.mode == Mode::Infer {
+                    w.tp = count;
+                } else {
+                    w.dp = Some(count);
+                    w.zero = 3;
+                }
+            }
+            let s = Setup::new(&req.model, &w);
+            let mem = memory::estimate(&req.model, &s, true);
+            if mem.total_bytes > hw.memory_bytes {
+                last = Some((count, mem));
+                continue;
+            }
+            let (tokens_per_s, tpot_ms) = if w.mode == Mode::Infer {
+                match perf::infer(&req.model, &s, &hw, &req.constants) {
+                    Ok(r) => (r.output_tokens_per_s * f64::from(s.dp), Some(r.tpot_ms)),
+                    Err(e) => {
+                        skipped.push(Skipped {
+                            gpu: spec.name.clone(),
+                            reason: e.to_string(),
+                        });
+                        failed = true;
+                        break;
+                    }
+                }
+            } else {
+                match perf::train(&req.model, &s, &hw, &req.constants) {
+                    Ok(t) => (t.tokens_per_s_per_gpu * f64::from(s.gpus), None),
+                    Err(e) => {
+                        skipped.push(Skipped {
+                            gpu: spec.name.clone(),
+                            reason: e.to_string(),
+                        });
+                        failed = true;
+                        break;
+                    }
+                }
+            };
+            fitted += 1;
+            let hours = req.tokens / tokens_per_s / 3600.0;
+            // Tensor and pipeline parallel GPUs talk every layer: one machine holds them all.
+            let one_machine = s.tp * s.pp;
+            for (pricing, inst, usd) in &prices_for(if one_machine > 1 { one_machine } else { 0 }) {
+                let total = hours * f64::from(s.gpus) * usd;
+                let mut o = PlanOption {
+                    gpu: spec.name.clone(),
+                    count: s.gpus,
+                    cloud: inst.cloud.clone(),
+                    instance_type: inst.instance_type.clone(),
+                    region: inst.region.clone(),
+                    pricing: *pricing,
+                    usd_per_gpu_hour: *usd,
+                    price_as_of: inst.as_of.clone(),
+                    memory_per_gpu_gib: mem.total_bytes / GIB,
+                    gpu_memory_gib: hw.memory_bytes / GIB,
+                    tokens_per_s,
+                    tpot_ms,
+                    hours,
+                    total_usd: total,
+                    usd_per_million_tokens: total / req.tokens * 1e6,
+                    violates: Vec::new(),
+                    pareto: false,
+                };
+                o.violates = violations(&o, &req.constraints);
+                options.push(o);
+            }
+        }
+        if fitted == 0
+            && !failed
+            && let Some((count, mem)) = last
+        {
+            unfit.push(Unfit {
+                gpu: spec.name.clone(),
+                count,
+                needed_gib: mem.total_bytes / GIB,
+                has_gib: hw.memory_bytes / GIB,
+                overflow: mem.largest().map(|t| t.name.to_owned()).unwrap_or_default(),
+            });
+        }
+    }
+    options.sort_by(|a, b| {
+        a.violates
+            .is_empty()
+            .cmp(&b.violates.is_empty())
+            .reverse()
+            .then(
+                a.usd_per_million_tokens
+                    .total_cmp(&b.usd_per_million_tokens),
+            )
+            .then(a.hours.total_cmp(&b.hours))
+            .then_with(|| a.gpu.cmp(&b.gpu))
+            .then_with(|| a.cloud.cmp(&b.cloud))
+    });
+    mark_pareto(&mut options);
+    let ok = |o: &&PlanOption| o.violates.is_empty();
+    let idx = |f: &dyn Fn(&PlanOption, &PlanOption) -> std::cmp::Ordering| {
+        options
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| ok(o))
+            .min_by(|a, b| f(a.1, b.1))
+            .map(|(i, _)| i)
+    };
+    let cheapest = idx(&|a, b| a.total_usd.total_cmp(&b.total_usd));
+    let fastest = idx(&|a, b| {
+        a.hours
+            .total_cmp(&b.hours)
+            .then(a.total_usd.total_cmp(&b.total_usd))
+    });
+    let balanced = options
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.pareto)
+        .min_by(|a, b| (a.1.total_usd * a.1.hours).total_cmp(&(b.1.total_usd * b.1.hours)))
+        .map(|(i, _)| i);
+    let memory_one_gpu = memory::estimate(&req.model, &base, true);
+    Plan {
+        schema: SCHEMA,
+        model: req.model.clone(),
+        setup: base,
+        tokens: req.tokens,
+        constraints: req.constraints.clone(),
+        memory_one_gpu,
+        options,
+        cheapest,
+        balanced,
+        fastest,
+        unfit,
+        skipped,
+        constants: req.constants.clone(),
+    }
+}
+
+fn violations(o: &PlanOption, c: &Constraints) -> Vec<String> {
+    let mut v = Vec::new();
+    if let (Some(max), Some(t)) = (c.max_latency_ms, o.tpot_ms)
+        && t > max
+    {
+        v.push(format!("latency {t:.1} ms > {max} ms"));
+    }
+    if let Some(min) = c.min_tokens_per_s
+        && o.tokens_per_s < min
+    {
+        v.push(format!("{:.0} tokens/s < {min}", o.tokens_per_s));
+    }
+    if let Some(d) = c.deadline_hours
+        && o.hours > d
+    {
+        v.push(format!("{:.1} h > deadline {d} h", o.hours));
+    }
+    if let Some(b) = c.budget_usd
+        && o.total_usd > b
+    {
+        v.push(format!("${:.0} > budget ${b}", o.total_usd));
+    }
+    v
+}
+
+/// Mark the options (meeting the constraints) that no other beats on both cost and time.
+fn mark_pareto(options: &mut [PlanOption]) {
+    let pts: Vec<(f64, f64, bool)> = options
+        .iter()
+        .map(|o| (o.total_usd, o.hours, o.violates.is_empty()))
+        .collect();
+    for (i, o) in options.iter_mut().enumerate() {
+        let (c, t, ok) = pts[i];
+        o.pareto = ok
+            && !pts.iter().enumerate().any(|(j, &(c2, t2, ok2))| {
+                j != i && ok2 && c2 <= c && t2 <= t && (c2 < c || t2 < t)
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(kv: &[(&str, &str)], tokens: f64) -> Request {
+        let mut w = Workload::default();
+        for (k, v) in kv {
+            assert_eq!(w.set(k, v), Ok(true), "{k}");
+        }
+        Request {
+            model: Model::preset("llama-3-70b").expect("preset"),
+            workload: w,
+            gpus: None,
+            clouds: None,
+            pricing: Some(Pricing::OnDemand),
+            tokens,
+            max_gpus: 8,
+            constraints: Constraints::default(),
+            constants: Constants::default(),
+        }
+    }
+
+    #[test]
+    fn every_option_fits_and_its_dollars_trace_to_a_price() {
+        let p = plan(
+            &request(
+                &[("precision", "int4"), ("batch", "8"), ("context", "8192")],
+                1e6,
+            ),
+            &Catalog::builtin(),
+        );
+        assert!(!p.options.is_empty());
+        for o in &p.options {
+            assert!(o.memory_per_gpu_gib <= o.gpu_memory_gib, "{o:?}");
+            let want = o.hours * f64::from(o.count) * o.usd_per_gpu_hour;
+            assert!((o.total_usd - want).abs() < 1e-9);
+            assert!(
+                (o.usd_per_million_tokens - o.total_usd).abs() < 1e-9,
+                "1M tokens asked"
+            );
+        }
+        // 70B at int4 (~37 GB of weights) never fits a 24 GB card alone.
+        assert!(!p.options.iter().any(|o| o.gpu == "L4" && o.count == 1));
+        // Ranked by $ per 1M tokens.
+        assert!(
+            p.options
+                .windows(2)
+                .all(|w| w[0].usd_per_million_tokens <= w[1].usd_per_million_tokens)
+        );
+        let c = p.cheapest.expect("cheapest");
+        let f = p.fastest.expect("fastest");
+        assert!(
+            p.options
+                .iter()
+                .all(|o| o.total_usd >= p.options[c].total_usd)
+        );
+        assert!(p.options.iter().all(|o| o.hours >= p.options[f].hours));
+        assert!(p.options[p.balanced.expect("balanced")].pareto);
+    }
+
+    #[test]
+    fn constraints_push_violators_down() {
+        let mut r = request(&[("precision", "fp8"), ("batch", "1")], 1e6);
+        r.constraints.max_latency_ms = Some(20.0);
+        let p = plan(&r, &Catalog::builtin());
+        let first_bad = p.options.iter().position(|o| !o.violates.is_empty());
+        if let Some(i) = first_bad {
+            assert!(p.options[i..].iter().all(|o| !o.violates.is_empty()));
+        }
+        assert!(
+            p.options
+                .iter()
+                .filter(|o| o.violates.is_empty())
+                .all(|o| o.tpot_ms.expect("infer") <= 20.0)
+        );
+    }
+
+    #[test]
+    fn unfit_names_the_overflowing_term() {
+        let mut r = request(&[("mode", "train"), ("batch", "1"), ("seq", "4096")], 1e9);
+        r.max_gpus = 1;
+        r.gpus = Some(vec!["L4".to_owned()]);
+        let p = plan(&r, &Catalog::builtin());
+        assert!(p.options.is_empty());
+        assert_eq!(p.unfit.len(), 1);
+        assert_eq!(p.unfit[0].overflow, "optimizer");
+    }
+}

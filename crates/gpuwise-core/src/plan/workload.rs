@@ -1,0 +1,512 @@
+//! What is run on the model: mode, precision, batch, sequence, parallelism.
+//!
+//! One parser for every way a workload is written: `key=value;…` (the calibration file),
+//! flags and a TOML file are all fed through [`Workload::set`], so a key means the same thing
+//! everywhere and an unknown key is reported the same way.
+
+use serde::Serialize;
+
+/// Training or inference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Full training or fine-tuning.
+    Train,
+    /// LoRA: frozen 16-bit base, trained low-rank adapters.
+    Lora,
+    /// QLoRA: frozen 4-bit (NF4) base, trained adapters.
+    Qlora,
+    /// Inference (prefill and decode).
+    Infer,
+}
+
+impl Mode {
+    /// Parse `train`, `lora`, `qlora`, `infer` (`inference`, `serve`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "train" | "training" | "pretrain" | "finetune" => Ok(Self::Train),
+            "lora" => Ok(Self::Lora),
+            "qlora" => Ok(Self::Qlora),
+            "infer" | "inference" | "serve" => Ok(Self::Infer),
+            o => Err(format!(
+                "mode `{o}` is not one of train, lora, qlora, infer"
+            )),
+        }
+    }
+
+    /// The name `parse` takes.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Train => "train",
+            Self::Lora => "lora",
+            Self::Qlora => "qlora",
+            Self::Infer => "infer",
+        }
+    }
+
+    /// Whether weights are updated (anything but inference).
+    #[must_use]
+    pub fn trains(self) -> bool {
+        self != Self::Infer
+    }
+}
+
+/// Number formats of weights (and, for training, of the arithmetic).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    /// 32-bit float.
+    Fp32,
+    /// TF32 tensor-core arithmetic on fp32 storage.
+    Tf32,
+    /// 16-bit float throughout.
+    Fp16,
+    /// bfloat16 throughout.
+    Bf16,
+    /// Mixed precision, fp16 arithmetic, fp32 master weights.
+    AmpFp16,
+    /// Mixed precision, bf16 arithmetic, fp32 master weights.
+    AmpBf16,
+    /// 8-bit float weights and arithmetic.
+    Fp8,
+    /// 8-bit integer weights (weight-only; 16-bit arithmetic).
+    Int8,
+    /// 4-bit integer weights with a 16-bit scale and zero point per group (AWQ, GPTQ, gpt-fast).
+    Int4 {
+        /// Weights per group.
+        group: u32,
+    },
+    /// GGUF Q8_0: blocks of 32 int8 and one fp16 scale (8.5 bits per weight).
+    Q8_0,
+    /// GGUF Q4_0: blocks of 32 4-bit and one fp16 scale (4.5 bits).
+    Q4_0,
+    /// GGUF Q4_K_M: Q4_K with Q6_K for some tensors (≈ 4.85 bits on Llama models).
+    Q4KM,
+    /// bitsandbytes NF4 with double quantization (QLoRA): 4 + 8/64 + 32/(64·256) bits.
+    Nf4,
+}
+
+impl Precision {
+    /// Parse a precision name (`bf16`, `amp_bf16`, `int4`, `int4-g32`, `q4_k_m`, …).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let l = s.to_ascii_lowercase().replace('-', "_");
+        Ok(match l.as_str() {
+            "fp32" | "float32" => Self::Fp32,
+            "tf32" => Self::Tf32,
+            "fp16" | "float16" | "half" => Self::Fp16,
+            "bf16" | "bfloat16" => Self::Bf16,
+            "amp_fp16" | "mixed_fp16" => Self::AmpFp16,
+            "amp_bf16" | "mixed_bf16" => Self::AmpBf16,
+            "fp8" | "fp8_e4m3" => Self::Fp8,
+            "int8" => Self::Int8,
+            "int4" => Self::Int4 { group: 128 },
+            "q8_0" => Self::Q8_0,
+            "q4_0" => Self::Q4_0,
+            "q4_k_m" => Self::Q4KM,
+            "nf4" => Self::Nf4,
+            other => {
+                if let Some(g) = other
+                    .strip_prefix("int4_g")
+                    .and_then(|g| g.parse::<u32>().ok())
+                    .filter(|g| *g > 0)
+                {
+                    Self::Int4 { group: g }
+                } else {
+                    return Err(format!(
+                        "precision `{s}` is not one of fp32, tf32, fp16, bf16, amp_fp16, amp_bf16, \
+                         fp8, int8, int4 (int4_g32 …), q8_0, q4_0, q4_k_m, nf4"
+                    ));
+                }
+            }
+        })
+    }
+
+    /// Bits per quantized weight, scales included.
+    #[must_use]
+    pub fn weight_bits(self) -> f64 {
+        match self {
+            Self::Fp32 | Self::Tf32 => 32.0,
+            Self::Fp16 | Self::Bf16 | Self::AmpFp16 | Self::AmpBf16 => 16.0,
+            Self::Fp8 | Self::Int8 => 8.0,
+            Self::Int4 { group } => 4.0 + 32.0 / f64::from(group),
+            Self::Q8_0 => 8.5,
+            Self::Q4_0 => 4.5,
+            Self::Q4KM => 4.85,
+            Self::Nf4 => 4.0 + 8.0 / 64.0 + 32.0 / (64.0 * 256.0),
+        }
+    }
+
+    /// Whether every tensor, embeddings included, is stored at [`Self::weight_bits`] (GGUF
+    /// files); otherwise quantized formats cover the blocks' linear layers only and the
+    /// embeddings and output layer stay 16-bit, as bitsandbytes, AWQ/GPTQ and TensorRT-LLM do.
+    #[must_use]
+    pub fn quantizes_embeddings(self) -> bool {
+        matches!(self, Self::Q8_0 | Self::Q4_0 | Self::Q4KM) || self.weight_bits() >= 16.0
+    }
+
+    /// Weight-only quantization: weights are widened to 16-bit for the arithmetic.
+    #[must_use]
+    pub fn weight_only(self) -> bool {
+        matches!(
+            self,
+            Self::Int8 | Self::Int4 { .. } | Self::Q8_0 | Self::Q4_0 | Self::Q4KM | Self::Nf4
+        )
+    }
+
+    /// Mixed precision (fp32 master weights).
+    #[must_use]
+    pub fn mixed(self) -> bool {
+        matches!(self, Self::AmpFp16 | Self::AmpBf16)
+    }
+
+    /// Bytes of an activation element in this precision's arithmetic.
+    #[must_use]
+    pub fn activation_bytes(self) -> f64 {
+        match self {
+            Self::Fp32 | Self::Tf32 => 4.0,
+            _ => 2.0,
+        }
+    }
+
+    /// The peak a GPU reaches in this precision's arithmetic, from its dense TFLOPS.
+    #[must_use]
+    /// BF16 needs BF16 units (not on Volta or Turing); FP8 falls back to 16-bit arithmetic
+    /// (FP8 weights widened, as vLLM's Marlin kernels do on Ampere); weight-only formats
+    /// compute in 16-bit, either kind.
+    pub fn peak_tflops(self, t: &crate::catalog::DenseTflops) -> Option<f64> {
+        let half = t.bf16.or(t.fp16);
+        match self {
+            Self::Fp32 => t.fp32,
+            Self::Tf32 => t.tf32.or(t.fp32),
+            Self::Fp16 | Self::AmpFp16 => t.fp16.or(t.bf16),
+            Self::Bf16 | Self::AmpBf16 => t.bf16,
+            Self::Fp8 => t.fp8.or(half),
+            _ => half,
+        }
+    }
+
+    /// The name `parse` takes.
+    #[must_use]
+    pub fn name(self) -> String {
+        match self {
+            Self::Fp32 => "fp32".into(),
+            Self::Tf32 => "tf32".into(),
+            Self::Fp16 => "fp16".into(),
+            Self::Bf16 => "bf16".into(),
+            Self::AmpFp16 => "amp_fp16".into(),
+            Self::AmpBf16 => "amp_bf16".into(),
+            Self::Fp8 => "fp8".into(),
+            Self::Int8 => "int8".into(),
+            Self::Int4 { group } => format!("int4_g{group}"),
+            Self::Q8_0 => "q8_0".into(),
+            Self::Q4_0 => "q4_0".into(),
+            Self::Q4KM => "q4_k_m".into(),
+            Self::Nf4 => "nf4".into(),
+        }
+    }
+}
+
+/// Optimizers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimizer {
+    /// AdamW: two fp32 moments.
+    AdamW,
+    /// Adam: two fp32 moments.
+    Adam,
+    /// 8-bit Adam (bitsandbytes): two 8-bit moments.
+    Adam8bit,
+    /// Adafactor: factored second moment, no first moment (Hugging Face defaults).
+    Adafactor,
+    /// SGD with momentum: one buffer.
+    Sgd,
+}
+
+impl Optimizer {
+    /// Parse an optimizer name.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+            "adamw" | "adamwtorch" | "fusedadam" => Ok(Self::AdamW),
+            "adam" => Ok(Self::Adam),
+            "adam8bit" | "adamw8bit" | "pagedadamw8bit" => Ok(Self::Adam8bit),
+            "adafactor" => Ok(Self::Adafactor),
+            "sgd" => Ok(Self::Sgd),
+            _ => Err(format!(
+                "optimizer `{s}` is not one of adamw, adam, adam8bit, adafactor, sgd"
+            )),
+        }
+    }
+}
+
+/// Activation checkpointing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Checkpointing {
+    /// Keep every activation.
+    None,
+    /// Recompute part of each layer (see `memory` for what each framework keeps).
+    Selective,
+    /// Keep layer inputs only, recompute each layer in the backward pass.
+    Full,
+}
+
+impl Checkpointing {
+    /// Parse `none`, `selective`, `full`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "none" | "false" | "off" | "no" => Ok(Self::None),
+            "selective" | "op" => Ok(Self::Selective),
+            "full" | "true" | "on" | "yes" => Ok(Self::Full),
+            o => Err(format!(
+                "checkpointing `{o}` is not one of none, selective, full"
+            )),
+        }
+    }
+}
+
+/// A workload. Fields left `None` take the defaults documented on [`Workload::set`] and in
+/// docs/planner.md, and every default used is named in the plan's assumptions.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Workload {
+    /// Mode.
+    pub mode: Mode,
+    /// Weight / arithmetic precision.
+    pub precision: Option<Precision>,
+    /// KV cache precision.
+    pub kv_precision: Option<Precision>,
+    /// Weights per scale group of int4 formats (`int4` alone means 128).
+    pub group_size: Option<u32>,
+    /// Optimizer.
+    pub optimizer: Optimizer,
+    /// Micro-batch per GPU (training) or concurrent sequences (inference).
+    pub batch: Option<u32>,
+    /// Gradient accumulation steps.
+    pub ga: Option<u32>,
+    /// Sequences per optimizer step, all GPUs.
+    pub global_batch: Option<u32>,
+    /// Training sequence length.
+    pub seq: Option<u32>,
+    /// Prompt tokens per request.
+    pub prompt: Option<u32>,
+    /// Generated tokens per request.
+    pub output: Option<u32>,
+    /// KV cache length per sequence (when sized to a context rather than prompt + output).
+    pub context: Option<u32>,
+    /// Activation checkpointing.
+    pub checkpointing: Checkpointing,
+    /// Flash / memory-efficient attention (no s² buffers).
+    pub flash_attention: bool,
+    /// ZeRO stage (3 = FSDP full sharding).
+    pub zero: u8,
+    /// Tensor parallel degree.
+    pub tp: u32,
+    /// Pipeline parallel degree.
+    pub pp: u32,
+    /// Data parallel degree.
+    pub dp: Option<u32>,
+    /// GPUs in all.
+    pub gpus: Option<u32>,
+    /// LoRA rank.
+    pub lora_rank: u32,
+    /// Framework (changes what "selective" checkpointing keeps, how the loss is computed and
+    /// how mixed precision stores weights; see docs/planner.md).
+    pub framework: Option<String>,
+    /// Tokens to train on.
+    pub train_tokens: Option<f64>,
+    /// `offline` (max throughput) or `online`.
+    pub scenario: Option<String>,
+    /// Whether measured memory includes the CUDA context and allocator cache (NVML "used").
+    pub includes_context: bool,
+    /// `model_states_only`: weights, gradients and optimizer states alone (the ZeRO paper).
+    pub scope: Option<String>,
+    /// Whether the file is a GGUF artifact (every tensor quantized).
+    pub gguf: bool,
+    /// GPU overrides: memory GB, bandwidth GB/s, power cap W.
+    pub gpu_mem_gb: Option<f64>,
+    /// Bandwidth override.
+    pub gpu_bw_gb_s: Option<f64>,
+    /// Power cap.
+    pub gpu_power_w: Option<f64>,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Infer,
+            precision: None,
+            kv_precision: None,
+            group_size: None,
+            optimizer: Optimizer::AdamW,
+            batch: None,
+            ga: None,
+            global_batch: None,
+            seq: None,
+            prompt: None,
+            output: None,
+            context: None,
+            checkpointing: Checkpointing::None,
+            flash_attention: true,
+            zero: 0,
+            tp: 1,
+            pp: 1,
+            dp: None,
+            gpus: None,
+            lora_rank: 8,
+            framework: None,
+            train_tokens: None,
+            scenario: None,
+            includes_context: false,
+            scope: None,
+            gguf: false,
+            gpu_mem_gb: None,
+            gpu_bw_gb_s: None,
+            gpu_power_w: None,
+        }
+    }
+}
+
+fn uint(key: &str, v: &str) -> Result<u32, String> {
+    if v == "0" {
+        return Ok(0);
+    }
+    let x = crate::plan::model::parse_count(v)
+        .filter(|x| x.fract() == 0.0 && *x <= f64::from(u32::MAX))
+        .ok_or_else(|| format!("{key}=`{v}`: expected a positive whole number"))?;
+    Ok(x as u32)
+}
+
+fn float(key: &str, v: &str) -> Result<f64, String> {
+    crate::plan::model::parse_count(v)
+        .ok_or_else(|| format!("{key}=`{v}`: expected a positive number"))
+}
+
+fn boolean(key: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "true" | "yes" | "1" | "on" => Ok(true),
+        "false" | "no" | "0" | "off" => Ok(false),
+        _ => Err(format!("{key}=`{v}`: expected true or false")),
+    }
+}
+
+/// Keys that describe the model rather than the workload; [`Workload::set`] leaves them to
+/// the caller (`plan validate` builds the model from them).
+pub const MODEL_KEYS: &[&str] = &[
+    "model", "params_b", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
+];
+
+/// Keys naming the GPU; left to the caller like [`MODEL_KEYS`].
+pub const GPU_KEYS: &[&str] = &["gpu", "gpu_note"];
+
+impl Workload {
+    /// Set one key. Returns `Ok(false)` for a key the planner does not use (the caller reports
+    /// it as ignored), `Err` for a used key with a bad value.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<bool, String> {
+        let v = value.trim();
+        match key {
+            "mode" => self.mode = Mode::parse(v)?,
+            "precision" => self.precision = Some(Precision::parse(v)?),
+            "kv_precision" => self.kv_precision = Some(Precision::parse(v)?),
+            "group_size" => self.group_size = Some(uint(key, v)?.max(1)),
+            "optimizer" => self.optimizer = Optimizer::parse(v)?,
+            "batch" => self.batch = Some(uint(key, v)?.max(1)),
+            "ga" => self.ga = Some(uint(key, v)?),
+            "global_batch" => self.global_batch = Some(uint(key, v)?),
+            "seq" => self.seq = Some(uint(key, v)?),
+            "prompt" => self.prompt = Some(uint(key, v)?),
+            "output" => self.output = Some(uint(key, v)?),
+            "context" => {
+                // `context=0`: no prompt in the KV cache (llama-bench tg128).
+                self.context = Some(uint(key, v)?);
+            }
+            "checkpointing" => self.checkpointing = Checkpointing::parse(v)?,
+            "flash_attention" => self.flash_attention = boolean(key, v)?,
+            "zero" => {
+                let z = uint(key, v)?;
+                if z > 3 {
+                    return Err(format!("zero=`{v}`: ZeRO stages are 0, 1, 2, 3"));
+                }
+                self.zero = z as u8;
+            }
+            "fsdp" => {
+                if boolean(key, v)? {
+                    self.zero = 3;
+                }
+            }
+            "tp" => self.tp = uint(key, v)?.max(1),
+            "pp" => self.pp = uint(key, v)?.max(1),
+            "dp" => self.dp = Some(uint(key, v)?.max(1)),
+            "gpus" => self.gpus = Some(uint(key, v)?.max(1)),
+            "lora_rank" => self.lora_rank = uint(key, v)?.max(1),
+            "framework" => self.framework = Some(v.to_ascii_lowercase()),
+            "train_tokens" => self.train_tokens = Some(float(key, v)?),
+            "scenario" => self.scenario = Some(v.to_ascii_lowercase()),
+            "includes_context" => self.includes_context = boolean(key, v)?,
+            "scope" => self.scope = Some(v.to_owned()),
+            "format" => self.gguf = v.eq_ignore_ascii_case("gguf"),
+            "gpu_mem_gb" => self.gpu_mem_gb = Some(float(key, v)?),
+            "gpu_bw_gb_s" => self.gpu_bw_gb_s = Some(float(key, v)?),
+            "gpu_power_w" => self.gpu_power_w = Some(float(key, v)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The precision in effect: as given, else `amp_bf16` for training, `bf16` for LoRA and
+    /// inference, `nf4` for QLoRA.
+    #[must_use]
+    pub fn precision(&self) -> Precision {
+        match self.precision {
+            Some(Precision::Int4 { group }) => Precision::Int4 {
+                group: self.group_size.unwrap_or(group),
+            },
+            Some(p) => p,
+            None => match self.mode {
+                Mode::Train => Precision::AmpBf16,
+                Mode::Lora | Mode::Infer => Precision::Bf16,
+                Mode::Qlora => Precision::Nf4,
+            },
+        }
+    }
+
+    /// Whether this framework is named (`torchtitan`, `megatron`, …).
+    #[must_use]
+    pub fn framework_is(&self, names: &[&str]) -> bool {
+        self.framework
+            .as_deref()
+            .is_some_and(|f| names.iter().any(|n| f.starts_with(n)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_per_weight() {
+        let b = |s: &str| Precision::parse(s).expect("known").weight_bits();
+        assert_eq!(b("q8_0"), 8.5);
+        assert_eq!(b("q4_0"), 4.5);
+        assert_eq!(b("int4"), 4.25);
+        assert_eq!(b("int4_g32"), 5.0);
+        assert!((b("nf4") - 4.127).abs() < 1e-3);
+        assert_eq!(b("amp_bf16"), 16.0);
+        assert!(Precision::parse("int3").is_err());
+    }
+
+    #[test]
+    fn keys_set_report_unknowns_and_reject_bad_values() {
+        let mut w = Workload::default();
+        assert_eq!(w.set("batch", "8"), Ok(true));
+        assert_eq!(w.batch, Some(8));
+        assert_eq!(w.set("compile", "true"), Ok(false));
+        assert_eq!(
+            w.set("batch", "eight"),
+            Err("batch=`eight`: expected a positive whole number".to_owned())
+        );
+        assert!(w.set("zero", "4").is_err());
+        assert!(w.set("mode", "fly").is_err());
+        assert_eq!(w.set("train_tokens", "2e12"), Ok(true));
+        assert_eq!(w.train_tokens, Some(2e12));
+    }
+}

@@ -1,0 +1,431 @@
+//! Renderers of `gpuwise plan` and `gpuwise plan validate`.
+
+use gpuwise_core::plan::rank::Plan;
+use gpuwise_core::plan::validate::{Accuracy, Outcome, Summary};
+use gpuwise_core::plan::{GIB, Model};
+use serde::Serialize;
+
+use crate::text::usd;
+use crate::{Format, grid};
+
+/// Schema id of `plan validate --format json`.
+pub const VALIDATE_SCHEMA: &str = "gpuwise.plan-validate/v1";
+
+fn json<T: Serialize>(v: &T) -> String {
+    let mut s =
+        serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    s.push('\n');
+    s
+}
+
+fn sig(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn params(n: f64) -> String {
+    if n >= 1e9 {
+        format!("{:.2}B", n / 1e9)
+    } else {
+        format!("{:.0}M", n / 1e6)
+    }
+}
+
+fn heading(format: Format, text: &str) -> String {
+    match format {
+        Format::Markdown => format!("\n## {text}\n\n"),
+        _ => format!("\n{text}\n"),
+    }
+}
+
+/// One line describing a model.
+#[must_use]
+pub fn describe_model(m: &Model) -> String {
+    let attn = if m.kv_heads == m.heads {
+        "multi-head attention".to_owned()
+    } else if m.kv_heads == 1 {
+        "multi-query attention".to_owned()
+    } else {
+        format!("GQA, {} KV heads", m.kv_heads)
+    };
+    let moe = if m.experts > 1 {
+        format!(
+            ", {} experts ({} active: {} params per token)",
+            m.experts,
+            m.active_experts,
+            params(m.active_params())
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{} — {} params, {} layers × {}, {} heads ({attn}), FFN {}{moe}",
+        m.name,
+        params(m.params),
+        m.layers,
+        m.hidden,
+        m.heads,
+        m.ffn
+    )
+}
+
+/// The plan in `format` (table, markdown, csv, json); `top` options in table and markdown.
+#[must_use]
+pub fn render(plan: &Plan, format: Format, top: usize) -> String {
+    if format == Format::Json {
+        return json(plan);
+    }
+    let rows: Vec<Vec<String>> = plan
+        .options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            vec![
+                format!("{}{}", i + 1, if o.pareto { "*" } else { "" }),
+                o.gpu.clone(),
+                o.count.to_string(),
+                o.cloud.clone(),
+                o.instance_type.clone(),
+                o.pricing.to_string(),
+                format!("{:.4}", o.usd_per_gpu_hour),
+                format!("{:.1}/{:.0}", o.memory_per_gpu_gib, o.gpu_memory_gib),
+                sig(o.tokens_per_s),
+                o.tpot_ms.map_or_else(|| "–".to_owned(), sig),
+                sig(o.hours),
+                usd(o.total_usd),
+                format!("{:.4}", o.usd_per_million_tokens),
+                o.violates.join("; "),
+            ]
+        })
+        .collect();
+    let headers = [
+        "#", "GPU", "N", "CLOUD", "INSTANCE", "PRICING", "$/GPU-H", "GIB/GPU", "TOK/S", "TPOT MS",
+        "HOURS", "TOTAL", "$/1M TOK", "BREAKS",
+    ];
+    let right = [2, 6, 7, 8, 9, 10, 11, 12];
+    if format == Format::Csv {
+        return grid::render(&headers, &right, &rows, format);
+    }
+    // The terminal table leaves the instance type to the picks, CSV and JSON.
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|mut r| {
+            r.remove(4);
+            r
+        })
+        .collect();
+    let headers: Vec<&str> = headers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 4)
+        .map(|(_, h)| *h)
+        .collect();
+    let right = [2, 5, 6, 7, 8, 9, 10, 11];
+    let s = &plan.setup;
+    let w = &s.workload;
+    let mut out = String::new();
+    if format == Format::Markdown {
+        out.push_str("# gpuwise plan\n\n");
+    }
+    out.push_str(&format!("Model     {}\n", describe_model(&plan.model)));
+    let shape = if w.mode.trains() {
+        format!(
+            "{} {}, batch {} × seq {}, checkpointing {}, optimizer {}, {} tokens",
+            w.mode.name(),
+            s.precision.name(),
+            s.batch,
+            s.seq,
+            format!("{:?}", w.checkpointing).to_lowercase(),
+            format!("{:?}", w.optimizer).to_lowercase(),
+            plan.tokens
+        )
+    } else {
+        format!(
+            "{} {}, batch {}, prompt {} → output {}, KV {} tokens/seq at {}, {} output tokens",
+            w.mode.name(),
+            s.precision.name(),
+            s.batch,
+            s.prompt,
+            s.output,
+            s.kv_len,
+            s.kv_precision.name(),
+            plan.tokens
+        )
+    };
+    out.push_str(&format!("Workload  {shape}\n"));
+    let assumed: Vec<&String> = plan
+        .model
+        .assumptions
+        .iter()
+        .chain(&s.assumptions)
+        .collect();
+    if !assumed.is_empty() {
+        out.push_str(&format!(
+            "Assumed   {}\n",
+            assumed
+                .iter()
+                .map(|a| a.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    out.push_str(&heading(format, "Memory on one GPU (before any split)"));
+    let mem_rows: Vec<Vec<String>> = plan
+        .memory_one_gpu
+        .terms
+        .iter()
+        .map(|t| {
+            vec![
+                t.name.to_owned(),
+                format!("{:.2}", t.bytes / GIB),
+                t.formula.clone(),
+            ]
+        })
+        .chain(std::iter::once(vec![
+            "total".to_owned(),
+            format!("{:.2}", plan.memory_one_gpu.total_bytes / GIB),
+            String::new(),
+        ]))
+        .collect();
+    out.push_str(&grid::render(
+        &["TERM", "GIB", "HOW"],
+        &[1],
+        &mem_rows,
+        format,
+    ));
+    out.push_str(&heading(format, "Picks"));
+    let pick = |label: &str, i: Option<usize>| -> Vec<String> {
+        match i.map(|i| &plan.options[i]) {
+            Some(o) => vec![
+                label.to_owned(),
+                format!("{} × {}", o.count, o.gpu),
+                format!(
+                    "{} {} {} ({})",
+                    o.cloud, o.instance_type, o.region, o.pricing
+                ),
+                usd(o.total_usd),
+                format!("{} h", sig(o.hours)),
+                format!("${:.4}/1M", o.usd_per_million_tokens),
+            ],
+            None => vec![label.to_owned(), "none meets the constraints".to_owned()],
+        }
+    };
+    let picks = vec![
+        pick("cheapest", plan.cheapest),
+        pick("balanced", plan.balanced),
+        pick("fastest", plan.fastest),
+    ];
+    let picks: Vec<Vec<String>> = picks
+        .into_iter()
+        .map(|mut r| {
+            r.resize(6, String::new());
+            r
+        })
+        .collect();
+    out.push_str(&grid::render(
+        &["PICK", "GPUS", "WHERE", "TOTAL", "TIME", "UNIT COST"],
+        &[3, 4, 5],
+        &picks,
+        format,
+    ));
+    let shown = top.min(rows.len());
+    out.push_str(&heading(
+        format,
+        &format!(
+            "Options ({shown} of {}; ranked by $ per 1M tokens; * on the cost-time Pareto front)",
+            rows.len()
+        ),
+    ));
+    out.push_str(&grid::render(&headers, &right, &rows[..shown], format));
+    if !plan.unfit.is_empty() {
+        out.push_str(&heading(format, "Does not fit"));
+        let r: Vec<Vec<String>> = plan
+            .unfit
+            .iter()
+            .map(|u| {
+                vec![
+                    u.gpu.clone(),
+                    u.count.to_string(),
+                    format!("{:.1}", u.needed_gib),
+                    format!("{:.1}", u.has_gib),
+                    u.overflow.clone(),
+                ]
+            })
+            .collect();
+        out.push_str(&grid::render(
+            &["GPU", "AT N", "NEEDS GIB/GPU", "HAS GIB", "LARGEST TERM"],
+            &[1, 2, 3],
+            &r,
+            format,
+        ));
+    }
+    if !plan.skipped.is_empty() {
+        out.push_str(&format!(
+            "\nSkipped {} GPU(s) without the figures or prices to plan: {}.\n",
+            plan.skipped.len(),
+            plan.skipped
+                .iter()
+                .map(|s| s.gpu.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    out.push_str(
+        "\nEstimates from a physical model (docs/planner.md); prices from the catalog with their dates (`--format json`).\n",
+    );
+    out
+}
+
+#[derive(Serialize)]
+struct ValidateJson<'a> {
+    schema: &'static str,
+    cases: &'a [Outcome],
+    summary: &'a Summary,
+}
+
+fn acc_row(a: &Accuracy) -> Vec<String> {
+    vec![
+        a.name.clone(),
+        a.cases.to_string(),
+        a.estimated.to_string(),
+        a.within.to_string(),
+        format!("{:.0}%", a.share_within * 100.0),
+        a.median_abs_error_pct
+            .map_or_else(|| "–".to_owned(), |m| format!("{m:.1}%")),
+    ]
+}
+
+/// `plan validate` output.
+#[must_use]
+pub fn render_validation(outs: &[Outcome], summary: &Summary, format: Format) -> String {
+    if format == Format::Json {
+        return json(&ValidateJson {
+            schema: VALIDATE_SCHEMA,
+            cases: outs,
+            summary,
+        });
+    }
+    let rows: Vec<Vec<String>> = outs
+        .iter()
+        .map(|o| {
+            vec![
+                o.id.clone(),
+                o.metric.clone(),
+                sig(o.measured),
+                o.estimate.map_or_else(|| "–".to_owned(), sig),
+                o.unit.clone(),
+                o.error_pct
+                    .map_or_else(|| "–".to_owned(), |e| format!("{e:+.1}%")),
+                format!("±{}%", o.tolerance_pct),
+                match (&o.reason, o.within_tolerance) {
+                    (Some(r), _) => format!("not estimated: {r}"),
+                    (None, true) => "yes".to_owned(),
+                    (None, false) => "no".to_owned(),
+                },
+                o.gpu.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let headers = [
+        "ID", "METRIC", "MEASURED", "ESTIMATE", "UNIT", "ERROR", "TOL", "WITHIN", "GPU",
+    ];
+    if format == Format::Csv {
+        return grid::render(&headers, &[2, 3, 5, 6], &rows, format);
+    }
+    let mut out = String::new();
+    if format == Format::Markdown {
+        out.push_str(
+            "# Planner accuracy\n\nProduced by `gpuwise plan validate ../shared/data/planner-calibration.csv --format markdown`; \
+             a test checks this file against the command. Error = (estimate − measured) ÷ measured. \
+             A case without an estimate counts as outside its tolerance.\n",
+        );
+    }
+    out.push_str(&heading(format, "Cases"));
+    out.push_str(&grid::render(&headers, &[2, 3, 5, 6], &rows, format));
+    out.push_str(&heading(format, "Per metric"));
+    let mut acc: Vec<Vec<String>> = summary.metrics.iter().map(acc_row).collect();
+    acc.push(acc_row(&summary.memory));
+    acc.push(acc_row(&summary.throughput));
+    acc.push(acc_row(&summary.all));
+    out.push_str(&grid::render(
+        &[
+            "METRIC",
+            "CASES",
+            "ESTIMATED",
+            "WITHIN",
+            "SHARE",
+            "MEDIAN ABS ERR",
+        ],
+        &[1, 2, 3, 4, 5],
+        &acc,
+        format,
+    ));
+    let notes: Vec<Vec<String>> = outs
+        .iter()
+        .filter(|o| !o.assumptions.is_empty() || !o.ignored_keys.is_empty())
+        .map(|o| {
+            let mut parts = o.assumptions.clone();
+            if !o.ignored_keys.is_empty() {
+                parts.push(format!("ignored keys: {}", o.ignored_keys.join(", ")));
+            }
+            vec![o.id.clone(), parts.join("; ")]
+        })
+        .collect();
+    if !notes.is_empty() {
+        out.push_str(&heading(format, "Assumptions per case"));
+        out.push_str(&grid::render(
+            &["ID", "ASSUMED / IGNORED"],
+            &[],
+            &notes,
+            format,
+        ));
+    }
+    out
+}
+
+/// The built-in model presets.
+#[must_use]
+pub fn render_models(models: &[Model], format: Format) -> String {
+    if format == Format::Json {
+        return json(&models);
+    }
+    let rows: Vec<Vec<String>> = models
+        .iter()
+        .map(|m| {
+            vec![
+                m.name.clone(),
+                params(m.params),
+                m.layers.to_string(),
+                m.hidden.to_string(),
+                m.heads.to_string(),
+                m.kv_heads.to_string(),
+                m.ffn.to_string(),
+                m.vocab.to_string(),
+                m.max_context
+                    .map_or_else(|| "–".to_owned(), |c| c.to_string()),
+                if m.experts > 1 {
+                    format!("{}/{}", m.active_experts, m.experts)
+                } else {
+                    "–".to_owned()
+                },
+            ]
+        })
+        .collect();
+    grid::render(
+        &[
+            "MODEL", "PARAMS", "LAYERS", "HIDDEN", "HEADS", "KV", "FFN", "VOCAB", "CONTEXT",
+            "EXPERTS",
+        ],
+        &[1, 2, 3, 4, 5, 6, 7, 8],
+        &rows,
+        format,
+    )
+}

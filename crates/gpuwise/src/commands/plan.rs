@@ -1,0 +1,242 @@
+//! `gpuwise plan`: which GPU a model needs; `plan validate`: the planner against measurements;
+//! `plan models`: the presets.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, anyhow, bail};
+use gpuwise_core::catalog::Pricing;
+use gpuwise_core::plan::perf::Constants;
+use gpuwise_core::plan::rank::{self, Constraints, Request};
+use gpuwise_core::plan::validate;
+use gpuwise_core::plan::{Mode, Model, Workload};
+use gpuwise_render::Format;
+use gpuwise_render::plan as render;
+
+use super::report::emit;
+use crate::cli::{ModelsArgs, PlanArgs, PlanCommand, PlanSub, ValidateArgs};
+use crate::{duration, printer};
+
+fn format(s: &str) -> anyhow::Result<Format> {
+    let f = Format::parse(s).map_err(|e| anyhow!("--format: {e}"))?;
+    if f == Format::Html {
+        bail!("--format: html is for reports; use table, json, csv or markdown");
+    }
+    Ok(f)
+}
+
+pub(crate) fn run(cmd: &PlanCommand) -> anyhow::Result<ExitCode> {
+    match &cmd.sub {
+        Some(PlanSub::Validate(a)) => validate_cmd(a),
+        Some(PlanSub::Models(a)) => models(a),
+        None => plan(&cmd.args),
+    }
+}
+
+fn models(a: &ModelsArgs) -> anyhow::Result<ExitCode> {
+    emit(
+        &render::render_models(&Model::presets(), format(&a.format)?),
+        None,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn validate_cmd(a: &ValidateArgs) -> anyhow::Result<ExitCode> {
+    let f = format(&a.format)?;
+    let origin = a.cases.display().to_string();
+    let text = fs_err::read_to_string(&a.cases)?;
+    let cases = validate::parse_cases(&text, &origin)?;
+    let catalog = gpuwise_core::catalog::Catalog::builtin();
+    let constants = Constants::default();
+    let outs: Vec<_> = cases
+        .iter()
+        .map(|c| validate::evaluate(c, &catalog, &constants))
+        .collect();
+    let summary = validate::summarize(&outs);
+    emit(&render::render_validation(&outs, &summary, f), None)?;
+    let mut code = ExitCode::SUCCESS;
+    for (want, acc) in [
+        (a.require_memory, &summary.memory),
+        (a.require_throughput, &summary.throughput),
+    ] {
+        if let Some(w) = want
+            && acc.share_within * 100.0 < w
+        {
+            printer::warn(&format!(
+                "{}: {:.1} % of cases within tolerance, {w} % required",
+                acc.name,
+                acc.share_within * 100.0
+            ));
+            code = ExitCode::from(1);
+        }
+    }
+    Ok(code)
+}
+
+/// A workload file: model source keys plus workload keys, all as TOML values.
+fn read_workload_file(
+    path: &Path,
+    w: &mut Workload,
+    model: &mut Option<Model>,
+    tokens: &mut Option<f64>,
+) -> anyhow::Result<()> {
+    let origin = path.display().to_string();
+    let text = fs_err::read_to_string(path)?;
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("{origin}: not TOML"))?;
+    for (key, value) in &table {
+        let v = match value {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(x) => x.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            _ => bail!("{origin}: `{key}` must be a string, number or boolean"),
+        };
+        match key.as_str() {
+            "model" => *model = Some(Model::preset(&v).with_context(|| origin.clone())?),
+            "params" => *model = Some(Model::from_params(&v).with_context(|| origin.clone())?),
+            "config" => {
+                let p = path.parent().unwrap_or(Path::new(".")).join(&v);
+                *model = Some(hf_config(&p)?);
+            }
+            "tokens" => {
+                *tokens = Some(
+                    gpuwise_core::plan::model::parse_count(&v)
+                        .ok_or_else(|| anyhow!("{origin}: tokens `{v}` is not a count"))?,
+                );
+            }
+            k => {
+                let used = w.set(k, &v).map_err(|e| anyhow!("{origin}: {e}"))?;
+                if !used {
+                    bail!("{origin}: unknown key `{k}` (see docs/planner.md for the keys)");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn hf_config(path: &Path) -> anyhow::Result<Model> {
+    let text = fs_err::read_to_string(path)?;
+    Ok(Model::from_hf_config(&text, &path.display().to_string())?)
+}
+
+fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let f = format(&a.format)?;
+    let mut w = Workload::default();
+    let mut model = None;
+    let mut tokens = None;
+    if let Some(p) = &a.workload {
+        read_workload_file(p, &mut w, &mut model, &mut tokens)?;
+    }
+    if let Some(m) = &a.model {
+        model = Some(Model::preset(m)?);
+    } else if let Some(c) = &a.config {
+        model = Some(hf_config(c)?);
+    } else if let Some(p) = &a.params {
+        model = Some(Model::from_params(p)?);
+    }
+    let model = model.ok_or_else(|| {
+        anyhow!("name a model: --model NAME (see `gpuwise plan models`), --config config.json or --params 7b")
+    })?;
+    let flags: [(&str, &Option<String>); 19] = [
+        ("mode", &a.mode),
+        ("precision", &a.precision),
+        ("kv_precision", &a.kv_precision),
+        ("optimizer", &a.optimizer),
+        ("batch", &a.batch),
+        ("ga", &a.ga),
+        ("seq", &a.seq),
+        ("prompt", &a.prompt),
+        ("output", &a.output),
+        ("context", &a.context),
+        ("checkpointing", &a.checkpointing),
+        ("flash_attention", &a.flash_attention),
+        ("zero", &a.zero),
+        ("tp", &a.tp),
+        ("pp", &a.pp),
+        ("gpus", &a.gpus),
+        ("lora_rank", &a.lora_rank),
+        ("framework", &a.framework),
+        ("train_tokens", &a.tokens),
+    ];
+    for (key, value) in flags {
+        if let Some(v) = value {
+            w.set(key, v)
+                .map_err(|e| anyhow!("--{}: {e}", key.replace('_', "-")))?;
+        }
+    }
+    if let Some(t) = a.tokens.as_deref() {
+        tokens = gpuwise_core::plan::model::parse_count(t);
+    }
+    let tokens = tokens.unwrap_or(if w.mode.trains() { 1e9 } else { 1e6 });
+    if w.mode.trains() {
+        w.train_tokens = Some(tokens);
+    }
+    let catalog = super::catalog::load(&a.catalog)?;
+    let gpus = if a.gpu.is_empty() {
+        None
+    } else {
+        let mut names = Vec::new();
+        for g in &a.gpu {
+            let fam = catalog.family(g);
+            if fam.is_empty() {
+                bail!("--gpu: `{g}` is not a GPU in the catalog (see `gpuwise catalog gpus`)");
+            }
+            names.extend(fam.iter().map(|s| s.name.clone()));
+        }
+        Some(names)
+    };
+    let pricing = a
+        .pricing
+        .as_deref()
+        .map(Pricing::parse)
+        .transpose()
+        .map_err(|e| anyhow!("--pricing: {e}"))?;
+    let deadline_hours = a
+        .deadline
+        .as_deref()
+        .map(duration::parse_ms)
+        .transpose()
+        .map_err(|e| anyhow!("--deadline: {e}"))?
+        .map(|ms| ms as f64 / 3_600_000.0);
+    if let Some(m) = a.mfu
+        && !(m > 0.0 && m <= 1.0)
+    {
+        bail!("--mfu: {m} is not a share between 0 and 1");
+    }
+    let req = Request {
+        model,
+        workload: w.clone(),
+        gpus,
+        clouds: (!a.cloud.is_empty()).then(|| a.cloud.clone()),
+        pricing,
+        tokens,
+        max_gpus: a
+            .max_gpus
+            .unwrap_or(if w.mode == Mode::Infer { 8 } else { 64 }),
+        constraints: Constraints {
+            max_latency_ms: a.max_latency_ms,
+            min_tokens_per_s: a.min_tokens_per_s,
+            deadline_hours,
+            budget_usd: a.budget,
+        },
+        constants: Constants {
+            mfu_override: a.mfu,
+            ..Constants::default()
+        },
+    };
+    let p = rank::plan(&req, &catalog);
+    emit(&render::render(&p, f, a.top), None)?;
+    if p.options.is_empty() {
+        printer::warn(
+            "no GPU in the catalog fits this workload at the counts tried (raise --max-gpus, quantize, or shorten the context)",
+        );
+        return Ok(ExitCode::from(1));
+    }
+    if p.cheapest.is_none() {
+        printer::warn("no option meets the constraints; the table lists what each breaks");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}

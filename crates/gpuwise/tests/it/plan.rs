@@ -1,0 +1,303 @@
+//! `gpuwise plan`: the calibration targets, the accuracy document, held-out measurements,
+//! the JSON contract, workload files and bad input.
+
+use crate::common::{data, repo, run, shared};
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let o = run(args);
+    assert_eq!(o.code, 0, "gpuwise {args:?}: {}", o.stderr);
+    serde_json::from_str(&o.stdout).expect("JSON parses")
+}
+
+#[test]
+fn calibration_cases_meet_the_accuracy_targets() {
+    let Some(s) = shared() else { return };
+    let cases = s.join("planner-calibration.csv").display().to_string();
+    let o = run(&[
+        "plan",
+        "validate",
+        &cases,
+        "--format",
+        "json",
+        "--require-memory",
+        "90",
+        "--require-throughput",
+        "75",
+    ]);
+    assert_eq!(o.code, 0, "targets met: {}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert_eq!(v["schema"], "gpuwise.plan-validate/v1");
+    // Every case of the file is listed, in order, none dropped.
+    let text = std::fs::read_to_string(s.join("planner-calibration.csv")).expect("cases");
+    let ids: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split(',').next().unwrap_or(""))
+        .collect();
+    let got: Vec<&str> = v["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .map(|c| c["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(got, ids);
+    for c in v["cases"].as_array().expect("cases") {
+        for k in [
+            "id",
+            "metric",
+            "measured",
+            "estimate",
+            "error_pct",
+            "within_tolerance",
+        ] {
+            assert!(c.get(k).is_some(), "{k} in {c}");
+        }
+        // The error is computed from the two values shown.
+        if let (Some(e), Some(m), Some(err)) = (
+            c["estimate"].as_f64(),
+            c["measured"].as_f64(),
+            c["error_pct"].as_f64(),
+        ) {
+            assert!(((e - m) / m * 100.0 - err).abs() < 1e-9);
+            let tol = c["tolerance_pct"].as_f64().expect("tol");
+            assert_eq!(c["within_tolerance"].as_bool(), Some(err.abs() <= tol));
+        }
+    }
+    let memory = &v["summary"]["memory"];
+    let throughput = &v["summary"]["throughput"];
+    assert_eq!(memory["cases"], 8);
+    assert_eq!(throughput["cases"], 27);
+    assert!(memory["share_within"].as_f64().expect("share") >= 0.9);
+    assert!(throughput["share_within"].as_f64().expect("share") >= 0.75);
+    // The ZeRO paper's analytic case is exact, and the GGUF artifact size nearly so.
+    let case = |id: &str| {
+        v["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .find(|c| c["id"] == id)
+            .expect("case")
+            .clone()
+    };
+    assert!(case("TM-14")["error_pct"].as_f64().expect("err").abs() < 0.1);
+    assert!(case("IM-02")["error_pct"].as_f64().expect("err").abs() < 0.5);
+}
+
+#[test]
+fn a_failed_target_exits_1() {
+    let Some(s) = shared() else { return };
+    let cases = s.join("planner-calibration.csv").display().to_string();
+    let o = run(&["plan", "validate", &cases, "--require-throughput", "100"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("throughput:"), "{}", o.stderr);
+}
+
+#[test]
+fn accuracy_doc_is_what_the_command_prints() {
+    let Some(s) = shared() else { return };
+    let cases = s.join("planner-calibration.csv").display().to_string();
+    let o = run(&["plan", "validate", &cases, "--format", "markdown"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let doc = std::fs::read_to_string(repo().join("docs/accuracy.md")).expect("docs/accuracy.md");
+    assert!(
+        doc == o.stdout,
+        "docs/accuracy.md is stale: regenerate with `gpuwise plan validate ../shared/data/planner-calibration.csv --format markdown > docs/accuracy.md`"
+    );
+}
+
+#[test]
+fn held_out_measurements_are_within_tolerance() {
+    let v = json(&[
+        "plan",
+        "validate",
+        &data("plan/holdout.csv"),
+        "--format",
+        "json",
+    ]);
+    for c in v["cases"].as_array().expect("cases") {
+        assert_eq!(c["within_tolerance"], true, "{c}");
+    }
+}
+
+#[test]
+fn plan_json_contract_and_dollars_trace_to_prices() {
+    let v = json(&[
+        "plan",
+        "--model",
+        "llama-3-70b",
+        "--mode",
+        "infer",
+        "--precision",
+        "int4",
+        "--batch",
+        "8",
+        "--context",
+        "8192",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["schema"], "gpuwise.plan/v1");
+    let opts = v["options"].as_array().expect("options");
+    assert!(opts.len() > 10);
+    let num = |o: &serde_json::Value, k: &str| o[k].as_f64().unwrap_or_else(|| panic!("{k}"));
+    for o in opts {
+        assert!(num(o, "memory_per_gpu_gib") <= num(o, "gpu_memory_gib"));
+        let total = num(o, "hours") * num(o, "count") * num(o, "usd_per_gpu_hour");
+        assert!((num(o, "total_usd") - total).abs() < 1e-6);
+        assert!((num(o, "usd_per_million_tokens") - num(o, "total_usd")).abs() < 1e-6);
+        assert!(!o["price_as_of"].as_str().expect("date").is_empty());
+    }
+    // The breakdown has the KV cache the flags ask for: 8 × 8192 × 327,680 B.
+    let kv = v["memory_one_gpu"]["terms"]
+        .as_array()
+        .expect("terms")
+        .iter()
+        .find(|t| t["name"] == "kv_cache")
+        .expect("kv term");
+    assert_eq!(kv["bytes"].as_f64(), Some(8.0 * 8192.0 * 327_680.0));
+    let cheapest = v["cheapest"].as_u64().expect("cheapest") as usize;
+    let min = opts
+        .iter()
+        .map(|o| num(o, "total_usd"))
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(num(&opts[cheapest], "total_usd"), min);
+}
+
+#[test]
+fn workload_file_and_flags_agree() {
+    let a = json(&[
+        "plan",
+        "--workload",
+        &data("plan/serve-70b.toml"),
+        "--format",
+        "json",
+    ]);
+    let b = json(&[
+        "plan",
+        "--model",
+        "llama-3-70b",
+        "--precision",
+        "int4",
+        "--batch",
+        "8",
+        "--context",
+        "8192",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(a["options"], b["options"]);
+    // A flag overrides the file.
+    let c = json(&[
+        "plan",
+        "--workload",
+        &data("plan/serve-70b.toml"),
+        "--batch",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(c["setup"]["batch"], 1);
+}
+
+#[test]
+fn hf_config_and_bare_parameter_counts() {
+    let v = json(&[
+        "plan",
+        "--config",
+        &data("plan/llama-3-8b.config.json"),
+        "--gpu",
+        "L4",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["model"]["params"].as_f64(), Some(8_030_261_248.0));
+    assert!(
+        v["options"]
+            .as_array()
+            .expect("options")
+            .iter()
+            .all(|o| o["gpu"] == "L4")
+    );
+    let p = json(&[
+        "plan", "--params", "7b", "--mode", "train", "--format", "json",
+    ]);
+    assert!(
+        p["model"]["assumptions"][0]
+            .as_str()
+            .expect("assumption")
+            .contains("Llama-like")
+    );
+}
+
+#[test]
+fn lists_models_and_training_options() {
+    let o = run(&["plan", "models"]);
+    assert_eq!(o.code, 0);
+    for m in ["llama-3-70b", "mixtral-8x7b", "bert-large", "qwen2.5-72b"] {
+        assert!(o.stdout.contains(m), "{m}");
+    }
+    let v = json(&[
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--mode",
+        "train",
+        "--tokens",
+        "2e9",
+        "--gpu",
+        "H100",
+        "--pricing",
+        "on-demand",
+        "--format",
+        "json",
+    ]);
+    for o in v["options"].as_array().expect("options") {
+        // GPU-hours × price = total; tokens ÷ (tokens/s) = hours.
+        let hours = 2e9 / o["tokens_per_s"].as_f64().expect("tps") / 3600.0;
+        assert!((o["hours"].as_f64().expect("h") - hours).abs() < 1e-9);
+        assert_eq!(o["pricing"], "on-demand");
+    }
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let o = run(&["plan", "--model", "llama-9"]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("no built-in model `llama-9` (known: "),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["plan", "--model", "llama-3-8b", "--precision", "int3"]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr
+            .contains("--precision: precision `int3` is not one of"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["plan", "--model", "llama-3-8b", "--batch", "-1"]);
+    assert_eq!(o.code, 2);
+    let o = run(&["plan", "--workload", &data("plan/bad-key.toml")]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("bad-key.toml: unknown key `batch_size`"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["plan"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("name a model"), "{}", o.stderr);
+    let o = run(&["plan", "validate", &data("plan/bad-cases.csv")]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr
+            .contains("bad-cases.csv: line 3: measured `lots` is not a number"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["plan", "--model", "llama-3-8b", "--gpu", "Z9000"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("`Z9000` is not a GPU"), "{}", o.stderr);
+}
