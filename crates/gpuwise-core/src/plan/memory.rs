@@ -558,6 +558,47 @@ mod tests {
     }
 
     #[test]
+    fn loss_term_full_and_chunked() {
+        // 14 B per token per vocabulary entry: bf16 logits + three fp32 copies.
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let kv = [("mode", "train"), ("batch", "2"), ("seq", "1024")];
+        let loss = |extra: &[(&str, &str)]| {
+            let all: Vec<(&str, &str)> = kv.iter().chain(extra).copied().collect();
+            estimate(&m, &setup(&m, &all), false).of(&["loss"])
+        };
+        assert_eq!(loss(&[]), 14.0 * 2048.0 * 128_256.0);
+        assert_eq!(
+            loss(&[("framework", "torchtune")]),
+            3.5 * 2048.0 * 128_256.0
+        );
+        assert_eq!(loss(&[("tp", "2")]), 7.0 * 2048.0 * 128_256.0);
+    }
+
+    #[test]
+    fn fsdp_gathers_two_layers_and_weight_only_widens_one_matrix() {
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let s = setup(&m, &[("mode", "train"), ("zero", "3"), ("dp", "8")]);
+        let layer = (m.params - 2.0 * 128_256.0 * 4096.0) / 32.0;
+        assert!((estimate(&m, &s, false).of(&["gathered_layers"]) - 4.0 * layer).abs() < 1.0);
+        let q = setup(&m, &[("precision", "int8")]);
+        assert_eq!(
+            estimate(&m, &q, false).of(&["dequant_workspace"]),
+            14_336.0 * 4096.0 * 2.0
+        );
+        let bf = setup(&m, &[("precision", "bf16")]);
+        assert_eq!(estimate(&m, &bf, false).of(&["dequant_workspace"]), 0.0);
+    }
+
+    #[test]
+    fn prefill_workspace_is_one_layer_of_a_chunk() {
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let s = setup(&m, &[("batch", "64"), ("prompt", "1024")]);
+        let (full, _, _) = layer_units(&m, 1024.0, true);
+        let want = full * 4096.0 * PREFILL_CHUNK_TOKENS + 4.0 * 64.0 * 128_256.0;
+        assert!((estimate(&m, &s, false).of(&["prefill_workspace"]) - want).abs() < 1.0);
+    }
+
+    #[test]
     fn lora_adapters_are_small_and_runtime_terms_are_explicit() {
         let m = Model::preset("llama-3.1-8b").expect("preset");
         assert!((lora_params(&m, 8) / 1e6 - 20.97).abs() < 0.01);
@@ -566,5 +607,8 @@ mod tests {
         let names: Vec<&str> = mem.terms.iter().map(|t| t.name).collect();
         assert!(names.contains(&"cuda_context") && names.contains(&"allocator_headroom"));
         assert!(!names.contains(&"gradients"));
+        let before = mem.total_bytes - mem.of(&["cuda_context", "allocator_headroom"]);
+        assert!((mem.of(&["allocator_headroom"]) - before * ALLOCATOR_HEADROOM).abs() < 1.0);
+        assert_eq!(mem.of(&["cuda_context"]), CUDA_CONTEXT_BYTES);
     }
 }

@@ -395,6 +395,40 @@ mod tests {
     }
 
     #[test]
+    fn prefill_is_compute_bound_with_causal_attention() {
+        let m = Model::preset("llama-2-7b").expect("preset");
+        let s = setup(
+            &m,
+            &[("precision", "fp16"), ("batch", "1"), ("prompt", "2048")],
+        );
+        let r = infer(&m, &s, &hw("A100-SXM4-80GB"), &Constants::default()).expect("infer");
+        let n = m.matmul_params();
+        let flops = 2.0 * n * 2048.0 + 2.0 * 32.0 * 2048.0 * 2048.0 * 4096.0;
+        assert!((r.ttft_ms - flops / (312e12 * 0.65) * 1e3).abs() < 1e-9);
+    }
+
+    #[test]
+    fn tensor_parallel_all_reduces_cost_time() {
+        let m = Model::preset("llama-3-70b").expect("preset");
+        let c = Constants::default();
+        let h = hw("H100-SXM5-80GB");
+        let s = setup(&m, &[("mode", "train"), ("tp", "8"), ("seq", "4096")]);
+        let t = train(&m, &s, &h, &c).expect("train");
+        // Per token: 80 layers × 4 all-reduces × (2·7/8 × 8192 × 2 B ÷ 450 GB/s + 10 µs ÷ 4096).
+        let comm = 80.0 * 4.0 * (2.0 * 7.0 / 8.0 * 8192.0 * 2.0 / 450e9 + 10e-6 / 4096.0);
+        let compute = t.hardware_flops_per_token / 8.0 / (989.4e12 * 0.48);
+        assert!((t.tp_comm_share - comm / (comm + compute)).abs() < 1e-9);
+        let one = train(
+            &m,
+            &setup(&m, &[("mode", "train"), ("seq", "4096")]),
+            &h,
+            &c,
+        )
+        .expect("train");
+        assert!(t.tokens_per_s_per_gpu < one.tokens_per_s_per_gpu);
+    }
+
+    #[test]
     fn mixture_reads_only_routed_experts_at_batch_one() {
         let m = Model::preset("mixtral-8x7b").expect("preset");
         let one = setup(&m, &[("batch", "1")]);

@@ -80,8 +80,16 @@ pub struct PlanOption {
     pub tokens_per_s: f64,
     /// Time per output token, ms (inference).
     pub tpot_ms: Option<f64>,
+    /// Whether a decode step is `memory`- or `compute`-bound (inference).
+    pub decode_bound: Option<&'static str>,
+    /// Batch at which decode turns compute-bound (the roofline crossover; inference).
+    pub crossover_batch: Option<f64>,
+    /// Model FLOPs utilization (training).
+    pub mfu: Option<f64>,
     /// Hours for the tokens.
     pub hours: f64,
+    /// GPU-hours for the tokens: hours × GPUs.
+    pub gpu_hours: f64,
     /// Dollars for the tokens: hours × count × $/GPU-hour.
     pub total_usd: f64,
     /// $ per million tokens.
@@ -217,9 +225,15 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
                 last = Some((count, mem));
                 continue;
             }
-            let (tokens_per_s, tpot_ms) = if w.mode == Mode::Infer {
+            let (tokens_per_s, tpot_ms, bound, crossover, mfu) = if w.mode == Mode::Infer {
                 match perf::infer(&req.model, &s, &hw, &req.constants) {
-                    Ok(r) => (r.output_tokens_per_s * f64::from(s.dp), Some(r.tpot_ms)),
+                    Ok(r) => (
+                        r.output_tokens_per_s * f64::from(s.dp),
+                        Some(r.tpot_ms),
+                        Some(r.decode_bound),
+                        Some(r.crossover_batch),
+                        None,
+                    ),
                     Err(e) => {
                         skipped.push(Skipped {
                             gpu: spec.name.clone(),
@@ -231,7 +245,13 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
                 }
             } else {
                 match perf::train(&req.model, &s, &hw, &req.constants) {
-                    Ok(t) => (t.tokens_per_s_per_gpu * f64::from(s.gpus), None),
+                    Ok(t) => (
+                        t.tokens_per_s_per_gpu * f64::from(s.gpus),
+                        None,
+                        None,
+                        None,
+                        Some(t.mfu),
+                    ),
                     Err(e) => {
                         skipped.push(Skipped {
                             gpu: spec.name.clone(),
@@ -261,7 +281,11 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
                     gpu_memory_gib: hw.memory_bytes / GIB,
                     tokens_per_s,
                     tpot_ms,
+                    decode_bound: bound,
+                    crossover_batch: crossover,
+                    mfu,
                     hours,
+                    gpu_hours: hours * f64::from(s.gpus),
                     total_usd: total,
                     usd_per_million_tokens: total / req.tokens * 1e6,
                     violates: Vec::new(),
