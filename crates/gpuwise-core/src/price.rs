@@ -135,6 +135,12 @@ impl PriceBook {
         &self.catalog
     }
 
+    /// The cloud, region and pricing catalog prices are taken in.
+    #[must_use]
+    pub fn context(&self) -> &PriceContext {
+        &self.context
+    }
+
     /// Add the rules of a price file (`origin` names it in messages and price sources).
     #[allow(clippy::too_many_lines)]
     pub fn with_rules(mut self, text: &str, origin: &str) -> Result<Self, PriceError> {

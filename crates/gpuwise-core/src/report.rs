@@ -200,6 +200,9 @@ pub struct Report {
     pub ingest: IngestSummary,
     /// Warnings about data and figures.
     pub warnings: Vec<Warning>,
+    /// The advice (`report --advise`), schema `gpuwise.advice/v1`; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<crate::advise::Advice>,
 }
 
 /// The observed window.
@@ -462,7 +465,7 @@ fn rfc3339(ms: EpochMs) -> Option<String> {
 #[must_use]
 #[allow(clippy::too_many_lines)]
 pub fn build(
-    profiles: Vec<DeviceProfile>,
+    profiles: &[DeviceProfile],
     prices: &PriceBook,
     teams: &TeamMap,
     opts: &ReportOptions,
@@ -849,6 +852,7 @@ pub fn build(
             ..ingest
         },
         warnings: all_warnings,
+        advice: None,
     }
 }
 
@@ -923,7 +927,7 @@ mod tests {
         }
         let profiles = b.build().finish(&st, &jiff::tz::TimeZone::UTC);
         let r = build(
-            profiles,
+            &profiles,
             &PriceBook::new(
                 crate::catalog::Catalog::builtin(),
                 crate::price::PriceContext::default(),

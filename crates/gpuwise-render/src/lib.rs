@@ -10,6 +10,7 @@
 //! | `markdown` | [`markdown`] | the table sections as Markdown |
 //! | `html` | [`html`] | one self-contained file with inline SVG charts, works offline |
 
+pub mod advice;
 pub mod csv;
 pub mod grid;
 pub mod html;

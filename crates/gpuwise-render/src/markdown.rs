@@ -11,8 +11,12 @@ fn esc(s: &str) -> String {
 /// Render as Markdown.
 #[must_use]
 pub fn render(report: &Report, opts: &RenderOptions) -> String {
-    let mut out = String::from("# GPU fleet report\n\n");
-    for s in sections(report, opts.top) {
+    render_sections("GPU fleet report", &sections(report, opts.top))
+}
+
+pub(crate) fn render_sections(title: &str, sections: &[crate::sections::Section]) -> String {
+    let mut out = format!("# {title}\n\n");
+    for s in sections {
         out.push_str(&format!("## {}\n\n", s.title));
         let headers: Vec<String> = s
             .headers

@@ -25,8 +25,17 @@ fn bottleneck_name(k: BottleneckKind) -> &'static str {
     }
 }
 
-#[allow(clippy::too_many_lines)]
+/// The report's sections, and the advice's when the report carries it.
 pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
+    let mut out = report_sections(r, top);
+    if let Some(a) = &r.advice {
+        out.extend(crate::advice::sections(a, top));
+    }
+    out
+}
+
+#[allow(clippy::too_many_lines)]
+fn report_sections(r: &Report, top: usize) -> Vec<Section> {
     let f = &r.fleet;
     let mut out = Vec::new();
     let window = match (&r.window.start, &r.window.end) {

@@ -10,8 +10,15 @@ use gpuwise_core::report::Report;
 /// Render for a terminal.
 #[must_use]
 pub fn render(report: &Report, opts: &RenderOptions) -> String {
+    render_sections(&sections(report, opts.top), opts)
+}
+
+pub(crate) fn render_sections(
+    sections: &[crate::sections::Section],
+    opts: &RenderOptions,
+) -> String {
     let mut out = String::new();
-    for s in sections(report, opts.top) {
+    for s in sections {
         if opts.color {
             out.push_str(&format!("\x1b[1m{}\x1b[0m\n", s.title));
         } else {

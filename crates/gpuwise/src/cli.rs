@@ -40,9 +40,74 @@ pub(crate) enum Command {
         after_help = "Example:\n  gpuwise generate --out fleet --gpus 200 --days 7 --interval 30s --format dcgm --seed 7"
     )]
     Generate(GenerateArgs),
+    /// Ranked actions with monthly dollar savings, evidence and confidence.
+    #[command(after_help = ADVISE_EXAMPLES)]
+    Advise(Box<AdviseArgs>),
     /// Which GPU a model needs: memory, throughput and cost per token on every GPU.
     #[command(after_help = PLAN_EXAMPLES, args_conflicts_with_subcommands = true)]
     Plan(Box<PlanCommand>),
+}
+
+const ADVISE_EXAMPLES: &str = "Examples:
+  gpuwise advise logs/ --cloud aws --region us-east-1
+  gpuwise advise scrapes/ --workloads workloads.toml --allow-clouds gcp,azure --format json
+  gpuwise report logs/ --advise --format html -o report.html";
+
+#[derive(Debug, Args)]
+pub(crate) struct AdviseArgs {
+    /// Files, directories, globs, or `-` for stdin (.gz and .zst are decompressed).
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<String>,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+    #[command(flatten)]
+    pub advise: AdviseOpts,
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        env = "GPUWISE_FORMAT",
+        value_name = "table|json|markdown"
+    )]
+    pub format: Option<String>,
+    /// Write to FILE instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Actions shown in detail in table and markdown output.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// Config file (default: $GPUWISE_CONFIG, else ./gpuwise.toml if present).
+    #[arg(long, env = "GPUWISE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// No progress display.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// What the advice may assume and propose.
+#[derive(Debug, Args, Default, Clone)]
+pub(crate) struct AdviseOpts {
+    /// Workload hints (TOML): kind, interruptible, latency target, model per device, host or
+    /// label. See docs/advise.md.
+    #[arg(long, value_name = "FILE")]
+    pub workloads: Option<PathBuf>,
+    /// Clouds actions may move work to, besides --cloud (comma-separated or repeated).
+    #[arg(long, value_delimiter = ',', value_name = "CLOUD")]
+    pub allow_clouds: Vec<String>,
+    /// Memory a target GPU must have over the observed peak [default: 1.2].
+    #[arg(long, value_name = "FACTOR")]
+    pub headroom: Option<f64>,
+    /// Idle time after which a session holding memory is culled [default: 30m].
+    #[arg(long, value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
+    /// Time to write one checkpoint, for spot advice [default: 5m].
+    #[arg(long, value_name = "DURATION")]
+    pub checkpoint_cost: Option<String>,
+    /// Mean time between spot interruptions [default: 12h].
+    #[arg(long, value_name = "DURATION")]
+    pub spot_mtbi: Option<String>,
 }
 
 const PLAN_EXAMPLES: &str = "Examples:
@@ -251,6 +316,11 @@ pub(crate) struct ReportArgs {
     /// No progress display.
     #[arg(long)]
     pub no_progress: bool,
+    /// Add the advice (ranked actions with savings) to the report.
+    #[arg(long)]
+    pub advise: bool,
+    #[command(flatten)]
+    pub advise_opts: AdviseOpts,
 }
 
 /// How inputs are read.

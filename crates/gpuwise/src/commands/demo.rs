@@ -6,7 +6,7 @@ use anyhow::anyhow;
 use gpuwise_render::{Format, RenderOptions};
 use gpuwise_synth::{Fleet, FleetOptions};
 
-use crate::cli::{AnalysisArgs, DemoArgs, ReadArgs};
+use crate::cli::{AdviseOpts, AnalysisArgs, DemoArgs, ReadArgs};
 use crate::config::Config;
 use crate::printer;
 
@@ -68,7 +68,19 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         ..AnalysisArgs::default()
     };
     let settings = report::resolve(&ReadArgs::default(), &analysis, &Config::default())?;
-    let rep = report::build(&[data.display().to_string()], &settings, true)?;
+    let (mut rep, profiles) = report::build(&[data.display().to_string()], &settings, true)?;
+    let plain = rep.clone();
+    let advice = super::advise::advice(&rep, &profiles, &settings, &AdviseOpts::default())?;
+    rep.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&rep, &advice);
+    let summary = format!(
+        "Advice: {} actions; the combined plan saves ${:.0} of ${:.0} a month (details: gpuwise advise {} --prices {}, or the HTML report)",
+        advice.actions.len(),
+        advice.total_monthly_savings_usd,
+        advice.current_monthly_usd,
+        data.display(),
+        args.out.join("prices.toml").display()
+    );
+    rep.advice = Some(advice);
     let html = args.out.join("report.html");
     let json = args.out.join("report.json");
     fs_err::write(
@@ -81,9 +93,10 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     )?;
     let color = printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     report::emit(
-        &gpuwise_render::render(&rep, format, &RenderOptions { top: 15, color }),
+        &gpuwise_render::render(&plain, format, &RenderOptions { top: 15, color }),
         None,
     )?;
+    printer::info(&summary);
     printer::info(&format!("HTML report: {}", html.display()));
     printer::info(&format!(
         "JSON report: {}   planted truth: {}",

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
 
+mod advise;
 mod catalog;
 mod demo;
 mod generate;
@@ -18,5 +19,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Catalog(cmd) => catalog::run(&cmd),
         Command::Generate(args) => generate::run(&args),
         Command::Plan(cmd) => plan::run(&cmd),
+        Command::Advise(args) => advise::run(&args),
     }
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, anyhow};
 use gpuwise_core::catalog::Pricing;
 use gpuwise_core::price::{PriceBook, PriceContext};
+use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::{self, GroupBy, IngestSummary, Report, ReportOptions, TeamMap};
 use gpuwise_core::settings::{DiagnoseSettings, ProfileSettings};
 use gpuwise_render::{Format, RenderOptions};
@@ -228,8 +229,12 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
     })
 }
 
-/// Read inputs and build the report.
-pub(crate) fn build(specs: &[String], s: &Settings, progress: bool) -> anyhow::Result<Report> {
+/// Read inputs and build the report; the profiles come back too (the advice reads them).
+pub(crate) fn build(
+    specs: &[String],
+    s: &Settings,
+    progress: bool,
+) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
     let inputs: Vec<Input> = gpuwise_sources::expand(specs)?;
     let bar = printer::progress(progress);
     let counter = |n: u64| {
@@ -259,9 +264,8 @@ pub(crate) fn build(specs: &[String], s: &Settings, progress: bool) -> anyhow::R
         warnings: ingested.tally.warnings(),
     };
     let profiles = ingested.profile.finish(&s.read.profile, &s.read.tz);
-    Ok(report::build(
-        profiles, &s.prices, &s.teams, &s.report, summary,
-    ))
+    let report = report::build(&profiles, &s.prices, &s.teams, &s.report, summary);
+    Ok((report, profiles))
 }
 
 /// Write `text` to `output` or stdout.
@@ -287,7 +291,12 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or("table"),
     )
     .map_err(|e| anyhow!("--format: {e}"))?;
-    let report = build(&args.inputs, &settings, !args.no_progress)?;
+    let (mut report, profiles) = build(&args.inputs, &settings, !args.no_progress)?;
+    if args.advise {
+        let advice = super::advise::advice(&report, &profiles, &settings, &args.advise_opts)?;
+        report.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&report, &advice);
+        report.advice = Some(advice);
+    }
     let color = args.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     let opts = RenderOptions {

@@ -3,6 +3,7 @@
 
 #![allow(clippy::print_stderr)] // a skip is reported on stderr, as the test harness does
 
+mod advise;
 mod bad_input;
 mod catalog;
 mod cli;

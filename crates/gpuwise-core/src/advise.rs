@@ -1,0 +1,1569 @@
+//! # Advice: ranked actions with dollar savings, evidence and confidence
+//!
+//! Reads the report (per-device figures and prices), the profiles (hour-of-week bins, hourly
+//! timeline, idle episodes), the catalog, the planner and optional workload hints, and
+//! proposes eight kinds of action. Each action stands alone (its own current, projected and
+//! saved monthly dollars); the **combined plan** then picks, per device, at most one idle
+//! action (shutdown, or schedule plus culling) and at most one placement action (rightsize,
+//! consolidate, spot, another cloud or region, commitment) and prices them together:
+//!
+//! ```text
+//! projected(device) = current × (1 − idle share removed) × (new $/h ÷ current $/h)
+//! ```
+//!
+//! so no GPU-hour is saved twice and the plan's savings never exceed the current cost.
+//! Monthly figures scale the observed window to 730 hours: `monthly = cost in window × 730 ÷
+//! window hours` (the observed pattern is assumed to repeat).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::catalog::{Catalog, GpuSpec, PriceQuery, Pricing, Step};
+use crate::diagnose::{self, Class, IdleWindow};
+use crate::plan::{self, Hardware, Model, Setup, Workload, perf};
+use crate::profile::{DeviceProfile, DeviceStats, HowBin, hour_of_week_index};
+use crate::report::{DeviceRow, Report};
+
+/// JSON schema id of [`Advice`].
+pub const SCHEMA: &str = "gpuwise.advice/v1";
+
+/// Hours in a mean month (8,760 ÷ 12).
+pub const MONTH_HOURS: f64 = 730.0;
+
+/// Kinds of action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Release a device idle most of the time.
+    ShutdownIdle,
+    /// Turn a device off in its recurring idle hours.
+    ScheduleOffHours,
+    /// Cull idle sessions that hold memory.
+    ReleaseHeldIdle,
+    /// Move to a cheaper GPU that still fits.
+    Rightsize,
+    /// Pack low-utilization workloads onto fewer GPUs.
+    Consolidate,
+    /// Run interruptible work on spot capacity.
+    UseSpot,
+    /// Commit to the always-busy baseline.
+    CommitBaseline,
+    /// The same GPU for less elsewhere.
+    MoveCheaper,
+}
+
+impl Kind {
+    /// Snake-case name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ShutdownIdle => "shutdown_idle",
+            Self::ScheduleOffHours => "schedule_off_hours",
+            Self::ReleaseHeldIdle => "release_held_idle",
+            Self::Rightsize => "rightsize",
+            Self::Consolidate => "consolidate",
+            Self::UseSpot => "use_spot",
+            Self::CommitBaseline => "commit_baseline",
+            Self::MoveCheaper => "move_cheaper",
+        }
+    }
+}
+
+/// How sure an action is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Rests on measured facts over a long enough window.
+    High,
+    /// Rests on measurements plus a stated assumption.
+    Medium,
+    /// Rests on a short window or a guess about the workload.
+    Low,
+}
+
+/// Confidence and its reason.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Confidence {
+    /// Level.
+    pub level: Level,
+    /// Why.
+    pub reason: String,
+}
+
+/// One action.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Action {
+    /// Kind.
+    pub kind: Kind,
+    /// Device ids.
+    pub targets: Vec<String>,
+    /// What the targets cost per month now (the part the action touches).
+    pub current_monthly_usd: f64,
+    /// What they would cost with this action alone.
+    pub projected_monthly_usd: f64,
+    /// `current − projected`, never negative.
+    pub monthly_savings_usd: f64,
+    /// How sure.
+    pub confidence: Confidence,
+    /// Measured numbers it rests on.
+    pub evidence: Vec<String>,
+    /// What it assumes.
+    pub assumptions: Vec<String>,
+    /// Concrete steps.
+    pub how: Vec<String>,
+    /// Target GPU (rightsize) or where to move (move_cheaper, use_spot).
+    pub target: Option<String>,
+    /// Off-hours schedule (schedule_off_hours).
+    pub schedule: Vec<IdleWindow>,
+    /// Part of the combined plan.
+    pub in_plan: bool,
+    /// What it saves inside the combined plan (after the actions it shares hours with).
+    pub plan_savings_usd: f64,
+}
+
+/// One device in the combined plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DevicePlan {
+    /// Device id.
+    pub id: String,
+    /// Monthly cost now.
+    pub current_monthly_usd: f64,
+    /// Monthly cost under the plan.
+    pub projected_monthly_usd: f64,
+    /// Indices (into `actions`) of the plan's actions on this device.
+    pub actions: Vec<usize>,
+}
+
+/// The advice.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Advice {
+    /// Always [`SCHEMA`].
+    pub schema: &'static str,
+    /// Hours of the observed window.
+    pub window_hours: f64,
+    /// Hours a month is taken to have.
+    pub month_hours: f64,
+    /// Monthly cost of the priced devices now.
+    pub current_monthly_usd: f64,
+    /// Monthly cost under the combined plan.
+    pub projected_monthly_usd: f64,
+    /// `current − projected` of the combined plan.
+    pub total_monthly_savings_usd: f64,
+    /// Actions, largest saving first.
+    pub actions: Vec<Action>,
+    /// Per device.
+    pub devices: Vec<DevicePlan>,
+    /// Devices without a price (no dollars, no action).
+    pub unpriced: Vec<String>,
+    /// Settings used.
+    pub settings: AdviseSettings,
+}
+
+/// Knobs, each documented in docs/advise.md.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AdviseSettings {
+    /// Memory headroom over the observed peak a target GPU must have.
+    pub headroom: f64,
+    /// Projected utilization must stay under this (the top of the healthy band).
+    pub ceiling_pct: f64,
+    /// Cloud the fleet runs in (prices, same-cloud preference).
+    pub cloud: Option<String>,
+    /// Region.
+    pub region: Option<String>,
+    /// Pricing model now.
+    pub pricing: Pricing,
+    /// Other clouds actions may move work to.
+    pub allow_clouds: Vec<String>,
+    /// Idle time after which a session holding memory is culled, hours.
+    pub idle_timeout_h: f64,
+    /// Time to write one checkpoint, hours.
+    pub checkpoint_cost_h: f64,
+    /// Mean time between spot interruptions, hours.
+    pub spot_mtbi_h: f64,
+    /// Shortest off-hours schedule worth proposing, hours per week.
+    pub min_schedule_hours_per_week: f64,
+    /// Devices whose p95 utilization is below this may share a GPU.
+    pub consolidate_below_pct: f64,
+}
+
+impl Default for AdviseSettings {
+    fn default() -> Self {
+        Self {
+            headroom: 1.2,
+            ceiling_pct: 85.0,
+            cloud: None,
+            region: None,
+            pricing: Pricing::OnDemand,
+            allow_clouds: Vec::new(),
+            idle_timeout_h: 0.5,
+            checkpoint_cost_h: 5.0 / 60.0,
+            spot_mtbi_h: 12.0,
+            min_schedule_hours_per_week: 4.0,
+            consolidate_below_pct: 50.0,
+        }
+    }
+}
+
+/// What a workload is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkKind {
+    /// Training or fine-tuning.
+    Training,
+    /// Serving.
+    Inference,
+    /// Interactive notebook.
+    Notebook,
+    /// Batch jobs.
+    Batch,
+}
+
+/// One hint rule.
+#[derive(Clone, Debug)]
+pub struct Hint {
+    /// Glob on device id or host.
+    pub pattern: Option<glob::Pattern>,
+    /// `label=value` that must hold.
+    pub label: Option<(String, String)>,
+    /// Kind of work.
+    pub kind: Option<WorkKind>,
+    /// Can be interrupted (spot).
+    pub interruptible: Option<bool>,
+    /// Latency target, ms.
+    pub latency_ms: Option<f64>,
+    /// Model, for the planner.
+    pub model: Option<Model>,
+    /// Planner workload keys.
+    pub workload: Workload,
+}
+
+/// Workload hints (`--workloads FILE`): the first rule that matches a device applies.
+#[derive(Clone, Debug, Default)]
+pub struct Hints {
+    /// Rules in file order.
+    pub rules: Vec<Hint>,
+}
+
+impl Hints {
+    /// Parse a hints file: `[[workload]]` tables with `match`, `label`, `kind`,
+    /// `interruptible`, `latency_ms`, `model` and planner workload keys.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, String> {
+        let doc: toml::Table = toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
+        let mut rules = Vec::new();
+        for (k, v) in &doc {
+            if k != "workload" {
+                return Err(format!(
+                    "{origin}: unknown table `{k}` (expected [[workload]])"
+                ));
+            }
+            let arr = v.as_array().ok_or_else(|| {
+                format!("{origin}: `workload` must be an array of tables ([[workload]])")
+            })?;
+            for (i, entry) in arr.iter().enumerate() {
+                let at = format!("{origin}: workload #{}", i + 1);
+                let t = entry
+                    .as_table()
+                    .ok_or_else(|| format!("{at}: not a table"))?;
+                rules.push(Self::rule(t, &at)?);
+            }
+        }
+        Ok(Self { rules })
+    }
+
+    fn rule(t: &toml::Table, at: &str) -> Result<Hint, String> {
+        let mut h = Hint {
+            pattern: None,
+            label: None,
+            kind: None,
+            interruptible: None,
+            latency_ms: None,
+            model: None,
+            workload: Workload::default(),
+        };
+        for (key, value) in t {
+            let text = match value {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(x) => x.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                _ => return Err(format!("{at}: `{key}` must be a string, number or boolean")),
+            };
+            match key.as_str() {
+                "match" => {
+                    h.pattern = Some(
+                        glob::Pattern::new(&text)
+                            .map_err(|e| format!("{at}: match `{text}`: {e}"))?,
+                    );
+                }
+                "label" => {
+                    let (k, v) = text
+                        .split_once('=')
+                        .ok_or_else(|| format!("{at}: label `{text}` is not NAME=VALUE"))?;
+                    h.label = Some((k.trim().to_owned(), v.trim().to_owned()));
+                }
+                "kind" => {
+                    h.kind = Some(match text.as_str() {
+                        "training" => WorkKind::Training,
+                        "inference" => WorkKind::Inference,
+                        "notebook" => WorkKind::Notebook,
+                        "batch" => WorkKind::Batch,
+                        o => {
+                            return Err(format!(
+                                "{at}: kind `{o}` is not one of training, inference, notebook, batch"
+                            ));
+                        }
+                    });
+                }
+                "interruptible" => {
+                    h.interruptible = Some(
+                        value
+                            .as_bool()
+                            .ok_or_else(|| format!("{at}: interruptible must be true or false"))?,
+                    );
+                }
+                "latency_ms" => {
+                    h.latency_ms = Some(text.parse::<f64>().ok().filter(|x| *x > 0.0).ok_or_else(
+                        || format!("{at}: latency_ms `{text}` is not a positive number"),
+                    )?);
+                }
+                "model" => {
+                    h.model = Some(Model::preset(&text).map_err(|e| format!("{at}: {e}"))?);
+                }
+                other => {
+                    let used = h
+                        .workload
+                        .set(other, &text)
+                        .map_err(|e| format!("{at}: {e}"))?;
+                    if !used {
+                        return Err(format!("{at}: unknown key `{other}`"));
+                    }
+                }
+            }
+        }
+        if h.pattern.is_none() && h.label.is_none() {
+            return Err(format!(
+                "{at}: needs `match` (device or host glob) or `label`"
+            ));
+        }
+        if h.workload.mode == plan::Mode::Infer && h.kind == Some(WorkKind::Training) {
+            h.workload.mode = plan::Mode::Train;
+        }
+        Ok(h)
+    }
+
+    fn find(&self, p: &DeviceProfile) -> Option<&Hint> {
+        let id = p.key.to_string();
+        self.rules.iter().find(|h| {
+            h.pattern
+                .as_ref()
+                .is_none_or(|g| g.matches(&id) || g.matches(&p.key.host))
+                && h.label
+                    .as_ref()
+                    .is_none_or(|(k, v)| p.info.label(k) == Some(v.as_str()))
+        })
+    }
+}
+
+struct Dev<'a> {
+    row: &'a DeviceRow,
+    stats: &'a DeviceStats,
+    spec: Option<&'a GpuSpec>,
+    /// $/GPU-hour of the device's GPU (not multiplied by its share).
+    usd_per_gpu_hour: f64,
+    /// Monthly cost now.
+    monthly: f64,
+    hint: Option<&'a Hint>,
+}
+
+impl Dev<'_> {
+    fn observed(&self) -> f64 {
+        self.stats.observed_hours.max(1e-9)
+    }
+    fn idle_share(&self) -> f64 {
+        (self.stats.idle_hours / self.observed()).clamp(0.0, 1.0)
+    }
+}
+
+fn gib(mib: f64) -> String {
+    format!("{:.1} GiB", mib / 1024.0)
+}
+
+fn spec_mib(g: &GpuSpec) -> f64 {
+    g.memory_gb * 1e9 / 1_048_576.0
+}
+
+fn half_tflops(g: &GpuSpec) -> Option<f64> {
+    g.dense_tflops.bf16.or(g.dense_tflops.fp16)
+}
+
+fn window_confidence(hours: f64, what: &str) -> Confidence {
+    if hours >= 14.0 * 24.0 {
+        Confidence {
+            level: Level::High,
+            reason: format!("{what} over {:.0} days of data", hours / 24.0),
+        }
+    } else if hours >= 7.0 * 24.0 {
+        Confidence {
+            level: Level::Medium,
+            reason: format!("{what} over one week of data; two or more weeks make it firm"),
+        }
+    } else {
+        Confidence {
+            level: Level::Low,
+            reason: format!("only {:.1} days of data", hours / 24.0),
+        }
+    }
+}
+
+/// Build the advice.
+#[must_use]
+#[allow(clippy::too_many_lines)]
+pub fn advise(
+    report: &Report,
+    profiles: &[DeviceProfile],
+    catalog: &Catalog,
+    hints: &Hints,
+    st: &AdviseSettings,
+    tz: &jiff::tz::TimeZone,
+) -> Advice {
+    let by_id: BTreeMap<String, &DeviceProfile> =
+        profiles.iter().map(|p| (p.key.to_string(), p)).collect();
+    let first = profiles
+        .iter()
+        .map(|p| p.stats.first_ts_ms)
+        .min()
+        .unwrap_or(0);
+    let last = profiles
+        .iter()
+        .map(|p| p.stats.last_ts_ms)
+        .max()
+        .unwrap_or(0);
+    let window_hours = ((last - first) as f64 / 3.6e6).max(1e-9);
+    let scale = MONTH_HOURS / window_hours;
+    let mut unpriced = Vec::new();
+    let mut devs: Vec<Dev<'_>> = Vec::new();
+    for row in &report.devices {
+        let Some(p) = by_id.get(&row.id) else {
+            continue;
+        };
+        let Some(price) = row.usd_per_gpu_hour else {
+            unpriced.push(row.id.clone());
+            continue;
+        };
+        devs.push(Dev {
+            row,
+            stats: &p.stats,
+            spec: row.model.as_deref().and_then(|m| catalog.resolve(m)),
+            usd_per_gpu_hour: price,
+            monthly: row.cost_usd * scale,
+            hint: hints.find(p),
+        });
+    }
+
+    let mut actions: Vec<Action> = Vec::new();
+    // Per device: (action index, idle share removed) and the placement candidates
+    // (action index, price multiplier).
+    let mut idle_of: BTreeMap<usize, Vec<(usize, f64)>> = BTreeMap::new();
+    let mut place_of: BTreeMap<usize, Vec<(usize, f64)>> = BTreeMap::new();
+    let mut scheduled: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+
+    for (di, d) in devs.iter().enumerate() {
+        let r = d.row;
+        // A saturated device needs capacity: nothing that could cost it throughput (a smaller
+        // or shared GPU, spot interruptions) or lock its shape in (a commitment) is proposed.
+        if r.class == Class::Saturated {
+            continue;
+        }
+        let idle = d.idle_share();
+        // 1. shutdown_idle
+        if r.class == Class::Idle {
+            let saved = d.monthly * idle;
+            if saved > 0.0 {
+                idle_of.entry(di).or_default().push((actions.len(), idle));
+                actions.push(Action {
+                    kind: Kind::ShutdownIdle,
+                    targets: vec![r.id.clone()],
+                    current_monthly_usd: d.monthly,
+                    projected_monthly_usd: d.monthly - saved,
+                    monthly_savings_usd: saved,
+                    confidence: window_confidence(window_hours, "idle measured"),
+                    evidence: vec![format!(
+                        "idle {:.1} % of {:.0} observed hours ({:.0} h in episodes of ≥ {} min below {} %); {}",
+                        idle * 100.0,
+                        d.stats.observed_hours,
+                        d.stats.idle_hours,
+                        report.settings.min_idle_episode_min,
+                        report.settings.idle_threshold_pct,
+                        r.class_reason
+                    )],
+                    assumptions: vec![
+                        "the remaining busy hours are bought on demand when needed".to_owned(),
+                    ],
+                    how: vec![format!(
+                        "release {} (stop the instance or scale its node pool to zero); start capacity on demand for the {:.0} busy hours a month",
+                        r.id,
+                        (1.0 - idle) * d.stats.observed_hours * scale
+                    )],
+                    target: None,
+                    schedule: Vec::new(),
+                    in_plan: false,
+                    plan_savings_usd: 0.0,
+                });
+            }
+            continue;
+        }
+        // 2. schedule_off_hours: bins idle for all of their observed time.
+        let strict: Vec<HowBin> = d
+            .stats
+            .hour_of_week
+            .iter()
+            .map(|b| HowBin {
+                idle_hours: if b.covered_hours > 0.0 && b.idle_hours + 1e-6 >= b.covered_hours {
+                    b.covered_hours
+                } else {
+                    0.0
+                },
+                ..*b
+            })
+            .collect();
+        let (windows, _) = diagnose::idle_windows(&strict, 100.0);
+        let bins = window_bins(&windows);
+        let per_week = bins.len() as f64;
+        if per_week >= st.min_schedule_hours_per_week {
+            let coverage = (d.stats.observed_hours / window_hours).min(1.0);
+            let saved_h = per_week * MONTH_HOURS / 168.0 * coverage;
+            let saved = d.usd_per_gpu_hour * r.gpu_share * saved_h;
+            let share = (saved / d.monthly.max(1e-9)).min(idle);
+            idle_of.entry(di).or_default().push((actions.len(), share));
+            scheduled.insert(di, bins.clone());
+            actions.push(Action {
+                kind: Kind::ScheduleOffHours,
+                targets: vec![r.id.clone()],
+                current_monthly_usd: d.monthly,
+                projected_monthly_usd: d.monthly * (1.0 - share),
+                monthly_savings_usd: d.monthly * share,
+                confidence: window_confidence(window_hours, "the weekly pattern held"),
+                evidence: vec![format!(
+                    "{} ({per_week:.0} h a week in which the device did no work at all in the data); mean utilization {}",
+                    diagnose::describe(&windows).unwrap_or_default(),
+                    r.mean_utilization_pct
+                        .map_or_else(|| "–".to_owned(), |u| format!("{u:.1} %"))
+                )],
+                assumptions: vec![
+                    format!("the week repeats; hours in {} time", report.window.timezone),
+                    "the instance is not billed while stopped".to_owned(),
+                ],
+                how: schedule_steps(&windows, &r.id, &report.window.timezone),
+                target: None,
+                schedule: windows,
+                in_plan: false,
+                plan_savings_usd: 0.0,
+            });
+        }
+        // 3. release_held_idle
+        if d.stats.held_idle_hours > 0.0 {
+            let sched = scheduled.get(&di);
+            let mut saved_h = 0.0;
+            let mut episodes = 0;
+            for e in &d.stats.idle_episodes {
+                if e.held_ms == 0 {
+                    continue;
+                }
+                let held_frac = e.held_ms as f64 / e.dur_ms.max(1) as f64;
+                let outside = outside_hours(e.start_ms, e.dur_ms, sched, tz);
+                let h = (outside * held_frac - st.idle_timeout_h).max(0.0);
+                if h > 0.0 {
+                    saved_h += h;
+                    episodes += 1;
+                }
+            }
+            let share = (saved_h / d.observed()).min(idle);
+            let saved = d.monthly * share;
+            if saved > 0.0 {
+                idle_of.entry(di).or_default().push((actions.len(), share));
+                actions.push(Action {
+                    kind: Kind::ReleaseHeldIdle,
+                    targets: vec![r.id.clone()],
+                    current_monthly_usd: d.monthly,
+                    projected_monthly_usd: d.monthly - saved,
+                    monthly_savings_usd: saved,
+                    confidence: window_confidence(window_hours, "held-idle time measured"),
+                    evidence: vec![format!(
+                        "{:.0} h idle while holding {} (peak {}) over {:.0} observed hours; {episodes} held-idle episodes longer than the {:.0}-minute timeout{}",
+                        d.stats.held_idle_hours,
+                        d.stats
+                            .mem_used_mean_mib
+                            .map_or_else(|| "memory".to_owned(), |m| format!("{} on average", gib(m))),
+                        d.stats.mem_used_peak_mib.map_or_else(|| "–".to_owned(), gib),
+                        d.stats.observed_hours,
+                        st.idle_timeout_h * 60.0,
+                        if sched.is_some() { " (hours inside the off-hours schedule not counted again)" } else { "" }
+                    )],
+                    assumptions: vec![
+                        "a culled session's GPU is released (autoscaled pool) until the next session".to_owned(),
+                    ],
+                    how: vec![
+                        format!(
+                            "cull idle kernels after {:.0} minutes: JupyterHub `c.MappingKernelManager.cull_idle_timeout = {:.0}` with `cull_connected = True`, or Kubeflow notebooks `CULL_IDLE_TIME={:.0}`",
+                            st.idle_timeout_h * 60.0,
+                            st.idle_timeout_h * 3600.0,
+                            st.idle_timeout_h * 60.0
+                        ),
+                        format!("let {}'s node pool scale to zero when no session holds the GPU", r.id),
+                    ],
+                    target: None,
+                    schedule: Vec::new(),
+                    in_plan: false,
+                    plan_savings_usd: 0.0,
+                });
+            }
+        }
+        if matches!(r.class, Class::HeldIdle | Class::Unknown) {
+            continue;
+        }
+        // 4. rightsize
+        if matches!(r.class, Class::Underutilized | Class::Healthy)
+            && let Some(a) = rightsize(d, catalog, st)
+        {
+            let m = a.projected_monthly_usd / a.current_monthly_usd.max(1e-9);
+            place_of.entry(di).or_default().push((actions.len(), m));
+            actions.push(a);
+        }
+        // 6. use_spot
+        if let Some(a) = use_spot(d, catalog, st) {
+            let m = a.projected_monthly_usd / a.current_monthly_usd.max(1e-9);
+            place_of.entry(di).or_default().push((actions.len(), m));
+            actions.push(a);
+        }
+        // 8. move_cheaper
+        if let Some(a) = move_cheaper(d, catalog, st) {
+            let m = a.projected_monthly_usd / a.current_monthly_usd.max(1e-9);
+            place_of.entry(di).or_default().push((actions.len(), m));
+            actions.push(a);
+        }
+    }
+
+    // 5. consolidate, per GPU model.
+    let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (di, d) in devs.iter().enumerate() {
+        if let Some(spec) = d.spec
+            && d.row.mig_instance.is_none()
+            && matches!(d.row.class, Class::Underutilized | Class::Healthy)
+            && d.row
+                .p95_utilization_pct
+                .is_some_and(|p| p < st.consolidate_below_pct)
+            && d.row.peak_memory_used_mib.is_some()
+        {
+            groups.entry(spec.name.as_str()).or_default().push(di);
+        }
+    }
+    for (_, members) in groups {
+        if members.len() < 2 {
+            continue;
+        }
+        if let Some((a, freed)) = consolidate(&devs, &members, st) {
+            let idx = actions.len();
+            for &di in &members {
+                let m = if freed.contains(&di) { 0.0 } else { 1.0 };
+                place_of.entry(di).or_default().push((idx, m));
+            }
+            actions.push(a);
+        }
+    }
+
+    // 7. commit_baseline, per GPU model.
+    let mut by_model: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (di, d) in devs.iter().enumerate() {
+        if let Some(spec) = d.spec
+            && d.row.class != Class::Saturated
+        {
+            by_model.entry(spec.name.as_str()).or_default().push(di);
+        }
+    }
+    let mut commits: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (name, members) in by_model {
+        if let Some(a) = commit_baseline(&devs, name, &members, catalog, st, window_hours) {
+            commits.push((actions.len(), members));
+            actions.push(a);
+        }
+    }
+
+    // The combined plan.
+    let mut plans = Vec::new();
+    let mut per_action = vec![0.0f64; actions.len()];
+    // Consolidation is chosen for a whole group or not at all: when its members' best
+    // individual placements save more, they win.
+    let mut rejected: BTreeSet<usize> = BTreeSet::new();
+    for (i, a) in actions.iter().enumerate() {
+        if a.kind != Kind::Consolidate {
+            continue;
+        }
+        let mut alone = 0.0;
+        for (di, d) in devs.iter().enumerate() {
+            if a.targets.contains(&d.row.id) {
+                let best = place_of
+                    .get(&di)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, m)| d.monthly * (1.0 - m))
+                    .fold(0.0, f64::max);
+                alone += best;
+            }
+        }
+        if alone >= a.monthly_savings_usd {
+            rejected.insert(i);
+        }
+    }
+    let mut placed: BTreeSet<usize> = BTreeSet::new();
+    for (di, d) in devs.iter().enumerate() {
+        let idle_pick: Vec<(usize, f64)> = match idle_of.get(&di) {
+            Some(list) => {
+                if let Some(s) = list
+                    .iter()
+                    .find(|(i, _)| actions[*i].kind == Kind::ShutdownIdle)
+                {
+                    vec![*s]
+                } else {
+                    list.clone()
+                }
+            }
+            None => Vec::new(),
+        };
+        let f: f64 = idle_pick.iter().map(|(_, s)| s).sum::<f64>().min(1.0);
+        let consolidated = place_of
+            .get(&di)
+            .into_iter()
+            .flatten()
+            .find(|(i, _)| actions[*i].kind == Kind::Consolidate && !rejected.contains(i))
+            .copied();
+        let best = consolidated.or_else(|| {
+            place_of
+                .get(&di)
+                .into_iter()
+                .flatten()
+                .filter(|(i, _)| actions[*i].kind != Kind::Consolidate)
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .copied()
+        });
+        let m = best.map_or(1.0, |(_, m)| m.clamp(0.0, 1.0));
+        let projected = d.monthly * (1.0 - f) * m;
+        let mut used = Vec::new();
+        for (i, s) in &idle_pick {
+            per_action[*i] += d.monthly * s.min(f);
+            used.push(*i);
+        }
+        if let Some((i, _)) = best {
+            per_action[i] += d.monthly * (1.0 - f) * (1.0 - m);
+            if !used.contains(&i) {
+                used.push(i);
+            }
+            placed.insert(di);
+        }
+        plans.push(DevicePlan {
+            id: d.row.id.clone(),
+            current_monthly_usd: d.monthly,
+            projected_monthly_usd: projected,
+            actions: used,
+        });
+    }
+    // A commitment covers what is left of a model's devices that got no placement action.
+    for (i, members) in commits {
+        let free: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|di| !placed.contains(di))
+            .collect();
+        let left: f64 = free.iter().map(|&di| plans[di].projected_monthly_usd).sum();
+        if free.is_empty() || left <= 0.0 {
+            continue;
+        }
+        let s = actions[i].monthly_savings_usd.min(left);
+        for &di in &free {
+            let cut = s * plans[di].projected_monthly_usd / left;
+            plans[di].projected_monthly_usd -= cut;
+            plans[di].actions.push(i);
+        }
+        per_action[i] += s;
+    }
+    for (i, a) in actions.iter_mut().enumerate() {
+        a.plan_savings_usd = per_action[i];
+        a.in_plan = per_action[i] > 0.0;
+    }
+    // Rank by savings; renumber the plan's references.
+    let mut order: Vec<usize> = (0..actions.len()).collect();
+    order.sort_by(|&a, &b| {
+        actions[b]
+            .monthly_savings_usd
+            .total_cmp(&actions[a].monthly_savings_usd)
+            .then_with(|| actions[a].kind.cmp(&actions[b].kind))
+            .then_with(|| actions[a].targets.cmp(&actions[b].targets))
+    });
+    let mut new_index = vec![0; actions.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_index[old] = new;
+    }
+    let actions: Vec<Action> = order.iter().map(|&i| actions[i].clone()).collect();
+    for p in &mut plans {
+        for i in &mut p.actions {
+            *i = new_index[*i];
+        }
+        p.actions.sort_unstable();
+    }
+    let current: f64 = plans.iter().map(|p| p.current_monthly_usd).sum();
+    let projected: f64 = plans.iter().map(|p| p.projected_monthly_usd).sum();
+    Advice {
+        schema: SCHEMA,
+        window_hours,
+        month_hours: MONTH_HOURS,
+        current_monthly_usd: current,
+        projected_monthly_usd: projected,
+        total_monthly_savings_usd: current - projected,
+        actions,
+        devices: plans,
+        unpriced,
+        settings: st.clone(),
+    }
+}
+
+/// Hour-of-week bins (0 = Monday 00:00) covered by windows.
+fn window_bins(windows: &[IdleWindow]) -> BTreeSet<usize> {
+    let mut out = BTreeSet::new();
+    for w in windows {
+        let days: Vec<usize> = match w.days.as_str() {
+            "weekdays" => (0..5).collect(),
+            "weekend" => (5..7).collect(),
+            _ => (0..7).collect(),
+        };
+        let len = if w.start_hour == w.end_hour {
+            24
+        } else {
+            (usize::from(w.end_hour) + 24 - usize::from(w.start_hour)) % 24
+        };
+        // Windows are per-day hour sets (`19:00–08:00 on weekdays` is 00–08 and 19–24 of
+        // each weekday), as `diagnose::idle_windows` builds them.
+        for d in days {
+            for k in 0..len {
+                let h = (usize::from(w.start_hour) + k) % 24;
+                out.insert(d * 24 + h);
+            }
+        }
+    }
+    out
+}
+
+/// Hours of `[start, start + dur)` outside the `sched` hour-of-week bins.
+fn outside_hours(
+    start: i64,
+    dur: u64,
+    sched: Option<&BTreeSet<usize>>,
+    tz: &jiff::tz::TimeZone,
+) -> f64 {
+    let total = dur as f64 / 3.6e6;
+    let Some(sched) = sched else { return total };
+    let end = start + i64::try_from(dur).unwrap_or(i64::MAX);
+    let mut t = start;
+    let mut inside = 0i64;
+    while t < end {
+        let next = ((t.div_euclid(3_600_000)) + 1) * 3_600_000;
+        let seg = next.min(end) - t;
+        if hour_of_week_index(t, tz).is_some_and(|b| sched.contains(&b)) {
+            inside += seg;
+        }
+        t = next;
+    }
+    total - inside as f64 / 3.6e6
+}
+
+fn schedule_steps(windows: &[IdleWindow], id: &str, tz: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for w in windows {
+        let days = match w.days.as_str() {
+            "weekdays" => "1-5",
+            "weekend" => "6,0",
+            _ => "*",
+        };
+        if w.start_hour == w.end_hour {
+            out.push(format!(
+                "keep {id} stopped all day on {} ({tz})",
+                if w.days == "weekend" {
+                    "Saturday and Sunday"
+                } else {
+                    &w.days
+                }
+            ));
+        } else {
+            out.push(format!(
+                "stop {id} at {:02}:00 and start it at {:02}:00 on {} ({tz}); cron `0 {} * * {days}` stop, `0 {} * * {days}` start",
+                w.start_hour, w.end_hour, w.days, w.start_hour, w.end_hour
+            ));
+        }
+    }
+    out
+}
+
+/// The observed demand of a device: peak memory, p95 compute, mean DRAM activity.
+fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Action> {
+    let r = d.row;
+    let spec = d.spec?;
+    let peak = r.peak_memory_used_mib?;
+    let p95 = r.p95_utilization_pct?;
+    let cur_tf = half_tflops(spec)?;
+    let cur_bw = spec.memory_bandwidth_gb_s?;
+    let dram = r.dram_active_pct.or(r.memory_bandwidth_utilization_pct);
+    let need_mib = peak * st.headroom;
+    let planner = d.hint.and_then(|h| h.model.as_ref().map(|m| (h, m)));
+    let mut best: Option<(f64, &GpuSpec, crate::catalog::Quote, Vec<String>)> = None;
+    for g in &catalog.gpus {
+        // Same vendor only: a move across software stacks (CUDA → ROCm) is a port, not a
+        // resize.
+        if g.name == spec.name
+            || g.vendor != spec.vendor
+            || spec_mib(g) < need_mib
+            || spec_mib(g) < peak
+        {
+            continue;
+        }
+        let (Some(tf), Some(bw)) = (half_tflops(g), g.memory_bandwidth_gb_s) else {
+            continue;
+        };
+        let mut ev = Vec::new();
+        let projected = if let Some((h, m)) = planner {
+            let Some((cur, new)) = planner_ratio(m, &h.workload, spec, g) else {
+                continue;
+            };
+            let need = cur.1.max(peak * 1_048_576.0);
+            if need > g.memory_gb * 1e9 {
+                continue;
+            }
+            let u = p95 * cur.0 / new.0;
+            ev.push(format!(
+                "planner ({}): needs {:.1} GiB; {:.0} → {:.0} tokens/s, so p95 {p95:.0} % × {:.2} = {u:.0} %",
+                m.name,
+                need / plan::GIB,
+                cur.0,
+                new.0,
+                cur.0 / new.0
+            ));
+            u
+        } else {
+            let compute = p95 * cur_tf / tf;
+            let memory = dram.map(|x| x * cur_bw / bw);
+            ev.push(format!(
+                "compute: p95 utilization {p95:.0} % × ({} {cur_tf} ÷ {} {tf} dense TFLOPS) = {compute:.0} %",
+                spec.name, g.name
+            ));
+            if let (Some(dr), Some(mm)) = (dram, memory) {
+                ev.push(format!(
+                    "bandwidth: DRAM activity {dr:.0} % × ({cur_bw} ÷ {bw} GB/s) = {mm:.0} %"
+                ));
+            }
+            compute.max(memory.unwrap_or(0.0))
+        };
+        if projected > st.ceiling_pct {
+            continue;
+        }
+        let Some(q) = quote(catalog, &g.name, st, st.pricing) else {
+            continue;
+        };
+        if q.usd_per_gpu_hour >= d.usd_per_gpu_hour * 0.95 {
+            continue;
+        }
+        ev.insert(
+            0,
+            format!(
+                "memory: peak {} × {} headroom = {} ≤ {} {}",
+                gib(peak),
+                st.headroom,
+                gib(need_mib),
+                g.name,
+                gib(spec_mib(g))
+            ),
+        );
+        ev.push(format!(
+            "projected utilization {projected:.0} % ≤ {} % ceiling",
+            st.ceiling_pct
+        ));
+        if best.as_ref().is_none_or(|b| q.usd_per_gpu_hour < b.0) {
+            best = Some((q.usd_per_gpu_hour, g, q, ev));
+        }
+    }
+    let (price, g, q, mut evidence) = best?;
+    let m = price / d.usd_per_gpu_hour;
+    let saved = d.monthly * (1.0 - m);
+    evidence.insert(
+        0,
+        format!("{} class {}: {}", r.id, r.class.as_str(), r.class_reason),
+    );
+    Some(Action {
+        kind: Kind::Rightsize,
+        targets: vec![r.id.clone()],
+        current_monthly_usd: d.monthly,
+        projected_monthly_usd: d.monthly * m,
+        monthly_savings_usd: saved,
+        confidence: if planner.is_some() {
+            Confidence {
+                level: Level::High,
+                reason: "the planner sized the model on both GPUs".to_owned(),
+            }
+        } else {
+            Confidence {
+                level: Level::Medium,
+                reason: "scaled by peak figures; a different kernel mix on the new GPU can shift utilization".to_owned(),
+            }
+        },
+        evidence,
+        assumptions: vec![
+            format!(
+                "utilization scales with the ratio of peak figures (ceiling {} %)",
+                st.ceiling_pct
+            ),
+            format!("price {}", q.describe()),
+        ],
+        how: vec![format!(
+            "move {} from {} to {} ({} {} {}, ${:.4}/GPU-h); validate throughput and latency on one replica first",
+            r.id,
+            d.spec.map_or("?", |s| s.name.as_str()),
+            g.name,
+            q.cloud,
+            q.instance_type,
+            q.region,
+            price
+        )],
+        target: Some(g.name.clone()),
+        schedule: Vec::new(),
+        in_plan: false,
+        plan_savings_usd: 0.0,
+    })
+}
+
+/// (tokens/s, memory bytes) of the hinted model on the current and the candidate GPU.
+fn planner_ratio(
+    m: &Model,
+    w: &Workload,
+    cur: &GpuSpec,
+    new: &GpuSpec,
+) -> Option<((f64, f64), (f64, f64))> {
+    let s = Setup::new(m, w);
+    let c = perf::Constants::default();
+    let run = |g: &GpuSpec| -> Option<(f64, f64)> {
+        let hw = Hardware::from_spec(g);
+        let mem = plan::memory::estimate(m, &s, true).total_bytes;
+        let tps = if w.mode.trains() {
+            perf::train(m, &s, &hw, &c).ok()?.tokens_per_s_per_gpu
+        } else {
+            perf::infer(m, &s, &hw, &c).ok()?.decode_tokens_per_s
+        };
+        Some((tps, mem))
+    };
+    Some((run(cur)?, run(new)?))
+}
+
+fn quote(
+    catalog: &Catalog,
+    gpu: &str,
+    st: &AdviseSettings,
+    pricing: Pricing,
+) -> Option<crate::catalog::Quote> {
+    let q = catalog.gpu_hour_price(&PriceQuery {
+        gpu,
+        cloud: st.cloud.as_deref(),
+        region: st.region.as_deref(),
+        pricing,
+    })?;
+    if q.pricing != pricing {
+        return None;
+    }
+    // Same cloud first; another cloud only when allowed (or when none is set).
+    match &st.cloud {
+        Some(c) if &q.cloud != c && !st.allow_clouds.contains(&q.cloud) => None,
+        _ => Some(q),
+    }
+}
+
+fn use_spot(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Action> {
+    let r = d.row;
+    let spec = d.spec?;
+    if st.pricing == Pricing::Spot {
+        return None;
+    }
+    let (interruptible, why) = match d.hint.and_then(|h| h.interruptible) {
+        Some(i) => (i, "marked interruptible in the workload hints".to_owned()),
+        None => {
+            let kind = d.hint.and_then(|h| h.kind);
+            let p50 = r.p50_utilization_pct?;
+            let p95 = r.p95_utilization_pct?;
+            let steady = matches!(r.class, Class::Healthy | Class::Saturated)
+                && p50 >= 60.0
+                && p95 - p50 <= 15.0
+                && d.idle_share() < 0.05
+                && r.coverage_pct.is_some_and(|c| c >= 90.0);
+            (
+                steady && matches!(kind, None | Some(WorkKind::Training | WorkKind::Batch)),
+                format!(
+                    "steady training-like load: p50 {p50:.0} %, p95 {p95:.0} %, idle {:.1} %, coverage {:.0} %",
+                    d.idle_share() * 100.0,
+                    r.coverage_pct.unwrap_or(0.0)
+                ),
+            )
+        }
+    };
+    if !interruptible {
+        return None;
+    }
+    let q = quote(catalog, &spec.name, st, Pricing::Spot)?;
+    // Young/Daly: checkpoint every τ = √(2·C·M); expected overhead C/τ + τ/(2M).
+    let c = st.checkpoint_cost_h;
+    let mtbi = st.spot_mtbi_h;
+    let tau = (2.0 * c * mtbi).sqrt();
+    let overhead = c / tau + tau / (2.0 * mtbi);
+    let effective = q.usd_per_gpu_hour * (1.0 + overhead);
+    if effective >= d.usd_per_gpu_hour {
+        return None;
+    }
+    let m = effective / d.usd_per_gpu_hour;
+    Some(Action {
+        kind: Kind::UseSpot,
+        targets: vec![r.id.clone()],
+        current_monthly_usd: d.monthly,
+        projected_monthly_usd: d.monthly * m,
+        monthly_savings_usd: d.monthly * (1.0 - m),
+        confidence: if d.hint.and_then(|h| h.interruptible).is_some() {
+            Confidence {
+                level: Level::Medium,
+                reason: "interruptible by hint; the interruption rate is an assumption".to_owned(),
+            }
+        } else {
+            Confidence {
+                level: Level::Low,
+                reason: "detected as training-like from utilization alone; confirm it checkpoints".to_owned(),
+            }
+        },
+        evidence: vec![
+            why,
+            format!(
+                "spot {} vs now ${:.4}/GPU-h",
+                q.describe(),
+                d.usd_per_gpu_hour
+            ),
+        ],
+        assumptions: vec![
+            format!(
+                "checkpoint takes {:.0} min, interruptions every {:.0} h on average",
+                c * 60.0,
+                mtbi
+            ),
+            format!(
+                "expected rework and checkpoint overhead {:.1} % (Young/Daly first order: C/τ + τ/2M)",
+                overhead * 100.0
+            ),
+        ],
+        how: vec![
+            format!(
+                "run {} on spot ({} {} {}); checkpoint every {:.0} minutes (τ = √(2 × {:.0} min × {:.0} h))",
+                r.id,
+                q.cloud,
+                q.instance_type,
+                q.region,
+                tau * 60.0,
+                c * 60.0,
+                mtbi
+            ),
+            "resume from the last checkpoint on interruption (e.g. torchrun --max-restarts with a spot-aware node pool)".to_owned(),
+        ],
+        target: Some(format!("{} spot", q.cloud)),
+        schedule: Vec::new(),
+        in_plan: false,
+        plan_savings_usd: 0.0,
+    })
+}
+
+fn move_cheaper(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Action> {
+    let r = d.row;
+    let spec = d.spec?;
+    let current = st.cloud.as_deref()?;
+    let mut best: Option<crate::catalog::Quote> = None;
+    for cloud in std::iter::once(current).chain(st.allow_clouds.iter().map(String::as_str)) {
+        let q = catalog.gpu_hour_price(&PriceQuery {
+            gpu: &spec.name,
+            cloud: Some(cloud),
+            region: None,
+            pricing: st.pricing,
+        })?;
+        if q.step == Step::ReferenceCloud || q.pricing != st.pricing {
+            continue;
+        }
+        if best
+            .as_ref()
+            .is_none_or(|b| q.usd_per_gpu_hour < b.usd_per_gpu_hour)
+        {
+            best = Some(q);
+        }
+    }
+    let q = best?;
+    if q.usd_per_gpu_hour >= d.usd_per_gpu_hour * 0.95 {
+        return None;
+    }
+    let m = q.usd_per_gpu_hour / d.usd_per_gpu_hour;
+    Some(Action {
+        kind: Kind::MoveCheaper,
+        targets: vec![r.id.clone()],
+        current_monthly_usd: d.monthly,
+        projected_monthly_usd: d.monthly * m,
+        monthly_savings_usd: d.monthly * (1.0 - m),
+        confidence: Confidence {
+            level: Level::Medium,
+            reason: "list prices; capacity, egress and data location are not priced".to_owned(),
+        },
+        evidence: vec![format!(
+            "{} now ${:.4}/GPU-h; {}",
+            spec.name,
+            d.usd_per_gpu_hour,
+            q.describe()
+        )],
+        assumptions: vec!["the same GPU performs the same anywhere".to_owned()],
+        how: vec![format!(
+            "move {} to {} {} in {}",
+            r.id, q.cloud, q.instance_type, q.region
+        )],
+        target: Some(format!("{} {}", q.cloud, q.region)),
+        schedule: Vec::new(),
+        in_plan: false,
+        plan_savings_usd: 0.0,
+    })
+}
+
+/// Pack members onto fewer GPUs: MIG slices where the GPU has MIG, else time-slicing.
+/// First-fit decreasing; the lower bound is the larger of total compute and total memory
+/// over one GPU's.
+fn consolidate(
+    devs: &[Dev<'_>],
+    members: &[usize],
+    st: &AdviseSettings,
+) -> Option<(Action, BTreeSet<usize>)> {
+    let spec = devs[members[0]].spec?;
+    let total_mib = spec_mib(spec);
+    // Each item: (device, compute units, memory MiB, label).
+    let mut items: Vec<(usize, f64, f64, String)> = Vec::new();
+    let (capacity, mig) = match spec.mig_slices() {
+        Some(n) => (f64::from(n), true),
+        None => (st.ceiling_pct, false),
+    };
+    for &di in members {
+        let r = devs[di].row;
+        let peak = r.peak_memory_used_mib?;
+        let p95 = r.p95_utilization_pct?;
+        if mig {
+            let need_slices = p95 * capacity / st.ceiling_pct;
+            let profile = spec
+                .mig_profiles
+                .iter()
+                .filter(|p| !p.name.contains('+'))
+                .filter(|p| {
+                    p.memory_gb * 1e9 / 1_048_576.0 >= peak * st.headroom
+                        && f64::from(p.compute_slices) >= need_slices
+                })
+                .min_by(|a, b| {
+                    a.compute_slices
+                        .cmp(&b.compute_slices)
+                        .then(a.memory_gb.total_cmp(&b.memory_gb))
+                })?;
+            items.push((
+                di,
+                f64::from(profile.compute_slices),
+                profile.memory_gb * 1e9 / 1_048_576.0,
+                profile.name.clone(),
+            ));
+        } else {
+            items.push((
+                di,
+                p95,
+                peak * st.headroom,
+                format!("{p95:.0} % of the GPU"),
+            ));
+        }
+    }
+    items.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
+    let mut bins: Vec<(f64, f64, Vec<usize>)> = Vec::new();
+    for (k, it) in items.iter().enumerate() {
+        match bins
+            .iter_mut()
+            .find(|b| b.0 + it.1 <= capacity + 1e-9 && b.1 + it.2 <= total_mib + 1e-9)
+        {
+            Some(b) => {
+                b.0 += it.1;
+                b.1 += it.2;
+                b.2.push(k);
+            }
+            None => bins.push((it.1, it.2, vec![k])),
+        }
+    }
+    let sum_c: f64 = items.iter().map(|i| i.1).sum();
+    let sum_m: f64 = items.iter().map(|i| i.2).sum();
+    let lower = (sum_c / capacity).max(sum_m / total_mib).ceil().max(1.0);
+    let freed_n = members.len().saturating_sub(bins.len());
+    if freed_n == 0 {
+        return None;
+    }
+    // Keep the GPUs that host a bin's first item; free the rest, most expensive first.
+    let keep: BTreeSet<usize> = bins.iter().map(|b| items[b.2[0]].0).collect();
+    let mut rest: Vec<usize> = members
+        .iter()
+        .copied()
+        .filter(|d| !keep.contains(d))
+        .collect();
+    rest.sort_by(|&a, &b| devs[b].monthly.total_cmp(&devs[a].monthly));
+    let freed: BTreeSet<usize> = rest.into_iter().take(freed_n).collect();
+    let current: f64 = members.iter().map(|&d| devs[d].monthly).sum();
+    let saved: f64 = freed.iter().map(|&d| devs[d].monthly).sum();
+    let layout: Vec<String> = bins
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            format!(
+                "GPU {} ({}): {}",
+                i + 1,
+                devs[items[b.2[0]].0].row.id,
+                b.2.iter()
+                    .map(|&k| format!("{} ← {}", items[k].3, devs[items[k].0].row.id))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect();
+    let mut how = vec![if mig {
+        format!(
+            "enable MIG on the kept {} GPUs and create the instances below (nvidia-smi mig -cgi <profiles> -C, or the GPU operator's mig-manager config)",
+            spec.name
+        )
+    } else {
+        format!(
+            "share the kept {} GPUs by time-slicing (GPU operator `sharing.timeSlicing.replicas`) or MPS; cap each workload's memory",
+            spec.name
+        )
+    }];
+    how.extend(layout);
+    how.push(format!(
+        "release {}",
+        freed
+            .iter()
+            .map(|&d| devs[d].row.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    Some((
+        Action {
+            kind: Kind::Consolidate,
+            targets: members.iter().map(|&d| devs[d].row.id.clone()).collect(),
+            current_monthly_usd: current,
+            projected_monthly_usd: current - saved,
+            monthly_savings_usd: saved,
+            confidence: Confidence {
+                level: Level::Medium,
+                reason: if mig {
+                    "MIG isolates memory and compute; first-fit packing ignores MIG placement rules, check the layout is valid".to_owned()
+                } else {
+                    "time-slicing and MPS share memory and faults: a noisy neighbour or an OOM affects every workload on the GPU".to_owned()
+                },
+            },
+            evidence: members
+                .iter()
+                .map(|&d| {
+                    let r = devs[d].row;
+                    format!(
+                        "{}: p95 {:.0} %, peak {}",
+                        r.id,
+                        r.p95_utilization_pct.unwrap_or(0.0),
+                        r.peak_memory_used_mib.map_or_else(|| "–".to_owned(), gib)
+                    )
+                })
+                .chain(std::iter::once(format!(
+                    "{} workloads on {} GPUs (lower bound {lower:.0}), {freed_n} freed",
+                    members.len(),
+                    bins.len()
+                )))
+                .collect(),
+            assumptions: vec![
+                if mig {
+                    format!(
+                        "a slice of k of {capacity:.0} compute slices runs a workload at p95 × {capacity:.0}/k ≤ {} %; memory ≥ peak × {}",
+                        st.ceiling_pct, st.headroom
+                    )
+                } else {
+                    format!(
+                        "utilization adds up under time-slicing (sum of p95 ≤ {} %); memory ≥ peak × {}",
+                        st.ceiling_pct, st.headroom
+                    )
+                },
+                "packing: first-fit decreasing by compute then memory".to_owned(),
+            ],
+            how,
+            target: Some(spec.name.clone()),
+            schedule: Vec::new(),
+            in_plan: false,
+            plan_savings_usd: 0.0,
+        },
+        freed,
+    ))
+}
+
+/// Commit to the k-th GPU of a model when the share of hours with at least k busy GPUs is at
+/// least the commitment price over the on-demand price.
+fn commit_baseline(
+    devs: &[Dev<'_>],
+    name: &str,
+    members: &[usize],
+    catalog: &Catalog,
+    st: &AdviseSettings,
+    window_hours: f64,
+) -> Option<Action> {
+    if st.pricing != Pricing::OnDemand {
+        return None;
+    }
+    let od = quote(catalog, name, st, Pricing::OnDemand)?;
+    let (term, commit) = [Pricing::Commit3y, Pricing::Commit1y]
+        .into_iter()
+        .filter_map(|p| quote(catalog, name, st, p).map(|q| (p, q)))
+        .min_by(|a, b| a.1.usd_per_gpu_hour.total_cmp(&b.1.usd_per_gpu_hour))?;
+    let ratio = commit.usd_per_gpu_hour / od.usd_per_gpu_hour;
+    if ratio >= 1.0 {
+        return None;
+    }
+    // Busy GPUs per hour: a device is busy in an hour it spent mostly out of idle episodes.
+    let mut busy: BTreeMap<i64, u32> = BTreeMap::new();
+    for &di in members {
+        for h in &devs[di].stats.hourly {
+            if h.covered_hours - h.idle_hours >= 0.5 {
+                *busy.entry(h.start_ms).or_default() += 1;
+            }
+        }
+    }
+    let hours = window_hours.round().max(1.0);
+    let max_k = busy.values().copied().max().unwrap_or(0);
+    let mut k_star = 0u32;
+    let mut current = 0.0;
+    let mut projected = 0.0;
+    let mut last_share = 0.0;
+    let mut next_share = 0.0;
+    for k in 1..=max_k {
+        let share = busy.values().filter(|&&c| c >= k).count() as f64 / hours;
+        if share < ratio {
+            next_share = share;
+            break;
+        }
+        k_star = k;
+        last_share = share;
+        current += share * od.usd_per_gpu_hour * MONTH_HOURS;
+        projected += commit.usd_per_gpu_hour * MONTH_HOURS;
+    }
+    let shares = format!(
+        "at least {k_star} of {} GPUs busy in {:.0} % of hours{}",
+        members.len(),
+        last_share * 100.0,
+        if k_star < max_k {
+            format!(", at least {} in {:.0} %", k_star + 1, next_share * 100.0)
+        } else {
+            String::new()
+        }
+    );
+    if k_star == 0 || projected >= current {
+        return None;
+    }
+    Some(Action {
+        kind: Kind::CommitBaseline,
+        targets: members.iter().map(|&d| devs[d].row.id.clone()).collect(),
+        current_monthly_usd: current,
+        projected_monthly_usd: projected,
+        monthly_savings_usd: current - projected,
+        confidence: if window_hours >= 30.0 * 24.0 {
+            Confidence {
+                level: Level::Medium,
+                reason: format!(
+                    "a {term} commitment rests on {:.0} days of demand",
+                    window_hours / 24.0
+                ),
+            }
+        } else {
+            Confidence {
+                level: Level::Low,
+                reason: format!(
+                    "a {term} commitment rests on only {:.0} days of demand; confirm the baseline holds for months",
+                    window_hours / 24.0
+                ),
+            }
+        },
+        evidence: vec![format!(
+            "{name}: commitment ${:.4} ÷ on-demand ${:.4} = {:.0} %; {shares}",
+            commit.usd_per_gpu_hour,
+            od.usd_per_gpu_hour,
+            ratio * 100.0
+        )],
+        assumptions: vec![
+            "without a commitment, busy GPU-hours are bought on demand".to_owned(),
+            format!("commitment price {}", commit.describe()),
+        ],
+        how: vec![format!(
+            "commit to {k_star} × {name} for {term} ({} {}); run the rest on demand or spot",
+            commit.cloud, commit.instance_type
+        )],
+        target: Some(format!("{k_star} × {name} {term}")),
+        schedule: Vec::new(),
+        in_plan: false,
+        plan_savings_usd: 0.0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_bins_cover_the_schedule() {
+        let w = vec![
+            IdleWindow {
+                days: "weekdays".into(),
+                start_hour: 19,
+                end_hour: 8,
+            },
+            IdleWindow {
+                days: "weekend".into(),
+                start_hour: 0,
+                end_hour: 0,
+            },
+        ];
+        let b = window_bins(&w);
+        // 13 hours on each weekday (00–08 and 19–24) + 48 weekend hours.
+        assert!(b.contains(&0) && b.contains(&19) && b.contains(&(24 + 7)) && !b.contains(&8));
+        assert!(b.contains(&(5 * 24)) && b.contains(&(7 * 24 - 1)));
+        assert_eq!(b.len(), 5 * 13 + 48);
+    }
+
+    #[test]
+    fn hints_parse_and_reject_bad_entries() {
+        let h = Hints::from_toml(
+            "[[workload]]\nmatch = \"serve-*\"\nkind = \"inference\"\nmodel = \"llama-3-8b\"\nbatch = 4\n\n[[workload]]\nlabel = \"namespace=research\"\ninterruptible = true\n",
+            "w.toml",
+        )
+        .expect("parses");
+        assert_eq!(h.rules.len(), 2);
+        assert_eq!(h.rules[0].workload.batch, Some(4));
+        let e = Hints::from_toml("[[workload]]\nmatch = \"x\"\nkind = \"gaming\"\n", "w.toml")
+            .expect_err("kind");
+        assert_eq!(
+            e,
+            "w.toml: workload #1: kind `gaming` is not one of training, inference, notebook, batch"
+        );
+        let e = Hints::from_toml("[[workload]]\nkind = \"batch\"\n", "w.toml").expect_err("match");
+        assert!(e.contains("needs `match`"), "{e}");
+        let e = Hints::from_toml("[[workload]]\nmatch = \"x\"\nmodel = \"gpt-9\"\n", "w.toml")
+            .expect_err("model");
+        assert!(
+            e.starts_with("w.toml: workload #1: no built-in model `gpt-9`"),
+            "{e}"
+        );
+        let e = Hints::from_toml("[[workload]]\nmatch = \"x\"\ncolour = \"red\"\n", "w.toml")
+            .expect_err("key");
+        assert_eq!(e, "w.toml: workload #1: unknown key `colour`");
+    }
+}
