@@ -914,7 +914,7 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
     let dram = r.dram_active_pct.or(r.memory_bandwidth_utilization_pct);
     let need_mib = peak * st.headroom;
     let planner = d.hint.and_then(|h| h.model.as_ref().map(|m| (h, m)));
-    let mut best: Option<(f64, &GpuSpec, crate::catalog::Quote, Vec<String>)> = None;
+    let mut best: Option<(f64, &GpuSpec, crate::catalog::Quote, Vec<String>, bool)> = None;
     for g in &catalog.gpus {
         // Same vendor only: a move across software stacks (CUDA → ROCm) is a port, not a
         // resize.
@@ -933,18 +933,27 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
             let Some((cur, new)) = planner_ratio(m, &h.workload, spec, g) else {
                 continue;
             };
-            let need = cur.1.max(peak * 1_048_576.0);
+            let need = cur.memory_bytes.max(peak * 1_048_576.0);
             if need > g.memory_gb * 1e9 {
                 continue;
             }
-            let u = p95 * cur.0 / new.0;
+            if let (Some(limit), Some(t)) = (h.latency_ms, new.tpot_ms)
+                && t > limit
+            {
+                continue;
+            }
+            let u = p95 * cur.tokens_per_s / new.tokens_per_s;
             ev.push(format!(
-                "planner ({}): needs {:.1} GiB; {:.0} → {:.0} tokens/s, so p95 {p95:.0} % × {:.2} = {u:.0} %",
+                "planner ({}): needs {:.1} GiB; {:.0} → {:.0} tokens/s, so p95 {p95:.0} % × {:.2} = {u:.0} %{}",
                 m.name,
                 need / plan::GIB,
-                cur.0,
-                new.0,
-                cur.0 / new.0
+                cur.tokens_per_s,
+                new.tokens_per_s,
+                cur.tokens_per_s / new.tokens_per_s,
+                match (h.latency_ms, new.tpot_ms) {
+                    (Some(l), Some(t)) => format!("; {t:.1} ms per output token ≤ {l} ms target"),
+                    _ => String::new(),
+                }
             ));
             u
         } else {
@@ -985,11 +994,16 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
             "projected utilization {projected:.0} % ≤ {} % ceiling",
             st.ceiling_pct
         ));
-        if best.as_ref().is_none_or(|b| q.usd_per_gpu_hour < b.0) {
-            best = Some((q.usd_per_gpu_hour, g, q, ev));
+        // Same cloud first: a candidate there beats any elsewhere.
+        let home = st.cloud.as_ref().is_none_or(|c| &q.cloud == c);
+        let better = best
+            .as_ref()
+            .is_none_or(|b| (home && !b.4) || (home == b.4 && q.usd_per_gpu_hour < b.0));
+        if better {
+            best = Some((q.usd_per_gpu_hour, g, q, ev, home));
         }
     }
-    let (price, g, q, mut evidence) = best?;
+    let (price, g, q, mut evidence, _) = best?;
     let m = price / d.usd_per_gpu_hour;
     let saved = d.monthly * (1.0 - m);
     evidence.insert(
@@ -1039,23 +1053,39 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
 }
 
 /// (tokens/s, memory bytes) of the hinted model on the current and the candidate GPU.
+/// The hinted model on one GPU, by the planner.
+struct Planned {
+    tokens_per_s: f64,
+    memory_bytes: f64,
+    tpot_ms: Option<f64>,
+}
+
+/// The hinted model on the current and the candidate GPU.
 fn planner_ratio(
     m: &Model,
     w: &Workload,
     cur: &GpuSpec,
     new: &GpuSpec,
-) -> Option<((f64, f64), (f64, f64))> {
+) -> Option<(Planned, Planned)> {
     let s = Setup::new(m, w);
     let c = perf::Constants::default();
-    let run = |g: &GpuSpec| -> Option<(f64, f64)> {
+    let run = |g: &GpuSpec| -> Option<Planned> {
         let hw = Hardware::from_spec(g);
-        let mem = plan::memory::estimate(m, &s, true).total_bytes;
-        let tps = if w.mode.trains() {
-            perf::train(m, &s, &hw, &c).ok()?.tokens_per_s_per_gpu
+        let memory_bytes = plan::memory::estimate(m, &s, true).total_bytes;
+        if w.mode.trains() {
+            Some(Planned {
+                tokens_per_s: perf::train(m, &s, &hw, &c).ok()?.tokens_per_s_per_gpu,
+                memory_bytes,
+                tpot_ms: None,
+            })
         } else {
-            perf::infer(m, &s, &hw, &c).ok()?.decode_tokens_per_s
-        };
-        Some((tps, mem))
+            let r = perf::infer(m, &s, &hw, &c).ok()?;
+            Some(Planned {
+                tokens_per_s: r.decode_tokens_per_s,
+                memory_bytes,
+                tpot_ms: Some(r.tpot_ms),
+            })
+        }
     };
     Some((run(cur)?, run(new)?))
 }

@@ -424,3 +424,20 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_latency_target_the_cheaper_gpu_misses_blocks_the_move() {
+    let (a, truth, _) = generated("7", &["--workloads", &data("advise/tight-latency.toml")]);
+    let mut servers = 0;
+    for t in truth["devices"].as_array().expect("devices") {
+        if t["scenario"] == "small_model_serving" {
+            servers += 1;
+            let id = t["id"].as_str().expect("id");
+            assert!(
+                actions_on(&a, id).iter().all(|x| x["kind"] != "rightsize"),
+                "{id}: no GPU cheaper than an A100 decodes Llama-3-8B in 5 ms per token"
+            );
+        }
+    }
+    assert!(servers > 0);
+}
