@@ -147,6 +147,27 @@ pub struct IngestSummary {
     pub skipped: u64,
     /// Reader warnings (skips by reason, with the first examples).
     pub warnings: Vec<Warning>,
+    /// What was pulled from a Prometheus-compatible store (absent for files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pulled: Option<Pulled>,
+}
+
+/// The cost of reading from a store: what crossed the network.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Pulled {
+    /// `pushdown` or `raw`.
+    pub mode: String,
+    /// Requests sent (range queries cut into pieces count each piece; retries count).
+    pub requests: u64,
+    /// Series received.
+    pub series: u64,
+    /// Points received.
+    pub samples: u64,
+    /// Response bytes received.
+    pub bytes: u64,
+    /// Raw samples of the utilization metric in the window (what a raw pull would move per
+    /// metric), for comparison.
+    pub raw_samples_in_window: Option<u64>,
 }
 
 /// A warning: something the user should know about the data or the figures.

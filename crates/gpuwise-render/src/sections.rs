@@ -270,7 +270,21 @@ fn report_sections(r: &Report, top: usize) -> Vec<Section> {
                 ),
             ],
             vec!["Gaps".into(), format!("a gap longer than {:.0} s is no data", s.max_gap_s)],
-            vec!["Read".into(), format!("{} input(s), {} lines, {} samples, {} skipped", r.ingest.inputs.len(), r.ingest.lines, r.ingest.samples, r.ingest.skipped)],
+            vec!["Read".into(), match &r.ingest.pulled {
+                Some(p) => format!(
+                    "{} ({}): {} requests, {} series, {} points, {} bytes{}",
+                    r.ingest.inputs.join(", "),
+                    p.mode,
+                    p.requests,
+                    p.series,
+                    p.samples,
+                    p.bytes,
+                    p.raw_samples_in_window.map_or(String::new(), |n| format!(
+                        "; {n} raw utilization samples in the window"
+                    ))
+                ),
+                None => format!("{} input(s), {} lines, {} samples, {} skipped", r.ingest.inputs.len(), r.ingest.lines, r.ingest.samples, r.ingest.skipped),
+            }],
         ],
     });
     out

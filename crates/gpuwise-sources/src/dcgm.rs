@@ -77,7 +77,7 @@ fn metric(name: &str) -> Option<(Metric, f64)> {
 }
 
 /// Labels that describe the exporter or the device, not the workload.
-const INFRA_LABELS: &[&str] = &[
+pub(crate) const INFRA_LABELS: &[&str] = &[
     "gpu",
     "UUID",
     "uuid",

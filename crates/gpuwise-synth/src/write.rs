@@ -71,82 +71,92 @@ pub fn nvidia_smi(w: &mut impl Write, fleet: &Fleet, devices: &[usize]) -> io::R
     })
 }
 
-/// DCGM exporter text for one host: every scrape, each line with a millisecond timestamp.
+const DCGM_FAMILIES: [(&str, &str); 8] = [
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
+    (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "Ratio of time the graphics engine is active.",
+    ),
+    (
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "The ratio of cycles an SM has at least 1 warp assigned.",
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+    ),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."),
+];
+
+fn dcgm_labels(d: &DeviceSpec) -> String {
+    format!(
+        "gpu=\"{i}\",UUID=\"{u}\",pci_bus_id=\"00000000:{b:02X}:00.0\",device=\"nvidia{i}\",modelName=\"{m}\",Hostname=\"{h}\",DCGM_FI_DRIVER_VERSION=\"570.172.08\",container=\"main\",namespace=\"{ns}\",pod=\"{pod}\"",
+        i = d.index,
+        u = d.uuid,
+        b = 0x10 + d.index,
+        m = d.model_name,
+        h = d.host,
+        ns = d.namespace,
+        pod = d.pod
+    )
+}
+
+/// The values of [`DCGM_FAMILIES`] for one sample, as dcgm-exporter prints them.
+fn dcgm_values(s: &Sample) -> [String; 8] {
+    let util = opt(s.util_pct);
+    [
+        format!("{util:.0}"),
+        format!("{:.6}", util / 100.0),
+        format!("{:.6}", opt(s.sm_active_pct) / 100.0),
+        format!("{:.6}", opt(s.tensor_active_pct) / 100.0),
+        format!("{:.6}", opt(s.dram_active_pct) / 100.0),
+        format!("{:.0}", opt(s.mem_used_mib)),
+        format!("{:.0}", opt(s.mem_total_mib) - opt(s.mem_used_mib)),
+        format!("{:.6}", opt(s.power_w)),
+    ]
+}
+
+/// dcgm-exporter scrapes of one host, every sample timestamped (milliseconds), in time order.
 pub fn dcgm(w: &mut impl Write, fleet: &Fleet, devices: &[usize]) -> io::Result<()> {
-    for (name, help) in [
-        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
-        (
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-            "Ratio of time the graphics engine is active.",
-        ),
-        (
-            "DCGM_FI_PROF_SM_ACTIVE",
-            "The ratio of cycles an SM has at least 1 warp assigned.",
-        ),
-        (
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-            "Ratio of cycles the tensor (HMMA) pipe is active.",
-        ),
-        (
-            "DCGM_FI_PROF_DRAM_ACTIVE",
-            "Ratio of cycles the device memory interface is active sending or receiving data.",
-        ),
-        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
-        ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."),
-        ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."),
-    ] {
+    for (name, help) in DCGM_FAMILIES {
         writeln!(w, "# HELP {name} {help}\n# TYPE {name} gauge")?;
     }
     round_robin(fleet, devices, |_, d, s| {
-        let labels = format!(
-            "gpu=\"{i}\",UUID=\"{u}\",pci_bus_id=\"00000000:{b:02X}:00.0\",device=\"nvidia{i}\",modelName=\"{m}\",Hostname=\"{h}\",DCGM_FI_DRIVER_VERSION=\"570.172.08\",container=\"main\",namespace=\"{ns}\",pod=\"{pod}\"",
-            i = d.index,
-            u = d.uuid,
-            b = 0x10 + d.index,
-            m = d.model_name,
-            h = d.host,
-            ns = d.namespace,
-            pod = d.pod
-        );
+        let labels = dcgm_labels(d);
         let ts = s.ts_ms;
-        let util = opt(s.util_pct);
-        writeln!(w, "DCGM_FI_DEV_GPU_UTIL{{{labels}}} {util:.0} {ts}")?;
-        writeln!(
-            w,
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{labels}}} {:.6} {ts}",
-            util / 100.0
-        )?;
-        writeln!(
-            w,
-            "DCGM_FI_PROF_SM_ACTIVE{{{labels}}} {:.6} {ts}",
-            opt(s.sm_active_pct) / 100.0
-        )?;
-        writeln!(
-            w,
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{labels}}} {:.6} {ts}",
-            opt(s.tensor_active_pct) / 100.0
-        )?;
-        writeln!(
-            w,
-            "DCGM_FI_PROF_DRAM_ACTIVE{{{labels}}} {:.6} {ts}",
-            opt(s.dram_active_pct) / 100.0
-        )?;
-        writeln!(
-            w,
-            "DCGM_FI_DEV_FB_USED{{{labels}}} {:.0} {ts}",
-            opt(s.mem_used_mib)
-        )?;
-        writeln!(
-            w,
-            "DCGM_FI_DEV_FB_FREE{{{labels}}} {:.0} {ts}",
-            opt(s.mem_total_mib) - opt(s.mem_used_mib)
-        )?;
-        writeln!(
-            w,
-            "DCGM_FI_DEV_POWER_USAGE{{{labels}}} {:.6} {ts}",
-            opt(s.power_w)
-        )
+        for ((name, _), v) in DCGM_FAMILIES.iter().zip(dcgm_values(s)) {
+            writeln!(w, "{name}{{{labels}}} {v} {ts}")?;
+        }
+        Ok(())
     })
+}
+
+/// The whole fleet as one OpenMetrics file for `promtool tsdb create-blocks-from openmetrics`:
+/// families one after another (OpenMetrics forbids interleaving them), each device's samples
+/// in time order, timestamps in seconds, `# EOF` at the end.
+pub fn openmetrics(w: &mut impl Write, fleet: &Fleet) -> io::Result<()> {
+    for (k, (name, help)) in DCGM_FAMILIES.iter().enumerate() {
+        writeln!(w, "# HELP {name} {help}\n# TYPE {name} gauge")?;
+        for (d, spec) in fleet.devices.iter().enumerate() {
+            let labels = dcgm_labels(spec);
+            for s in fleet.samples(d) {
+                let v = &dcgm_values(&s)[k];
+                writeln!(
+                    w,
+                    "{name}{{{labels}}} {v} {}.{:03}",
+                    s.ts_ms.div_euclid(1000),
+                    s.ts_ms.rem_euclid(1000)
+                )?;
+            }
+        }
+    }
+    writeln!(w, "# EOF")
 }
 
 /// `nvidia-smi dmon -s pum -o DT` for one host (times in UTC, whole seconds).

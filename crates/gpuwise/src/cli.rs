@@ -56,8 +56,10 @@ const ADVISE_EXAMPLES: &str = "Examples:
 #[derive(Debug, Args)]
 pub(crate) struct AdviseArgs {
     /// Files, directories, globs, or `-` for stdin (.gz and .zst are decompressed).
-    #[arg(required = true, value_name = "INPUT")]
+    #[arg(required_unless_present = "prometheus", value_name = "INPUT")]
     pub inputs: Vec<String>,
+    #[command(flatten)]
+    pub prom: PromArgs,
     #[command(flatten)]
     pub read: ReadArgs,
     #[command(flatten)]
@@ -287,8 +289,10 @@ pub(crate) struct PlanArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
     /// Files, directories, globs, or `-` for stdin (.gz and .zst are decompressed).
-    #[arg(required = true, value_name = "INPUT")]
+    #[arg(required_unless_present = "prometheus", value_name = "INPUT")]
     pub inputs: Vec<String>,
+    #[command(flatten)]
+    pub prom: PromArgs,
     #[command(flatten)]
     pub read: ReadArgs,
     #[command(flatten)]
@@ -323,6 +327,61 @@ pub(crate) struct ReportArgs {
     pub advise_opts: AdviseOpts,
 }
 
+/// Reading from a Prometheus-compatible store (Prometheus, Thanos, Mimir, VictoriaMetrics).
+#[derive(Debug, Args, Default, Clone)]
+pub(crate) struct PromArgs {
+    /// Base URL of the Prometheus HTTP API (instead of files), e.g. http://prometheus:9090.
+    #[arg(
+        long,
+        env = "GPUWISE_PROMETHEUS",
+        value_name = "URL",
+        conflicts_with = "inputs"
+    )]
+    pub prometheus: Option<String>,
+    /// Window end, RFC 3339 or YYYY-MM-DD (UTC) [default: now]; the start is --start.
+    #[arg(long, value_name = "TIME", requires = "prometheus")]
+    pub end: Option<String>,
+    /// Window length back from the end, instead of --start [default: 7d].
+    #[arg(
+        long,
+        value_name = "DURATION",
+        requires = "prometheus",
+        conflicts_with = "start"
+    )]
+    pub last: Option<String>,
+    /// Label matchers every metric must match, e.g. '{namespace=~"ml-.*"}'.
+    #[arg(long, value_name = "SELECTOR", requires = "prometheus")]
+    pub selector: Option<String>,
+    /// Pull raw samples with query_range and profile them locally (small windows; checks the
+    /// pushdown).
+    #[arg(long, requires = "prometheus")]
+    pub raw: bool,
+    /// Scrape interval of the data [default: found from the data].
+    #[arg(long, value_name = "DURATION", requires = "prometheus")]
+    pub scrape_interval: Option<String>,
+    /// Environment variable holding a bearer token.
+    #[arg(long, value_name = "VAR", requires = "prometheus")]
+    pub bearer_token_env: Option<String>,
+    /// File holding a bearer token.
+    #[arg(long, value_name = "FILE", requires = "prometheus")]
+    pub bearer_token_file: Option<PathBuf>,
+    /// Basic auth user; the password is read from $GPUWISE_PROMETHEUS_PASSWORD.
+    #[arg(long, value_name = "USER", requires = "prometheus")]
+    pub basic_auth_user: Option<String>,
+    /// Extra header, NAME: VALUE (repeatable), e.g. 'X-Scope-OrgID: team-a'.
+    #[arg(long = "header", value_name = "NAME: VALUE", requires = "prometheus")]
+    pub headers: Vec<String>,
+    /// PEM file of a CA to trust for https.
+    #[arg(long, value_name = "FILE", requires = "prometheus")]
+    pub ca_file: Option<PathBuf>,
+    /// Time limit of one request [default: 60s].
+    #[arg(long, value_name = "DURATION", requires = "prometheus")]
+    pub timeout: Option<String>,
+    /// Retries of a failed request (connection errors, 429, 5xx), with doubling backoff [default: 2].
+    #[arg(long, value_name = "N", requires = "prometheus")]
+    pub retries: Option<u32>,
+}
+
 /// How inputs are read.
 #[derive(Debug, Args, Default, Clone)]
 pub(crate) struct ReadArgs {
@@ -341,7 +400,7 @@ pub(crate) struct ReadArgs {
     /// Column map of a generic CSV: `timestamp=COL,device=COL,util=COL,…` (repeatable).
     #[arg(long, value_name = "KEY=COL")]
     pub map: Vec<String>,
-    /// Start time of a dmon log without date and time columns.
+    /// Start time of a dmon log without date and time columns, or of the --prometheus window.
     #[arg(long, value_name = "TIME")]
     pub start: Option<String>,
     /// Interval between rounds of such a dmon log.
@@ -439,7 +498,8 @@ pub(crate) struct GenerateArgs {
     /// Sampling interval.
     #[arg(long, default_value = "30s")]
     pub interval: String,
-    /// nvidia-smi, dcgm, dmon, or mixed (each host in its template's format).
+    /// nvidia-smi, dcgm, dmon, mixed (each host in its template's format), or openmetrics
+    /// (one file of DCGM metrics for `promtool tsdb create-blocks-from openmetrics`).
     #[arg(long, default_value = "mixed")]
     pub format: String,
     /// Seed.

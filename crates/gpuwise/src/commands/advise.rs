@@ -123,7 +123,11 @@ pub(crate) fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
         matches!(format, Format::Table | Format::Json | Format::Markdown),
         "--format: advise prints table, json or markdown (the HTML report has it: `gpuwise report --advise --format html`)"
     );
-    let (report, profiles) = build(&args.inputs, &settings, !args.no_progress)?;
+    let (report, profiles) = if args.prom.prometheus.is_some() {
+        super::prom::build(&args.prom, args.read.start.as_deref(), &settings)?
+    } else {
+        build(&args.inputs, &settings, !args.no_progress)?
+    };
     let a = advice(&report, &profiles, &settings, &args.advise)?;
     let color = args.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));

@@ -97,7 +97,11 @@ pub(crate) fn run(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
         "nvidia-smi" => Some("nvidia-smi"),
         "dcgm" => Some("dcgm"),
         "dmon" => Some("dmon"),
-        other => bail!("--format `{other}` is not one of nvidia-smi, dcgm, dmon, mixed"),
+        // One OpenMetrics file of DCGM metrics for `promtool tsdb create-blocks-from openmetrics`.
+        "openmetrics" => Some("dcgm"),
+        other => {
+            bail!("--format `{other}` is not one of nvidia-smi, dcgm, dmon, mixed, openmetrics")
+        }
     };
     if !["none", "gzip", "zstd"].contains(&args.compress.as_str()) {
         bail!(
@@ -117,7 +121,21 @@ pub(crate) fn run(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
         start_ms: parse_start(args.start.as_deref())?,
         format,
     });
-    let files = write_fleet(&fleet, &args.out, &args.compress)?;
+    let files = if args.format == "openmetrics" {
+        anyhow::ensure!(
+            args.compress == "none",
+            "--compress: promtool reads OpenMetrics uncompressed"
+        );
+        fs_err::create_dir_all(&args.out)?;
+        let path = args.out.join("fleet.om.txt");
+        let mut w = BufWriter::with_capacity(1 << 20, fs_err::File::create(&path)?);
+        gpuwise_synth::write::openmetrics(&mut w, &fleet)
+            .with_context(|| format!("writing `{}`", path.display()))?;
+        w.flush()?;
+        vec![path]
+    } else {
+        write_fleet(&fleet, &args.out, &args.compress)?
+    };
     write_truth(&fleet, &args.out.join("truth.json"))?;
     printer::info(&format!(
         "wrote {} GPUs × {} samples in {} files and truth.json to {}",

@@ -10,6 +10,7 @@ mod catalog;
 mod demo;
 mod generate;
 mod plan;
+mod prom;
 mod report;
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -262,6 +262,7 @@ pub(crate) fn build(
         samples: ingested.tally.samples,
         skipped: ingested.tally.skipped(),
         warnings: ingested.tally.warnings(),
+        pulled: None,
     };
     let profiles = ingested.profile.finish(&s.read.profile, &s.read.tz);
     let report = report::build(&profiles, &s.prices, &s.teams, &s.report, summary);
@@ -291,7 +292,11 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or("table"),
     )
     .map_err(|e| anyhow!("--format: {e}"))?;
-    let (mut report, profiles) = build(&args.inputs, &settings, !args.no_progress)?;
+    let (mut report, profiles) = if args.prom.prometheus.is_some() {
+        super::prom::build(&args.prom, args.read.start.as_deref(), &settings)?
+    } else {
+        build(&args.inputs, &settings, !args.no_progress)?
+    };
     if args.advise {
         let advice = super::advise::advice(&report, &profiles, &settings, &args.advise_opts)?;
         report.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&report, &advice);

@@ -10,4 +10,5 @@ mod cli;
 mod common;
 mod plan;
 mod planted;
+mod prometheus;
 mod real_data;

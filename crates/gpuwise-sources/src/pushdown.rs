@@ -1,0 +1,733 @@
+//! Fleet telemetry from a Prometheus-compatible store, by pushing the aggregation down.
+//!
+//! Instead of pulling every sample, gpuwise asks the store for per-series summaries over the
+//! window (instant queries at the window's end) and for hourly summaries (range queries with a
+//! one-hour step), then builds the same per-device statistics the file readers produce. The
+//! utilization signal is `DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100` where a device has it, else
+//! `DCGM_FI_DEV_GPU_UTIL`, as in the file reader. Subqueries run at the scrape interval `S`,
+//! so counts are exact sample counts, not samples of samples:
+//!
+//! | figure | PromQL (U the utilization, W = `[w:S]`) |
+//! |---|---|
+//! | samples, GPU-hours | `count_over_time(U W)` × S |
+//! | mean, max, p50, p95 | `avg_over_time`, `max_over_time`, `quantile_over_time(0.5 / 0.95, U W)` |
+//! | hours in utilization bands | `sum_over_time((U < bool 5) W)`, 25, 50, 85 |
+//! | idle-episode samples | a sample is in an episode when some run of L/S consecutive real samples below the threshold contains it: with I = `(U < bool 5) * (time() − timestamp(U) < bool S)`, `sum_over_time(max_over_time((min_over_time(I[L−S:S]) * (count_over_time(I[L−S:S]) >= bool L/S))[L−S:S]) W)` evaluated L−S later |
+//! | held idle | the same × `(FB_USED offset L−S >= bool 1024)` |
+//! | memory, power, PROF activity | `max/avg/quantile_over_time` of the metric |
+//! | hourly timeline, hour of week | the same counts as range queries with a 1 h step |
+//!
+//! Idle episodes themselves are known only per hour (runs of hours with idle time); their
+//! total is exact. `--raw` pulls the samples with `query_range` at the scrape interval and
+//! reads them with the DCGM reader instead.
+
+use std::collections::BTreeMap;
+
+use gpuwise_core::profile::{
+    DeviceProfile, DeviceStats, Episode, HourPoint, HowBin, UtilStats, hour_of_week_index,
+};
+use gpuwise_core::sample::UtilSource;
+use gpuwise_core::settings::ProfileSettings;
+use gpuwise_core::{DeviceInfo, DeviceKey, EpochMs};
+
+use crate::promclient::{Client, PromError};
+use crate::prometheus::Series;
+
+/// Queries sent, with what each pulled: `(query, series, points)`.
+pub type QueryLog = Vec<(String, usize, usize)>;
+
+/// What to ask for.
+#[derive(Clone, Debug)]
+pub struct Query {
+    /// Label matchers to add to every metric (`namespace=~"ml-.*"`), without braces.
+    pub matchers: String,
+    /// First sample time.
+    pub start_ms: EpochMs,
+    /// Last sample time.
+    pub end_ms: EpochMs,
+    /// Scrape interval; `None`: found from the data.
+    pub step_ms: Option<i64>,
+    /// Idle threshold, minimum episode and held-memory rule.
+    pub profile: ProfileSettings,
+    /// Zone of the hour-of-week pattern.
+    pub tz: jiff::tz::TimeZone,
+}
+
+impl Query {
+    /// `{matchers}` → the matcher list; `{}` or empty → none. Rejects what is not a selector.
+    pub fn matchers_of(selector: &str) -> Result<String, String> {
+        let s = selector.trim();
+        if s.is_empty() {
+            return Ok(String::new());
+        }
+        let inner = s
+            .strip_prefix('{')
+            .and_then(|x| x.strip_suffix('}'))
+            .ok_or_else(|| format!("--selector `{s}` must be label matchers in braces, e.g. {{namespace=~\"ml-.*\"}}"))?;
+        Ok(inner.trim().to_owned())
+    }
+
+    fn metric(&self, name: &str) -> String {
+        format!("{name}{{{}}}", self.matchers)
+    }
+
+    /// The utilization expression.
+    fn util(&self) -> String {
+        format!(
+            "({} * 100 or {})",
+            self.metric("DCGM_FI_PROF_GR_ENGINE_ACTIVE"),
+            self.metric("DCGM_FI_DEV_GPU_UTIL")
+        )
+    }
+}
+
+/// The result.
+#[derive(Debug)]
+pub struct Pushed {
+    /// Devices, as the file readers would give them.
+    pub profiles: Vec<DeviceProfile>,
+    /// Scrape interval used.
+    pub step_ms: i64,
+    /// Queries sent, with what each pulled: `(query, series, points)`.
+    pub queries: QueryLog,
+    /// Server warnings (partial data) and missing metrics.
+    pub warnings: Vec<String>,
+    /// How many of [`RAW_METRICS`] have series in the window.
+    pub metrics_present: usize,
+}
+
+/// Device identity from a series' labels, by the DCGM reader's rules (`Hostname`/`hostname`,
+/// `UUID`/`uuid` else `gpu`, `GPU_I_ID` for MIG instances, `exported_*` labels first).
+#[must_use]
+pub fn device_of(labels: &BTreeMap<String, String>) -> Option<(DeviceKey, DeviceInfo)> {
+    let get = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| labels.get(*k).filter(|v| !v.is_empty()).cloned())
+    };
+    let gpu = get(&["UUID", "uuid"]).or_else(|| get(&["gpu"]))?;
+    let host = get(&["Hostname", "hostname"])
+        .or_else(|| get(&["instance"]))
+        .unwrap_or_else(|| "prometheus".to_owned());
+    let mig = get(&["GPU_I_ID"]);
+    let mut info = DeviceInfo {
+        model_name: get(&["modelName", "model_name"]),
+        index: get(&["gpu"]).and_then(|g| g.parse().ok()),
+        mig_profile: get(&["GPU_I_PROFILE"]),
+        ..DeviceInfo::default()
+    };
+    let mut put = |k: &str, v: String| {
+        info.labels.entry(k.to_owned()).or_default().insert(v, 1);
+    };
+    for (nice, keys) in [
+        (
+            "namespace",
+            &["exported_namespace", "namespace", "pod_namespace"][..],
+        ),
+        ("pod", &["exported_pod", "pod", "pod_name"][..]),
+        (
+            "container",
+            &["exported_container", "container", "container_name"][..],
+        ),
+    ] {
+        if let Some(v) = get(keys) {
+            put(nice, v);
+        }
+    }
+    for (k, v) in labels {
+        if !crate::dcgm::INFRA_LABELS.contains(&k.as_str())
+            && !k.starts_with("DCGM_")
+            && !k.starts_with("__")
+            && !v.is_empty()
+        {
+            put(k, v.clone());
+        }
+    }
+    Some((DeviceKey { host, gpu, mig }, info))
+}
+
+#[derive(Default)]
+struct Acc {
+    info: Option<DeviceInfo>,
+    n: f64,
+    mean: Option<f64>,
+    max: Option<f64>,
+    p50: Option<f64>,
+    p95: Option<f64>,
+    below: [f64; 4],
+    idle: f64,
+    held: f64,
+    first: Option<f64>,
+    last: Option<f64>,
+    mem_peak: Option<f64>,
+    mem_mean: Option<f64>,
+    mem_p95: Option<f64>,
+    mem_total: Option<f64>,
+    power_mean: Option<f64>,
+    power_peak: Option<f64>,
+    power_limit: Option<f64>,
+    sm: Option<f64>,
+    occ: Option<f64>,
+    tensor: Option<f64>,
+    dram: Option<f64>,
+    gr: bool,
+    hours: BTreeMap<EpochMs, (f64, f64, f64)>,
+}
+
+fn last_value(s: &Series) -> Option<f64> {
+    s.samples.last().map(|(_, v)| *v).filter(|v| v.is_finite())
+}
+
+/// The scrape interval, from the densest utilization series of the window: span ÷ (samples −
+/// 1), in whole seconds.
+pub fn scrape_interval(client: &Client, q: &Query) -> Result<i64, PromError> {
+    let w_ms = (q.end_ms - q.start_ms).max(1000);
+    let promql = format!(
+        "count_over_time({}[{}ms])",
+        q.metric("DCGM_FI_DEV_GPU_UTIL"),
+        w_ms
+    );
+    let r = client.query(&promql, q.end_ms)?;
+    let n = r.series.iter().filter_map(last_value).fold(0.0, f64::max);
+    if n < 2.0 {
+        return Err(PromError::Config(format!(
+            "no DCGM_FI_DEV_GPU_UTIL samples{} between the start and the end: nothing to report",
+            if q.matchers.is_empty() {
+                String::new()
+            } else {
+                format!(" matching {{{}}}", q.matchers)
+            }
+        )));
+    }
+    Ok((((w_ms as f64 / (n - 1.0)) / 1000.0).round().max(1.0) * 1000.0) as i64)
+}
+
+/// Push the aggregation down to the store behind `client`.
+#[allow(clippy::too_many_lines)]
+pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
+    let mut queries = Vec::new();
+    let mut warnings = Vec::new();
+    let util = q.util();
+    let w_ms = (q.end_ms - q.start_ms).max(1000);
+    // The scrape interval: from the densest series of the window.
+    let step_ms = match q.step_ms {
+        Some(s) => s,
+        None => scrape_interval(client, q)?,
+    };
+    let s = step_ms;
+    let w = format!("[{w_ms}ms:{s}ms]");
+    let l = i64::try_from(q.profile.min_idle_episode_ms)
+        .unwrap_or(600_000)
+        .max(s)
+        - s;
+    let thr = q.profile.idle_threshold_pct;
+    let held = q.profile.held_idle_min_mib;
+    // I: a real sample (not one the 5-minute lookback repeats past the end of the data)
+    // below the threshold. B(u): the L/S points up to u are all I; E(t) = B somewhere in
+    // [t, t + L − S], evaluated L − S after t.
+    let n = l / s + 1;
+    let secs = s as f64 / 1000.0;
+    let i = format!("(({util} < bool {thr}) * (time() - timestamp({util}) < bool {secs}))");
+    let b = format!(
+        "(min_over_time({i}[{l}ms:{s}ms]) * (count_over_time({i}[{l}ms:{s}ms]) >= bool {n}))"
+    );
+    let e = format!("max_over_time({b}[{l}ms:{s}ms])");
+    let fb = q.metric("DCGM_FI_DEV_FB_USED");
+    let e_held = format!("({e} * ({fb} offset {l}ms >= bool {held}))");
+
+    let mut devs: BTreeMap<DeviceKey, Acc> = BTreeMap::new();
+    let mut run = |promql: String,
+                   at: EpochMs,
+                   queries: &mut QueryLog,
+                   warnings: &mut Vec<String>,
+                   f: &mut dyn FnMut(&mut Acc, f64)|
+     -> Result<usize, PromError> {
+        let r = client.query(&promql, at)?;
+        for wmsg in &r.warnings {
+            warnings.push(format!("partial result for `{promql}`: {wmsg}"));
+        }
+        let n = r.series.len();
+        queries.push((promql, n, n));
+        for series in &r.series {
+            let Some((key, info)) = device_of(&series.labels) else {
+                continue;
+            };
+            let Some(v) = last_value(series) else {
+                continue;
+            };
+            let acc = devs.entry(key).or_default();
+            if acc.info.is_none() {
+                acc.info = Some(info);
+            }
+            f(acc, v);
+        }
+        Ok(n)
+    };
+    let end = q.end_ms;
+    let later = end + l;
+    let found = run(
+        format!("count_over_time({util}{w})"),
+        end,
+        &mut queries,
+        &mut warnings,
+        &mut |a, v| a.n = v,
+    )?;
+    if found == 0 {
+        return Err(PromError::Config(format!(
+            "no GPU utilization series{}: neither DCGM_FI_PROF_GR_ENGINE_ACTIVE nor DCGM_FI_DEV_GPU_UTIL",
+            if q.matchers.is_empty() {
+                String::new()
+            } else {
+                format!(" matching {{{}}}", q.matchers)
+            }
+        )));
+    }
+    type Set = fn(&mut Acc, f64);
+    let instant: Vec<(String, EpochMs, Set)> = vec![
+        (format!("avg_over_time({util}{w})"), end, |a, v| {
+            a.mean = Some(v)
+        }),
+        (format!("max_over_time({util}{w})"), end, |a, v| {
+            a.max = Some(v)
+        }),
+        (
+            format!("quantile_over_time(0.5, {util}{w})"),
+            end,
+            |a, v| a.p50 = Some(v),
+        ),
+        (
+            format!("quantile_over_time(0.95, {util}{w})"),
+            end,
+            |a, v| a.p95 = Some(v),
+        ),
+        (
+            format!("sum_over_time(({util} < bool 5){w})"),
+            end,
+            |a, v| a.below[0] = v,
+        ),
+        (
+            format!("sum_over_time(({util} < bool 25){w})"),
+            end,
+            |a, v| a.below[1] = v,
+        ),
+        (
+            format!("sum_over_time(({util} < bool 50){w})"),
+            end,
+            |a, v| a.below[2] = v,
+        ),
+        (
+            format!("sum_over_time(({util} < bool 85){w})"),
+            end,
+            |a, v| a.below[3] = v,
+        ),
+        (format!("sum_over_time({e}{w})"), later, |a, v| a.idle = v),
+        (format!("sum_over_time({e_held}{w})"), later, |a, v| {
+            a.held = v
+        }),
+        (
+            format!("min_over_time(timestamp({util}){w})"),
+            end,
+            |a, v| a.first = Some(v),
+        ),
+        (
+            format!("max_over_time(timestamp({util}){w})"),
+            end,
+            |a, v| a.last = Some(v),
+        ),
+        (format!("max_over_time({fb}[{w_ms}ms])"), end, |a, v| {
+            a.mem_peak = Some(v)
+        }),
+        (format!("avg_over_time({fb}[{w_ms}ms])"), end, |a, v| {
+            a.mem_mean = Some(v)
+        }),
+        (
+            format!("quantile_over_time(0.95, {fb}[{w_ms}ms])"),
+            end,
+            |a, v| a.mem_p95 = Some(v),
+        ),
+        (
+            format!(
+                "max_over_time(({fb} + {}){w})",
+                q.metric("DCGM_FI_DEV_FB_FREE")
+            ),
+            end,
+            |a, v| a.mem_total = Some(v),
+        ),
+        (
+            format!(
+                "avg_over_time({}[{w_ms}ms])",
+                q.metric("DCGM_FI_DEV_POWER_USAGE")
+            ),
+            end,
+            |a, v| a.power_mean = Some(v),
+        ),
+        (
+            format!(
+                "max_over_time({}[{w_ms}ms])",
+                q.metric("DCGM_FI_DEV_POWER_USAGE")
+            ),
+            end,
+            |a, v| a.power_peak = Some(v),
+        ),
+        (
+            format!(
+                "max_over_time({}[{w_ms}ms])",
+                q.metric("DCGM_FI_DEV_POWER_MGMT_LIMIT")
+            ),
+            end,
+            |a, v| a.power_limit = Some(v),
+        ),
+        (
+            format!(
+                "avg_over_time({}[{w_ms}ms]) * 100",
+                q.metric("DCGM_FI_PROF_SM_ACTIVE")
+            ),
+            end,
+            |a, v| a.sm = Some(v),
+        ),
+        (
+            format!(
+                "avg_over_time({}[{w_ms}ms]) * 100",
+                q.metric("DCGM_FI_PROF_SM_OCCUPANCY")
+            ),
+            end,
+            |a, v| a.occ = Some(v),
+        ),
+        (
+            format!(
+                "avg_over_time({}[{w_ms}ms]) * 100",
+                q.metric("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
+            ),
+            end,
+            |a, v| a.tensor = Some(v),
+        ),
+        (
+            format!(
+                "avg_over_time({}[{w_ms}ms]) * 100",
+                q.metric("DCGM_FI_PROF_DRAM_ACTIVE")
+            ),
+            end,
+            |a, v| a.dram = Some(v),
+        ),
+        (
+            format!(
+                "count_over_time({}[{w_ms}ms])",
+                q.metric("DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+            ),
+            end,
+            |a, _| a.gr = true,
+        ),
+    ];
+    for (promql, at, set) in instant {
+        let mut f = |a: &mut Acc, v: f64| set(a, v);
+        run(promql, at, &mut queries, &mut warnings, &mut f)?;
+    }
+    // Hourly: counts and means of [H − 1h, H) evaluated at H − S, idle counts L − S later.
+    let hour = 3_600_000;
+    let first_hour = q.start_ms.div_euclid(hour) * hour;
+    let last_hour = q.end_ms.div_euclid(hour) * hour;
+    let hw = format!("[{}ms:{s}ms]", hour - s);
+    let ranges: [(String, i64, usize); 3] = [
+        (format!("count_over_time({util}{hw})"), hour - s, 0),
+        (format!("avg_over_time({util}{hw})"), hour - s, 1),
+        (format!("sum_over_time({e}{hw})"), hour - s + l, 2),
+    ];
+    for (promql, shift, slot) in ranges {
+        let r = client.query_range(&promql, first_hour + shift, last_hour + shift, hour)?;
+        for wmsg in &r.warnings {
+            warnings.push(format!("partial result for `{promql}`: {wmsg}"));
+        }
+        let points: usize = r.series.iter().map(|x| x.samples.len()).sum();
+        queries.push((promql, r.series.len(), points));
+        for series in &r.series {
+            let Some((key, _)) = device_of(&series.labels) else {
+                continue;
+            };
+            let Some(acc) = devs.get_mut(&key) else {
+                continue;
+            };
+            for (t, v) in &series.samples {
+                if !v.is_finite() {
+                    continue;
+                }
+                let e = acc.hours.entry(t - shift).or_default();
+                match slot {
+                    0 => e.0 = *v,
+                    1 => e.1 = *v,
+                    _ => e.2 = *v,
+                }
+            }
+        }
+    }
+    for metric in ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE"] {
+        if !queries
+            .iter()
+            .any(|(qq, n, _)| qq.contains(metric) && *n > 0)
+        {
+            warnings.push(format!("{metric} is missing: its figures are left empty"));
+        }
+    }
+    let present = client.query(
+        &format!(
+            "count by (__name__) ({{__name__=~\"{}\"{}{}}})",
+            RAW_METRICS.join("|"),
+            if q.matchers.is_empty() { "" } else { "," },
+            q.matchers
+        ),
+        end,
+    )?;
+    let metrics_present = present.series.len();
+    let sh = s as f64 / 3_600_000.0;
+    let profiles = devs
+        .into_iter()
+        .filter(|(_, a)| a.n > 0.0)
+        .map(|(key, a)| finish(key, a, s, sh, q))
+        .collect();
+    Ok(Pushed {
+        profiles,
+        step_ms: s,
+        queries,
+        warnings,
+        metrics_present,
+    })
+}
+
+fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
+    let mut info = a.info.unwrap_or_default();
+    info.util_source = Some(if a.gr {
+        UtilSource::DcgmGrEngineActive
+    } else {
+        UtilSource::DcgmGpuUtil
+    });
+    let observed = a.n * sh;
+    let first = a
+        .first
+        .map_or(q.start_ms, |t| (t * 1000.0).round() as EpochMs);
+    let last = a.last.map_or(q.end_ms, |t| (t * 1000.0).round() as EpochMs);
+    // Hours in bands 0–5, 5–25, 25–50, 50–85, 85–100 % at the bands' first percent.
+    let mut by_pct = vec![0.0; 101];
+    let cum = [a.below[0], a.below[1], a.below[2], a.below[3], a.n];
+    let mut prev = 0.0;
+    for (i, pct) in [0usize, 5, 25, 50, 85].into_iter().enumerate() {
+        by_pct[pct] = (cum[i] - prev).max(0.0) * sh;
+        prev = cum[i];
+    }
+    let mut hourly = Vec::new();
+    let mut how = vec![HowBin::default(); 168];
+    let mut episodes: Vec<Episode> = Vec::new();
+    let held_share = if a.idle > 0.0 { a.held / a.idle } else { 0.0 };
+    for (&start, &(n, mean, idle)) in &a.hours {
+        let covered = n * sh;
+        if covered <= 0.0 {
+            continue;
+        }
+        let idle_h = (idle * sh).min(covered);
+        let util_ms = n * s as f64;
+        hourly.push(HourPoint {
+            start_ms: start,
+            covered_hours: covered,
+            util_hours: covered,
+            util_weighted: (mean * 100.0 * util_ms).round().max(0.0) as u64,
+            idle_hours: idle_h,
+        });
+        if let Some(bin) = hour_of_week_index(start, &q.tz) {
+            let b = &mut how[bin];
+            b.covered_hours += covered;
+            b.util_hours += covered;
+            b.util_pct_hours += mean * covered;
+            b.idle_hours += idle_h;
+        }
+        // Episodes at hourly resolution: a run of hours with idle time.
+        if idle_h > 0.0 {
+            let dur = (idle_h * 3_600_000.0) as u64;
+            match episodes.last_mut() {
+                Some(e)
+                    if e.start_ms + i64::try_from(e.dur_ms).unwrap_or(0) >= start - 3_600_000 =>
+                {
+                    e.dur_ms += dur;
+                    e.held_ms = (e.dur_ms as f64 * held_share) as u64;
+                }
+                _ => episodes.push(Episode {
+                    start_ms: start + 3_600_000 - dur as i64,
+                    dur_ms: dur,
+                    held_ms: (dur as f64 * held_share) as u64,
+                }),
+            }
+        }
+    }
+    let util = a.mean.map(|mean| UtilStats {
+        mean_pct: mean,
+        p50_pct: a.p50.unwrap_or(mean),
+        p95_pct: a.p95.unwrap_or(mean),
+        max_pct: a.max.unwrap_or(mean),
+        observed_hours: observed,
+    });
+    let span = (last - first) as f64 / 3_600_000.0;
+    DeviceProfile {
+        key,
+        info,
+        stats: DeviceStats {
+            first_ts_ms: first,
+            last_ts_ms: last,
+            samples: a.n as u64,
+            reordered: 0,
+            duplicates: 0,
+            overlaps: 0,
+            observed_hours: observed,
+            span_hours: span,
+            gaps: 0,
+            gap_hours: (span - observed).max(0.0),
+            sampling_interval_s: Some(s as f64 / 1000.0),
+            util,
+            util_by_percent_hours: by_pct,
+            sm_active_pct: a.sm,
+            sm_occupancy_pct: a.occ,
+            tensor_active_pct: a.tensor,
+            dram_active_pct: a.dram,
+            mem_bw_util_pct: None,
+            mem_used_mean_mib: a.mem_mean,
+            mem_used_p95_mib: a.mem_p95,
+            mem_used_peak_mib: a.mem_peak,
+            mem_total_mib: a.mem_total,
+            power_mean_w: a.power_mean,
+            power_peak_w: a.power_peak,
+            power_limit_w: a.power_limit,
+            below_threshold_hours: a.below[0] * sh,
+            idle_hours: a.idle * sh,
+            held_idle_hours: a.held * sh,
+            idle_episodes: episodes,
+            hour_of_week: how,
+            hourly,
+        },
+    }
+}
+
+/// The metrics `--raw` pulls.
+pub const RAW_METRICS: &[&str] = &[
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_PROF_SM_OCCUPANCY",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+];
+
+/// `--raw`: every sample of [`RAW_METRICS`] by `query_range` at the scrape interval (cut at
+/// 11,000 points), written as DCGM exposition lines (series by series, milliseconds) for the
+/// DCGM reader, so label and unit rules exist once.
+pub fn raw_exposition(
+    client: &Client,
+    q: &Query,
+    step_ms: i64,
+) -> Result<(String, QueryLog), PromError> {
+    let mut out = String::new();
+    let mut queries = Vec::new();
+    for m in RAW_METRICS {
+        let promql = q.metric(m);
+        let r = client.query_range(&promql, q.start_ms, q.end_ms, step_ms)?;
+        let points: usize = r.series.iter().map(|x| x.samples.len()).sum();
+        queries.push((promql, r.series.len(), points));
+        for series in &r.series {
+            let labels: Vec<String> = series
+                .labels
+                .iter()
+                .filter(|(k, _)| k.as_str() != "__name__")
+                .map(|(k, v)| {
+                    format!(
+                        "{k}=\"{}\"",
+                        v.replace('\\', "\\\\")
+                            .replace('"', "\\\"")
+                            .replace('\n', "\\n")
+                    )
+                })
+                .collect();
+            let head = format!("{m}{{{}}}", labels.join(","));
+            for (t, v) in &series.samples {
+                out.push_str(&head);
+                out.push(' ');
+                out.push_str(&v.to_string());
+                out.push(' ');
+                out.push_str(&t.to_string());
+                out.push('\n');
+            }
+        }
+    }
+    Ok((out, queries))
+}
+
+/// What `--raw` read.
+#[derive(Debug)]
+pub struct Raw {
+    /// The profile, as from a DCGM file.
+    pub profile: gpuwise_core::profile::Profile,
+    /// The DCGM reader's count of lines, samples and skips.
+    pub tally: crate::diag::Tally,
+    /// Queries sent.
+    pub queries: QueryLog,
+}
+
+/// `--raw` read through the DCGM reader.
+pub fn raw(client: &Client, q: &Query, step_ms: i64) -> Result<Raw, PromError> {
+    let (text, queries) = raw_exposition(client, q, step_ms)?;
+    let mut b = gpuwise_core::profile::ProfileBuilder::new(q.profile.clone());
+    let mut tally = crate::diag::Tally::default();
+    let origin = crate::ingest::Origin {
+        file: "prometheus",
+        host: None,
+        stem: "prometheus",
+    };
+    crate::dcgm::read(
+        &mut std::io::Cursor::new(text.as_bytes()),
+        crate::dcgm::Order::BySeries,
+        &origin,
+        None,
+        &mut b,
+        &mut tally,
+    )
+    .map_err(|e| PromError::Config(format!("reading the raw samples: {e}")))?;
+    Ok(Raw {
+        profile: b.build(),
+        tally,
+        queries,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_become_matchers() {
+        assert_eq!(
+            Query::matchers_of("{namespace=~\"ml-.*\"}"),
+            Ok("namespace=~\"ml-.*\"".to_owned())
+        );
+        assert_eq!(Query::matchers_of(""), Ok(String::new()));
+        assert!(Query::matchers_of("namespace=\"x\"").is_err());
+    }
+
+    #[test]
+    fn device_identity_follows_the_dcgm_reader() {
+        let l: BTreeMap<String, String> = [
+            ("__name__", "DCGM_FI_DEV_GPU_UTIL"),
+            ("UUID", "GPU-1"),
+            ("gpu", "3"),
+            ("Hostname", "node-a"),
+            ("modelName", "NVIDIA H100 80GB HBM3"),
+            ("exported_namespace", "team-a"),
+            ("namespace", "gpu-operator"),
+            ("team", "vision"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let (key, info) = device_of(&l).expect("device");
+        assert_eq!((key.host.as_str(), key.gpu.as_str()), ("node-a", "GPU-1"));
+        assert_eq!(info.index, Some(3));
+        assert_eq!(info.label("namespace"), Some("team-a"));
+        assert_eq!(info.label("team"), Some("vision"));
+    }
+}

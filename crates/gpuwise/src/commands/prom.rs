@@ -1,0 +1,197 @@
+//! `--prometheus URL`: the report's devices from a Prometheus-compatible store, by pushdown or
+//! (`--raw`) by pulling samples.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+use gpuwise_core::profile::DeviceProfile;
+use gpuwise_core::report::{self, IngestSummary, Pulled, Report, Warning};
+use gpuwise_sources::promclient::{Client, ClientOptions};
+use gpuwise_sources::pushdown::{self, Query};
+
+use super::report::{Settings, now_ms};
+use crate::cli::PromArgs;
+use crate::{duration, printer};
+
+fn instant(flag: &str, s: &str) -> anyhow::Result<i64> {
+    if let Ok(t) = s.parse::<jiff::Timestamp>() {
+        return Ok(t.as_millisecond());
+    }
+    let d: jiff::civil::Date = s
+        .parse()
+        .map_err(|_| anyhow!("--{flag} `{s}` is not an RFC 3339 time or a YYYY-MM-DD date"))?;
+    Ok(jiff::tz::TimeZone::UTC
+        .to_timestamp(d.to_datetime(jiff::civil::Time::midnight()))?
+        .as_millisecond())
+}
+
+fn client(p: &PromArgs, url: &str) -> anyhow::Result<Client> {
+    let bearer = match (&p.bearer_token_env, &p.bearer_token_file) {
+        (Some(var), _) => Some(
+            std::env::var(var)
+                .map_err(|_| anyhow!("--bearer-token-env: ${var} is not set"))?
+                .trim()
+                .to_owned(),
+        ),
+        (None, Some(path)) => Some(fs_err::read_to_string(path)?.trim().to_owned()),
+        (None, None) => None,
+    };
+    let basic = match &p.basic_auth_user {
+        Some(u) => Some((
+            u.clone(),
+            std::env::var("GPUWISE_PROMETHEUS_PASSWORD").map_err(|_| {
+                anyhow!("--basic-auth-user: set the password in $GPUWISE_PROMETHEUS_PASSWORD")
+            })?,
+        )),
+        None => None,
+    };
+    let mut headers = Vec::new();
+    for h in &p.headers {
+        let (k, v) = h
+            .split_once(':')
+            .ok_or_else(|| anyhow!("--header `{h}` is not NAME: VALUE"))?;
+        headers.push((k.trim().to_owned(), v.trim().to_owned()));
+    }
+    let ca_pem = p.ca_file.as_ref().map(fs_err::read).transpose()?;
+    let timeout = match &p.timeout {
+        Some(t) => {
+            Duration::from_millis(duration::parse_ms(t).map_err(|e| anyhow!("--timeout: {e}"))?)
+        }
+        None => Duration::from_secs(60),
+    };
+    Ok(Client::new(ClientOptions {
+        url: url.to_owned(),
+        bearer_token: bearer,
+        basic_auth: basic,
+        headers,
+        ca_pem,
+        timeout,
+        retries: p.retries.unwrap_or(2),
+        backoff: Duration::from_millis(500),
+    })?)
+}
+
+/// Read the store and build the report.
+pub(crate) fn build(
+    p: &PromArgs,
+    start: Option<&str>,
+    s: &Settings,
+) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
+    let url = p
+        .prometheus
+        .as_deref()
+        .ok_or_else(|| anyhow!("--prometheus URL is needed"))?;
+    let end_ms = match &p.end {
+        Some(e) => instant("end", e)?,
+        None => now_ms()?,
+    };
+    let start_ms = match (start, &p.last) {
+        (Some(st), _) => instant("start", st)?,
+        (None, Some(l)) => {
+            end_ms - i64::try_from(duration::parse_ms(l).map_err(|e| anyhow!("--last: {e}"))?)?
+        }
+        (None, None) => end_ms - 7 * 86_400_000,
+    };
+    anyhow::ensure!(
+        start_ms < end_ms,
+        "the window is empty: its start is not before its end"
+    );
+    let matchers =
+        Query::matchers_of(p.selector.as_deref().unwrap_or("")).map_err(|e| anyhow!(e))?;
+    let step_ms = p
+        .scrape_interval
+        .as_deref()
+        .map(|i| duration::parse_ms(i).map_err(|e| anyhow!("--scrape-interval: {e}")))
+        .transpose()?
+        .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
+    let q = Query {
+        matchers,
+        start_ms,
+        end_ms,
+        step_ms,
+        profile: s.read.profile.clone(),
+        tz: s.read.tz.clone(),
+    };
+    let c = client(p, url)?;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let (profiles, mode, mut warnings, raw_in_window) = if p.raw {
+        // The scrape interval decides the raw step: found like the pushdown's.
+        let step = match step_ms {
+            Some(s) => s,
+            None => pushdown::scrape_interval(&c, &q)
+                .with_context(|| format!("finding the scrape interval at {url}"))?,
+        };
+        let raw = pushdown::raw(&c, &q, step)
+            .with_context(|| format!("reading raw samples from {url}"))?;
+        let warnings = raw.tally.warnings();
+        (
+            raw.profile.finish(&s.read.profile, &s.read.tz),
+            "raw",
+            warnings,
+            None,
+        )
+    } else {
+        let pushed = pushdown::pushdown(&c, &q).map_err(|e| {
+            if e.unknown_function() {
+                anyhow!(
+                    "{e}\nthis store lacks a PromQL function the pushdown needs; read it with --raw"
+                )
+            } else {
+                anyhow!(e)
+            }
+        })?;
+        // What --raw would pull: every utilization sample once per metric family present.
+        let families = pushed.metrics_present.max(1) as f64;
+        let raw: f64 = pushed
+            .profiles
+            .iter()
+            .map(|d| d.stats.samples as f64)
+            .sum::<f64>()
+            * families;
+        let warnings = pushed
+            .warnings
+            .iter()
+            .map(|m| Warning {
+                kind: if m.starts_with("partial result") {
+                    "partial_result".into()
+                } else {
+                    "missing_metric".into()
+                },
+                message: m.clone(),
+                count: 1,
+            })
+            .collect();
+        (pushed.profiles, "pushdown", warnings, Some(raw as u64))
+    };
+    anyhow::ensure!(
+        !profiles.is_empty(),
+        "no GPU series at {url} between the start and the end{}",
+        p.selector
+            .as_deref()
+            .map_or(String::new(), |s| format!(" matching {s}"))
+    );
+    let pulled = Pulled {
+        mode: mode.to_owned(),
+        requests: load(&c.pulled.requests),
+        series: load(&c.pulled.series),
+        samples: load(&c.pulled.samples),
+        bytes: load(&c.pulled.bytes),
+        raw_samples_in_window: raw_in_window,
+    };
+    printer::info(&format!(
+        "{url} ({mode}): {} requests, {} series, {} points, {} bytes pulled",
+        pulled.requests, pulled.series, pulled.samples, pulled.bytes
+    ));
+    let samples: u64 = profiles.iter().map(|d| d.stats.samples).sum();
+    let summary = IngestSummary {
+        inputs: vec![url.to_owned()],
+        formats: vec![format!("prometheus ({mode})")],
+        lines: 0,
+        samples,
+        skipped: 0,
+        warnings: std::mem::take(&mut warnings),
+        pulled: Some(pulled),
+    };
+    let rep = report::build(&profiles, &s.prices, &s.teams, &s.report, summary);
+    Ok((rep, profiles))
+}

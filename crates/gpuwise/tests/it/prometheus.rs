@@ -1,0 +1,244 @@
+//! `--prometheus`: a real Prometheus server (Debian's `prometheus` 2.42, installed by
+//! `.ci/run`), backfilled with a generated fleet by `promtool`, read by pushdown and by
+//! `--raw`, each checked against the file-based report of the same data. The server is stopped
+//! when the test ends, passes or fails.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{close, f, run};
+
+/// The server, killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Prometheus and promtool, or a skip (a failure under CI).
+fn tools() -> bool {
+    if have("prometheus") && have("promtool") {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "prometheus and promtool must be installed in CI (.ci/run installs Debian's `prometheus`)"
+    );
+    eprintln!("skipping: prometheus/promtool not installed (apt-get install prometheus)");
+    false
+}
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+fn start(data: &Path) -> Server {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let config = data.join("prometheus.yml");
+    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("config");
+    let child = Command::new("prometheus")
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg("--storage.tsdb.retention.time=100y")
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg(format!("--config.file={}", config.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus starts");
+    let server = Server { child, port };
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(60) {
+        if http_get(port, "/-/ready").is_some_and(|r| r.contains("200 OK")) {
+            return server;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("prometheus did not become ready on port {port} within 60 s");
+}
+
+#[test]
+fn pushdown_and_raw_match_the_files() {
+    if !tools() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let om = dir.path().join("om");
+    let files = dir.path().join("files");
+    let data = dir.path().join("tsdb");
+    std::fs::create_dir_all(&data).expect("tsdb dir");
+    let gen_args = |out: &Path, format: &str| {
+        let o = run(&[
+            "generate",
+            "--out",
+            &out.display().to_string(),
+            "--gpus",
+            "12",
+            "--days",
+            "7",
+            "--interval",
+            "2m",
+            "--seed",
+            "7",
+            "--format",
+            format,
+        ]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    };
+    gen_args(&om, "openmetrics");
+    gen_args(&files, "dcgm");
+    let backfill = Command::new("promtool")
+        .args([
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--max-block-duration=168h",
+        ])
+        .arg(om.join("fleet.om.txt"))
+        .arg(&data)
+        .output()
+        .expect("promtool runs");
+    assert!(
+        backfill.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&backfill.stderr)
+    );
+    let server = start(&data);
+    let url = format!("http://127.0.0.1:{}", server.port);
+    let window = [
+        "--start",
+        "2026-01-05T00:00:00Z",
+        "--end",
+        "2026-01-12T00:00:00Z",
+    ];
+    let report = |extra: &[&str]| -> serde_json::Value {
+        let mut a = vec!["report", "--prometheus", &url];
+        a.extend_from_slice(&window);
+        a.extend_from_slice(&["--format", "json", "--no-progress"]);
+        a.extend_from_slice(extra);
+        let o = run(&a);
+        assert_eq!(o.code, 0, "{a:?}: {}", o.stderr);
+        serde_json::from_str(&o.stdout).expect("JSON")
+    };
+    let pushed = report(&[]);
+    let raw = report(&["--raw"]);
+    let file_inputs: Vec<String> = std::fs::read_dir(&files)
+        .expect("files")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| !p.ends_with("truth.json"))
+        .map(|p| p.display().to_string())
+        .collect();
+    let mut fa = vec!["report"];
+    fa.extend(file_inputs.iter().map(String::as_str));
+    fa.extend_from_slice(&["--format", "json", "--no-progress"]);
+    let o = run(&fa);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let from_files: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    let by_id = |r: &serde_json::Value| -> std::collections::BTreeMap<String, serde_json::Value> {
+        r["devices"]
+            .as_array()
+            .expect("devices")
+            .iter()
+            .map(|d| (d["id"].as_str().expect("id").to_owned(), d.clone()))
+            .collect()
+    };
+    let want = by_id(&from_files);
+    assert_eq!(want.len(), 12);
+    for (name, got) in [("pushdown", by_id(&pushed)), ("raw", by_id(&raw))] {
+        assert_eq!(got.len(), want.len(), "{name}: every device");
+        for (id, w) in &want {
+            let g = &got[id];
+            for k in ["gpu_hours", "mean_utilization_pct"] {
+                assert!(
+                    close(f(&g[k]), f(&w[k]), 0.01),
+                    "{name} {id} {k}: {} vs {}",
+                    g[k],
+                    w[k]
+                );
+            }
+            // Idle hours within 1 % (or one sample, 2 minutes, for devices with little idle).
+            let (gi, wi) = (f(&g["idle_hours"]), f(&w["idle_hours"]));
+            assert!(
+                (gi - wi).abs() <= (0.01 * wi).max(2.0 / 60.0),
+                "{name} {id} idle: {gi} vs {wi}"
+            );
+            assert_eq!(g["class"], w["class"], "{name} {id}");
+        }
+    }
+    // The pushdown says what it pulled, and it is a small share of what --raw pulled.
+    let pp = &pushed["ingest"]["pulled"];
+    let rp = &raw["ingest"]["pulled"];
+    assert_eq!(pp["mode"], "pushdown");
+    assert_eq!(rp["mode"], "raw");
+    assert!(f(&pp["samples"]) < 0.05 * f(&rp["samples"]), "{pp} vs {rp}");
+    assert!(
+        close(f(&pp["raw_samples_in_window"]), f(&rp["samples"]), 0.01),
+        "{pp} vs {rp}"
+    );
+
+    // A selector narrows the fleet.
+    let first = report(&["--selector", "{gpu=\"0\"}"]);
+    let n = first["devices"].as_array().expect("devices").len();
+    assert_eq!(n, 2, "GPU 0 of each of the two hosts");
+    // PromQL errors name the query; a selector that matches nothing says so.
+    let mut a = vec!["report", "--prometheus", &url];
+    a.extend_from_slice(&window);
+    a.extend_from_slice(&["--selector", "{namespace=~\"(\"}", "--no-progress"]);
+    let o = run(&a);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("bad_data") && o.stderr.contains("count_over_time"),
+        "{}",
+        o.stderr
+    );
+    let mut a = vec!["report", "--prometheus", &url];
+    a.extend_from_slice(&window);
+    a.extend_from_slice(&["--selector", "{namespace=\"nobody\"}", "--no-progress"]);
+    let o = run(&a);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("matching {namespace=\"nobody\"}"),
+        "{}",
+        o.stderr
+    );
+    drop(server);
+    // Unreachable: the server is gone.
+    let mut a = vec![
+        "report",
+        "--prometheus",
+        &url,
+        "--retries",
+        "0",
+        "--no-progress",
+    ];
+    a.extend_from_slice(&window);
+    let o = run(&a);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("cannot reach"), "{}", o.stderr);
+}
