@@ -51,7 +51,14 @@ pub struct Query {
     pub profile: ProfileSettings,
     /// Zone of the hour-of-week pattern.
     pub tz: jiff::tz::TimeZone,
+    /// Most samples one query may make the store load (Prometheus' `--query.max-samples`
+    /// defaults to 50,000,000); above it the devices are queried in 16 shards by the first
+    /// hex digit of their UUID.
+    pub sample_budget: u64,
 }
+
+/// Prometheus' default `--query.max-samples`.
+pub const DEFAULT_SAMPLE_BUDGET: u64 = 50_000_000;
 
 impl Query {
     /// `{matchers}` → the matcher list; `{}` or empty → none. Rejects what is not a selector.
@@ -201,9 +208,66 @@ pub fn scrape_interval(client: &Client, q: &Query) -> Result<i64, PromError> {
     Ok((((w_ms as f64 / (n - 1.0)) / 1000.0).round().max(1.0) * 1000.0) as i64)
 }
 
-/// Push the aggregation down to the store behind `client`.
-#[allow(clippy::too_many_lines)]
+/// Push the aggregation down to the store behind `client`, in shards when the window holds
+/// more samples than the budget.
 pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
+    let w_ms = (q.end_ms - q.start_ms).max(1000);
+    let promql = format!(
+        "count_over_time({}[{w_ms}ms])",
+        q.metric("DCGM_FI_DEV_GPU_UTIL")
+    );
+    let r = client.query(&promql, q.end_ms)?;
+    let total: f64 = r.series.iter().filter_map(last_value).sum();
+    if total <= q.sample_budget as f64 {
+        return pushdown_one(client, q);
+    }
+    let label = if r.series.iter().any(|x| x.labels.contains_key("UUID")) {
+        "UUID"
+    } else {
+        "uuid"
+    };
+    let mut all = Pushed {
+        profiles: Vec::new(),
+        step_ms: 0,
+        queries: vec![(promql, r.series.len(), r.series.len())],
+        warnings: Vec::new(),
+        metrics_present: 0,
+    };
+    let shards = "0123456789abcdefABCDEF"
+        .chars()
+        .map(|digit| format!("{label}=~\"GPU-{digit}.*\""))
+        // Whatever the prefixes miss (no UUID label, another spelling).
+        .chain(std::iter::once(format!("{label}!~\"GPU-[0-9a-fA-F].*\"")));
+    for shard in shards {
+        let sq = Query {
+            matchers: if q.matchers.is_empty() {
+                shard
+            } else {
+                format!("{},{shard}", q.matchers)
+            },
+            ..q.clone()
+        };
+        match pushdown_one(client, &sq) {
+            Ok(p) => {
+                all.profiles.extend(p.profiles);
+                all.step_ms = p.step_ms;
+                all.queries.extend(p.queries);
+                all.warnings.extend(p.warnings);
+                all.metrics_present = all.metrics_present.max(p.metrics_present);
+            }
+            // A shard without devices.
+            Err(PromError::Config(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if all.profiles.is_empty() {
+        return pushdown_one(client, q);
+    }
+    Ok(all)
+}
+
+#[allow(clippy::too_many_lines)]
+fn pushdown_one(client: &Client, q: &Query) -> Result<Pushed, PromError> {
     let mut queries = Vec::new();
     let mut warnings = Vec::new();
     let util = q.util();

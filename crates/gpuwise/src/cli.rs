@@ -377,6 +377,10 @@ pub(crate) struct PromArgs {
     /// Time limit of one request [default: 60s].
     #[arg(long, value_name = "DURATION", requires = "prometheus")]
     pub timeout: Option<String>,
+    /// Most samples one pushdown query may load in the store; above it, devices are queried
+    /// in 16 shards [default: 50000000, Prometheus' --query.max-samples].
+    #[arg(long, value_name = "N", requires = "prometheus")]
+    pub sample_budget: Option<u64>,
     /// Retries of a failed request (connection errors, 429, 5xx), with doubling backoff [default: 2].
     #[arg(long, value_name = "N", requires = "prometheus")]
     pub retries: Option<u32>,

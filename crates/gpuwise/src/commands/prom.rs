@@ -111,6 +111,7 @@ pub(crate) fn build(
         step_ms,
         profile: s.read.profile.clone(),
         tz: s.read.tz.clone(),
+        sample_budget: p.sample_budget.unwrap_or(pushdown::DEFAULT_SAMPLE_BUDGET),
     };
     let c = client(p, url)?;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);

@@ -191,6 +191,14 @@ fn pushdown_and_raw_match_the_files() {
             assert_eq!(g["class"], w["class"], "{name} {id}");
         }
     }
+    // Over the sample budget, the same devices come back from 16 shards.
+    let sharded = by_id(&report(&["--sample-budget", "1000"]));
+    let whole = by_id(&pushed);
+    assert_eq!(sharded.len(), whole.len());
+    for (id, d) in &whole {
+        assert_eq!(sharded[id]["gpu_hours"], d["gpu_hours"], "{id}");
+        assert_eq!(sharded[id]["idle_hours"], d["idle_hours"], "{id}");
+    }
     // The pushdown says what it pulled, and it is a small share of what --raw pulled.
     let pp = &pushed["ingest"]["pulled"];
     let rp = &raw["ingest"]["pulled"];
