@@ -12,7 +12,7 @@
 //! | samples, GPU-hours | `count_over_time(U W)` × S |
 //! | mean, max, p50, p95 | `avg_over_time`, `max_over_time`, `quantile_over_time(0.5 / 0.95, U W)` |
 //! | hours in utilization bands | `sum_over_time((U < bool 5) W)`, 25, 50, 85 |
-//! | idle-episode samples | a sample is in an episode when some run of L/S consecutive real samples below the threshold contains it: with I = `(U < bool 5) * (time() − timestamp(U) < bool S)`, `sum_over_time(max_over_time((min_over_time(I[L−S:S]) * (count_over_time(I[L−S:S]) >= bool L/S))[L−S:S]) W)` evaluated L−S later |
+//! | idle-episode samples (summed from the hourly counts) | a sample is in an episode when some run of L/S consecutive real samples below the threshold contains it: with I = `(U < bool 5) * (time() − timestamp(U) < bool S)`, `sum_over_time(max_over_time((min_over_time(I[L−S:S]) * (count_over_time(I[L−S:S]) >= bool L/S))[L−S:S]) W)` evaluated L−S later |
 //! | held idle | the same × `(FB_USED offset L−S >= bool 1024)` |
 //! | memory, power, PROF activity | `max/avg/quantile_over_time` of the metric |
 //! | hourly timeline, hour of week | the same counts as range queries with a 1 h step |
@@ -383,7 +383,6 @@ fn pushdown_one(client: &Client, q: &Query) -> Result<Pushed, PromError> {
             end,
             |a, v| a.below[3] = v,
         ),
-        (format!("sum_over_time({e}{w})"), later, |a, v| a.idle = v),
         (format!("sum_over_time({e_held}{w})"), later, |a, v| {
             a.held = v
         }),
@@ -521,6 +520,11 @@ fn pushdown_one(client: &Client, q: &Query) -> Result<Pushed, PromError> {
                 }
             }
         }
+    }
+    // The idle-episode total is the sum of the hourly counts (the hours partition the
+    // window's samples): one evaluation of the nested expression instead of two.
+    for acc in devs.values_mut() {
+        acc.idle = acc.hours.values().map(|h| h.2).sum();
     }
     for metric in ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE"] {
         if !queries

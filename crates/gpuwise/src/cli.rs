@@ -11,7 +11,8 @@ const REPORT_EXAMPLES: &str = "Examples:
   gpuwise report 'scrapes/*.prom' --group-by namespace --format html > report.html
   gpuwise report gpu.log --columns timestamp,uuid,utilization.gpu,memory.used,memory.total
   gpuwise report export.csv --map timestamp=ts,device=gpu_id,util=value
-  nvidia-smi dmon -o DT | gpuwise report - --host $(hostname)";
+  nvidia-smi dmon -o DT | gpuwise report - --host $(hostname)
+  gpuwise report --prometheus http://prometheus:9090 --last 7d --selector '{namespace=~\"ml-.*\"}'";
 
 /// gpuwise: where your GPU money goes, how much of it is wasted, and why.
 #[derive(Debug, Parser)]
@@ -26,7 +27,7 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Fleet waste report from GPU telemetry files.
+    /// Fleet waste report from GPU telemetry files or a Prometheus-compatible store.
     #[command(after_help = REPORT_EXAMPLES)]
     Report(Box<ReportArgs>),
     /// Write a synthetic week of a 52-GPU fleet, report on it, print where the HTML report is.
