@@ -156,9 +156,14 @@ pub struct Advice {
     pub devices: Vec<DevicePlan>,
     /// Devices without a price (no dollars, no action).
     pub unpriced: Vec<String>,
+    /// Why there is less advice than there could be (a window too short, …).
+    pub notes: Vec<String>,
     /// Settings used.
     pub settings: AdviseSettings,
 }
+
+/// The shortest window advice is given for: a month extrapolated from less says nothing.
+pub const MIN_WINDOW_HOURS: f64 = 24.0;
 
 /// Knobs, each documented in docs/advise.md.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -461,6 +466,14 @@ pub fn advise(
         });
     }
 
+    let mut notes = Vec::new();
+    if window_hours < MIN_WINDOW_HOURS {
+        notes.push(format!(
+            "the data covers {:.1} hours; advice needs at least {MIN_WINDOW_HOURS:.0} (a day) to say anything about a month",
+            window_hours
+        ));
+        devs.clear();
+    }
     let mut actions: Vec<Action> = Vec::new();
     // Per device: (action index, idle share removed) and the placement candidates
     // (action index, price multiplier).
@@ -823,6 +836,7 @@ pub fn advise(
         actions,
         devices: plans,
         unpriced,
+        notes,
         settings: st.clone(),
     }
 }

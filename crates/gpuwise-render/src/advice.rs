@@ -50,7 +50,7 @@ pub(crate) fn sections(a: &Advice, top: usize) -> Vec<Section> {
             usd(a.current_monthly_usd)
         ),
         note: Some(format!(
-            "Monthly = cost in the {:.0}-hour window × {:.0} ÷ {:.0}. Actions that touch the same GPU-hours are priced together, never added.{}",
+            "Monthly = cost in the {:.1}-hour window × {:.0} ÷ {:.1}. Actions that touch the same GPU-hours are priced together, never added.{}{}",
             a.window_hours,
             a.month_hours,
             a.window_hours,
@@ -58,7 +58,8 @@ pub(crate) fn sections(a: &Advice, top: usize) -> Vec<Section> {
                 String::new()
             } else {
                 format!(" {} device(s) without a price get no advice.", a.unpriced.len())
-            }
+            },
+            a.notes.iter().map(|n| format!(" Note: {n}.")).collect::<String>()
         )),
         headers: vec!["#", "ACTION", "TARGETS", "NOW $/MO", "ALONE SAVES", "IN PLAN", "CONFIDENCE"],
         right: vec![3, 4, 5],

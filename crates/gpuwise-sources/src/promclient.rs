@@ -459,6 +459,21 @@ mod tests {
     }
 
     #[test]
+    fn a_ca_file_without_a_certificate_is_refused() {
+        let e = Client::new(ClientOptions {
+            url: "https://prometheus:9090".into(),
+            ca_pem: Some(b"not a certificate".to_vec()),
+            ..ClientOptions::default()
+        })
+        .err()
+        .expect("refused");
+        assert_eq!(
+            e.to_string(),
+            "Prometheus client: CA file has no certificate"
+        );
+    }
+
+    #[test]
     fn bad_urls_and_unreachable_servers_are_named() {
         assert!(matches!(
             Client::new(ClientOptions {

@@ -441,3 +441,24 @@ fn a_latency_target_the_cheaper_gpu_misses_blocks_the_move() {
     }
     assert!(servers > 0);
 }
+
+#[test]
+fn minutes_of_data_get_no_advice() {
+    let o = run(&[
+        "advise",
+        &data("smi/two-gpus.csv"),
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let a: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert!(a["actions"].as_array().expect("actions").is_empty());
+    assert!(
+        a["notes"][0]
+            .as_str()
+            .expect("a note")
+            .contains("advice needs at least 24"),
+        "{a}"
+    );
+}
