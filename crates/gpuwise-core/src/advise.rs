@@ -928,6 +928,8 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
     let dram = r.dram_active_pct.or(r.memory_bandwidth_utilization_pct);
     let need_mib = peak * st.headroom;
     let planner = d.hint.and_then(|h| h.model.as_ref().map(|m| (h, m)));
+    // The hinted model on the current GPU, once.
+    let current = planner.and_then(|(h, m)| planned(m, &h.workload, spec));
     let mut best: Option<(f64, &GpuSpec, crate::catalog::Quote, Vec<String>, bool)> = None;
     for g in &catalog.gpus {
         // Same vendor only: a move across software stacks (CUDA → ROCm) is a port, not a
@@ -944,7 +946,7 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
         };
         let mut ev = Vec::new();
         let projected = if let Some((h, m)) = planner {
-            let Some((cur, new)) = planner_ratio(m, &h.workload, spec, g) else {
+            let (Some(cur), Some(new)) = (&current, planned(m, &h.workload, g)) else {
                 continue;
             };
             let need = cur.memory_bytes.max(peak * 1_048_576.0);
@@ -1074,34 +1076,26 @@ struct Planned {
     tpot_ms: Option<f64>,
 }
 
-/// The hinted model on the current and the candidate GPU.
-fn planner_ratio(
-    m: &Model,
-    w: &Workload,
-    cur: &GpuSpec,
-    new: &GpuSpec,
-) -> Option<(Planned, Planned)> {
+/// The hinted model on one GPU, by the planner.
+fn planned(m: &Model, w: &Workload, g: &GpuSpec) -> Option<Planned> {
     let s = Setup::new(m, w);
     let c = perf::Constants::default();
-    let run = |g: &GpuSpec| -> Option<Planned> {
-        let hw = Hardware::from_spec(g);
-        let memory_bytes = plan::memory::estimate(m, &s, true).total_bytes;
-        if w.mode.trains() {
-            Some(Planned {
-                tokens_per_s: perf::train(m, &s, &hw, &c).ok()?.tokens_per_s_per_gpu,
-                memory_bytes,
-                tpot_ms: None,
-            })
-        } else {
-            let r = perf::infer(m, &s, &hw, &c).ok()?;
-            Some(Planned {
-                tokens_per_s: r.decode_tokens_per_s,
-                memory_bytes,
-                tpot_ms: Some(r.tpot_ms),
-            })
-        }
-    };
-    Some((run(cur)?, run(new)?))
+    let hw = Hardware::from_spec(g);
+    let memory_bytes = plan::memory::estimate(m, &s, true).total_bytes;
+    if w.mode.trains() {
+        Some(Planned {
+            tokens_per_s: perf::train(m, &s, &hw, &c).ok()?.tokens_per_s_per_gpu,
+            memory_bytes,
+            tpot_ms: None,
+        })
+    } else {
+        let r = perf::infer(m, &s, &hw, &c).ok()?;
+        Some(Planned {
+            tokens_per_s: r.decode_tokens_per_s,
+            memory_bytes,
+            tpot_ms: Some(r.tpot_ms),
+        })
+    }
 }
 
 fn quote(

@@ -77,7 +77,7 @@ fn metric(name: &str) -> Option<(Metric, f64)> {
 }
 
 /// Labels that describe the exporter or the device, not the workload.
-pub(crate) const INFRA_LABELS: &[&str] = &[
+const INFRA_LABELS: &[&str] = &[
     "gpu",
     "UUID",
     "uuid",
@@ -110,6 +110,42 @@ pub(crate) const INFRA_LABELS: &[&str] = &[
     "exported_namespace",
     "pod_namespace",
 ];
+
+/// The workload labels of a series, by the rules of the module doc: `namespace`, `pod` and
+/// `container` (`exported_*` first), then every label that is not infrastructure. `label`
+/// looks up the first non-empty of several names; `all` is every label. The file reader and
+/// the Prometheus pushdown both use it.
+pub(crate) fn workload_labels<'a>(
+    label: impl Fn(&[&str]) -> Option<String>,
+    all: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Vec<(String, String)> {
+    let mut labels = Vec::new();
+    for (nice, keys) in [
+        (
+            "namespace",
+            &["exported_namespace", "namespace", "pod_namespace"][..],
+        ),
+        ("pod", &["exported_pod", "pod", "pod_name"][..]),
+        (
+            "container",
+            &["exported_container", "container", "container_name"][..],
+        ),
+    ] {
+        if let Some(v) = label(keys) {
+            labels.push((nice.to_owned(), v));
+        }
+    }
+    for (k, v) in all {
+        if !INFRA_LABELS.contains(&k)
+            && !k.starts_with("DCGM_")
+            && !k.starts_with("__")
+            && !v.is_empty()
+        {
+            labels.push((k.to_owned(), v.to_owned()));
+        }
+    }
+    labels
+}
 
 /// Whether a value is one of DCGM's "blank" sentinels (exact match of the printed value).
 #[must_use]
@@ -435,31 +471,8 @@ pub fn read(
                     info.index = label(&["gpu"]).and_then(|g| g.parse().ok());
                     info.mig_profile = label(&["GPU_I_PROFILE"]);
                 }
-                let mut labels = Vec::new();
-                for (nice, keys) in [
-                    (
-                        "namespace",
-                        &["exported_namespace", "namespace", "pod_namespace"][..],
-                    ),
-                    ("pod", &["exported_pod", "pod", "pod_name"][..]),
-                    (
-                        "container",
-                        &["exported_container", "container", "container_name"][..],
-                    ),
-                ] {
-                    if let Some(v) = label(keys) {
-                        labels.push((nice.to_owned(), v));
-                    }
-                }
-                for (k, v) in &parsed.labels {
-                    if !INFRA_LABELS.contains(k)
-                        && !k.starts_with("DCGM_")
-                        && !k.starts_with("__")
-                        && !v.is_empty()
-                    {
-                        labels.push(((*k).to_owned(), v.clone()));
-                    }
-                }
+                let labels =
+                    workload_labels(label, parsed.labels.iter().map(|(k, v)| (*k, v.as_str())));
                 series.insert(
                     label_text.to_vec(),
                     Series {

@@ -104,7 +104,8 @@ pub struct Pushed {
 }
 
 /// Device identity from a series' labels, by the DCGM reader's rules (`Hostname`/`hostname`,
-/// `UUID`/`uuid` else `gpu`, `GPU_I_ID` for MIG instances, `exported_*` labels first).
+/// `UUID`/`uuid` else `gpu`, `GPU_I_ID` for MIG instances, `exported_*` labels first; the
+/// workload labels by [`crate::dcgm::workload_labels`]).
 #[must_use]
 pub fn device_of(labels: &BTreeMap<String, String>) -> Option<(DeviceKey, DeviceInfo)> {
     let get = |keys: &[&str]| {
@@ -112,9 +113,9 @@ pub fn device_of(labels: &BTreeMap<String, String>) -> Option<(DeviceKey, Device
             .find_map(|k| labels.get(*k).filter(|v| !v.is_empty()).cloned())
     };
     let gpu = get(&["UUID", "uuid"]).or_else(|| get(&["gpu"]))?;
-    let host = get(&["Hostname", "hostname"])
-        .or_else(|| get(&["instance"]))
-        .unwrap_or_else(|| "prometheus".to_owned());
+    // Without a host label, the host is `prometheus`, as for `--raw` (the DCGM reader's
+    // stem), so both modes name a device alike.
+    let host = get(&["Hostname", "hostname"]).unwrap_or_else(|| "prometheus".to_owned());
     let mig = get(&["GPU_I_ID"]);
     let mut info = DeviceInfo {
         model_name: get(&["modelName", "model_name"]),
@@ -122,32 +123,10 @@ pub fn device_of(labels: &BTreeMap<String, String>) -> Option<(DeviceKey, Device
         mig_profile: get(&["GPU_I_PROFILE"]),
         ..DeviceInfo::default()
     };
-    let mut put = |k: &str, v: String| {
-        info.labels.entry(k.to_owned()).or_default().insert(v, 1);
-    };
-    for (nice, keys) in [
-        (
-            "namespace",
-            &["exported_namespace", "namespace", "pod_namespace"][..],
-        ),
-        ("pod", &["exported_pod", "pod", "pod_name"][..]),
-        (
-            "container",
-            &["exported_container", "container", "container_name"][..],
-        ),
-    ] {
-        if let Some(v) = get(keys) {
-            put(nice, v);
-        }
-    }
-    for (k, v) in labels {
-        if !crate::dcgm::INFRA_LABELS.contains(&k.as_str())
-            && !k.starts_with("DCGM_")
-            && !k.starts_with("__")
-            && !v.is_empty()
-        {
-            put(k, v.clone());
-        }
+    for (k, v) in
+        crate::dcgm::workload_labels(get, labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    {
+        info.labels.entry(k).or_default().insert(v, 1);
     }
     Some((DeviceKey { host, gpu, mig }, info))
 }
@@ -184,14 +163,13 @@ fn last_value(s: &Series) -> Option<f64> {
     s.samples.last().map(|(_, v)| *v).filter(|v| v.is_finite())
 }
 
-/// The scrape interval, from the densest utilization series of the window: span ÷ (samples −
-/// 1), in whole seconds.
-pub fn scrape_interval(client: &Client, q: &Query) -> Result<i64, PromError> {
+/// Samples per utilization series in the window (one query), and the scrape interval: as
+/// given, else span ÷ (samples − 1) of the densest series, in whole seconds.
+fn census(client: &Client, q: &Query) -> Result<(crate::prometheus::Response, i64), PromError> {
     let w_ms = (q.end_ms - q.start_ms).max(1000);
     let promql = format!(
-        "count_over_time({}[{}ms])",
-        q.metric("DCGM_FI_DEV_GPU_UTIL"),
-        w_ms
+        "count_over_time({}[{w_ms}ms])",
+        q.metric("DCGM_FI_DEV_GPU_UTIL")
     );
     let r = client.query(&promql, q.end_ms)?;
     let n = r.series.iter().filter_map(last_value).fold(0.0, f64::max);
@@ -205,21 +183,28 @@ pub fn scrape_interval(client: &Client, q: &Query) -> Result<i64, PromError> {
             }
         )));
     }
-    Ok((((w_ms as f64 / (n - 1.0)) / 1000.0).round().max(1.0) * 1000.0) as i64)
+    let step = q
+        .step_ms
+        .unwrap_or_else(|| (((w_ms as f64 / (n - 1.0)) / 1000.0).round().max(1.0) * 1000.0) as i64);
+    Ok((r, step))
+}
+
+/// The scrape interval of the data (see [`census`]).
+pub fn scrape_interval(client: &Client, q: &Query) -> Result<i64, PromError> {
+    census(client, q).map(|(_, step)| step)
 }
 
 /// Push the aggregation down to the store behind `client`, in shards when the window holds
 /// more samples than the budget.
 pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
-    let w_ms = (q.end_ms - q.start_ms).max(1000);
-    let promql = format!(
-        "count_over_time({}[{w_ms}ms])",
-        q.metric("DCGM_FI_DEV_GPU_UTIL")
-    );
-    let r = client.query(&promql, q.end_ms)?;
+    let (r, step) = census(client, q)?;
+    let q = &Query {
+        step_ms: Some(step),
+        ..q.clone()
+    };
     let total: f64 = r.series.iter().filter_map(last_value).sum();
     if total <= q.sample_budget as f64 {
-        return pushdown_one(client, q);
+        return pushdown_one(client, q, step);
     }
     let label = if r.series.iter().any(|x| x.labels.contains_key("UUID")) {
         "UUID"
@@ -229,7 +214,7 @@ pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
     let mut all = Pushed {
         profiles: Vec::new(),
         step_ms: 0,
-        queries: vec![(promql, r.series.len(), r.series.len())],
+        queries: Vec::new(),
         warnings: Vec::new(),
         metrics_present: 0,
     };
@@ -247,7 +232,7 @@ pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
             },
             ..q.clone()
         };
-        match pushdown_one(client, &sq) {
+        match pushdown_one(client, &sq, step) {
             Ok(p) => {
                 all.profiles.extend(p.profiles);
                 all.step_ms = p.step_ms;
@@ -261,23 +246,18 @@ pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
         }
     }
     if all.profiles.is_empty() {
-        return pushdown_one(client, q);
+        return pushdown_one(client, q, step);
     }
     Ok(all)
 }
 
 #[allow(clippy::too_many_lines)]
-fn pushdown_one(client: &Client, q: &Query) -> Result<Pushed, PromError> {
+fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError> {
     let mut queries = Vec::new();
     let mut warnings = Vec::new();
     let util = q.util();
     let w_ms = (q.end_ms - q.start_ms).max(1000);
     // The scrape interval: from the densest series of the window.
-    let step_ms = match q.step_ms {
-        Some(s) => s,
-        None => scrape_interval(client, q)?,
-    };
-    let s = step_ms;
     let w = format!("[{w_ms}ms:{s}ms]");
     let l = i64::try_from(q.profile.min_idle_episode_ms)
         .unwrap_or(600_000)

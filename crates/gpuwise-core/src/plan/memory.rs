@@ -430,15 +430,8 @@ pub fn lora_params(m: &Model, rank: u32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Workload;
 
-    fn setup(m: &Model, kv: &[(&str, &str)]) -> Setup {
-        let mut w = Workload::default();
-        for (k, v) in kv {
-            assert_eq!(w.set(k, v), Ok(true), "{k}");
-        }
-        Setup::new(m, &w)
-    }
+    use crate::plan::test_setup as setup;
 
     #[test]
     fn zero_paper_model_state_arithmetic() {

@@ -180,7 +180,7 @@ impl Setup {
             DEFAULT_OUTPUT
         });
         let kv_len = match w.context {
-            Some(c) if c > 0 => c.max(prompt.min(c)),
+            Some(c) if c > 0 => c,
             Some(_) => output,
             None => prompt + output,
         };
@@ -231,3 +231,13 @@ impl Setup {
 
 /// GiB in bytes.
 pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// A setup from `key=value` pairs that must all be planner keys (unit tests of the terms).
+#[cfg(test)]
+pub(crate) fn test_setup(m: &Model, kv: &[(&str, &str)]) -> Setup {
+    let mut w = Workload::default();
+    for (k, v) in kv {
+        assert_eq!(w.set(k, v), Ok(true), "{k}");
+    }
+    Setup::new(m, &w)
+}

@@ -307,19 +307,12 @@ pub fn infer(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Infer
 mod tests {
     use super::*;
     use crate::catalog::Catalog;
-    use crate::plan::Workload;
 
     fn hw(name: &str) -> Hardware {
         Hardware::from_spec(Catalog::builtin().resolve(name).expect("gpu"))
     }
 
-    fn setup(m: &Model, kv: &[(&str, &str)]) -> Setup {
-        let mut w = Workload::default();
-        for (k, v) in kv {
-            assert_eq!(w.set(k, v), Ok(true), "{k}");
-        }
-        Setup::new(m, &w)
-    }
+    use crate::plan::test_setup as setup;
 
     #[test]
     fn training_flops_per_token() {

@@ -9,7 +9,7 @@ use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::Report;
 use gpuwise_render::{Format, RenderOptions};
 
-use super::report::{Settings, build, emit, resolve};
+use super::report::{Settings, emit, output_format, read_fleet, resolve};
 use crate::cli::{AdviseArgs, AdviseOpts};
 use crate::config::Config;
 use crate::{duration, printer};
@@ -112,22 +112,18 @@ pub(crate) fn rightsized_share(report: &Report, a: &Advice) -> Option<f64> {
 pub(crate) fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(args.config.as_deref())?;
     let settings = resolve(&args.read, &args.analysis, &cfg)?;
-    let format = Format::parse(
-        args.format
-            .as_deref()
-            .or(cfg.format.as_deref())
-            .unwrap_or("table"),
-    )
-    .map_err(|e| anyhow!("--format: {e}"))?;
+    let format = output_format(args.format.as_deref(), &cfg)?;
     anyhow::ensure!(
         matches!(format, Format::Table | Format::Json | Format::Markdown),
         "--format: advise prints table, json or markdown (the HTML report has it: `gpuwise report --advise --format html`)"
     );
-    let (report, profiles) = if args.prom.prometheus.is_some() {
-        super::prom::build(&args.prom, args.read.start.as_deref(), &settings)?
-    } else {
-        build(&args.inputs, &settings, !args.no_progress)?
-    };
+    let (report, profiles) = read_fleet(
+        &args.inputs,
+        &args.prom,
+        &args.read,
+        &settings,
+        !args.no_progress,
+    )?;
     let a = advice(&report, &profiles, &settings, &args.advise)?;
     let color = args.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));

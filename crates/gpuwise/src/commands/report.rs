@@ -14,7 +14,7 @@ use gpuwise_render::{Format, RenderOptions};
 use gpuwise_sources::generic::ColumnMap;
 use gpuwise_sources::{Input, ReadOptions};
 
-use crate::cli::{AnalysisArgs, ReadArgs, ReportArgs};
+use crate::cli::{AnalysisArgs, PromArgs, ReadArgs, ReportArgs};
 use crate::config::Config;
 use crate::{duration, printer};
 
@@ -269,6 +269,27 @@ pub(crate) fn build(
     Ok((report, profiles))
 }
 
+/// `--format`, else the config file's, else `table`.
+pub(crate) fn output_format(flag: Option<&str>, cfg: &Config) -> anyhow::Result<Format> {
+    Format::parse(flag.or(cfg.format.as_deref()).unwrap_or("table"))
+        .map_err(|e| anyhow!("--format: {e}"))
+}
+
+/// The fleet from `--prometheus` when given, else from the input files.
+pub(crate) fn read_fleet(
+    inputs: &[String],
+    prom: &PromArgs,
+    read: &ReadArgs,
+    s: &Settings,
+    progress: bool,
+) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
+    if prom.prometheus.is_some() {
+        super::prom::build(prom, read.start.as_deref(), s)
+    } else {
+        build(inputs, s, progress)
+    }
+}
+
 /// Write `text` to `output` or stdout.
 pub(crate) fn emit(text: &str, output: Option<&PathBuf>) -> anyhow::Result<()> {
     match output {
@@ -285,18 +306,14 @@ pub(crate) fn emit(text: &str, output: Option<&PathBuf>) -> anyhow::Result<()> {
 pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(args.config.as_deref())?;
     let settings = resolve(&args.read, &args.analysis, &cfg)?;
-    let format = Format::parse(
-        args.format
-            .as_deref()
-            .or(cfg.format.as_deref())
-            .unwrap_or("table"),
-    )
-    .map_err(|e| anyhow!("--format: {e}"))?;
-    let (mut report, profiles) = if args.prom.prometheus.is_some() {
-        super::prom::build(&args.prom, args.read.start.as_deref(), &settings)?
-    } else {
-        build(&args.inputs, &settings, !args.no_progress)?
-    };
+    let format = output_format(args.format.as_deref(), &cfg)?;
+    let (mut report, profiles) = read_fleet(
+        &args.inputs,
+        &args.prom,
+        &args.read,
+        &settings,
+        !args.no_progress,
+    )?;
     if args.advise {
         let advice = super::advise::advice(&report, &profiles, &settings, &args.advise_opts)?;
         report.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&report, &advice);
