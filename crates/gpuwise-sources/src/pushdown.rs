@@ -105,7 +105,7 @@ pub struct Pushed {
 
 /// Device identity from a series' labels, by the DCGM reader's rules (`Hostname`/`hostname`,
 /// `UUID`/`uuid` else `gpu`, `GPU_I_ID` for MIG instances, `exported_*` labels first; the
-/// workload labels by [`crate::dcgm::workload_labels`]).
+/// workload labels by the DCGM reader's `workload_labels`).
 #[must_use]
 pub fn device_of(labels: &BTreeMap<String, String>) -> Option<(DeviceKey, DeviceInfo)> {
     let get = |keys: &[&str]| {
@@ -189,7 +189,8 @@ fn census(client: &Client, q: &Query) -> Result<(crate::prometheus::Response, i6
     Ok((r, step))
 }
 
-/// The scrape interval of the data (see [`census`]).
+/// The scrape interval of the data: as given, else span ÷ (samples − 1) of the densest
+/// utilization series, in whole seconds.
 pub fn scrape_interval(client: &Client, q: &Query) -> Result<i64, PromError> {
     census(client, q).map(|(_, step)| step)
 }
