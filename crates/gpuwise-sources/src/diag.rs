@@ -111,6 +111,18 @@ impl Tally {
         self.kinds.get(kind).map_or(0, |k| k.count)
     }
 
+    /// Move the line numbers of the examples `offset` lines down: a piece read on its own,
+    /// numbered from 1, that starts after `offset` lines of its input.
+    pub fn renumber(&mut self, offset: u64) {
+        for k in self.kinds.values_mut() {
+            for ex in &mut k.examples {
+                if ex.1 > 0 {
+                    ex.1 += offset;
+                }
+            }
+        }
+    }
+
     /// Add `other` (a later piece: its examples come after ours).
     pub fn merge(&mut self, other: Tally) {
         self.lines += other.lines;

@@ -104,10 +104,12 @@ impl<'a> DmonReader<'a> {
         }
     }
 
-    /// Read every line of `data`, the first being line `first_line`.
-    pub fn read(&mut self, data: &[u8], first_line: u64, b: &mut ProfileBuilder, t: &mut Tally) {
+    /// Read every line of `data`, numbering them from 1; returns how many lines there were.
+    pub fn read(&mut self, data: &[u8], b: &mut ProfileBuilder, t: &mut Tally) -> u64 {
         let mut fields: Vec<&[u8]> = Vec::with_capacity(self.layout.columns);
-        for (line_no, raw) in (first_line..).zip(crate::value::lines(data)) {
+        let mut line_no = 0;
+        for raw in crate::value::lines(data) {
+            line_no += 1;
             let line = value::trim(raw);
             if !line.is_empty() && line[0] != b'#' {
                 t.lines += 1;
@@ -119,6 +121,7 @@ impl<'a> DmonReader<'a> {
                 self.row(&fields, line_no, b, t);
             }
         }
+        line_no
     }
 
     fn row(&mut self, f: &[&[u8]], line_no: u64, b: &mut ProfileBuilder, t: &mut Tally) {

@@ -39,7 +39,7 @@ pub fn smi(data: &[u8]) {
     let mut b = ProfileBuilder::new(ProfileSettings::default());
     let mut t = Tally::default();
     smi::SmiReader::new(&layout, "fuzz", "h", false, LocalClock::new(TimeZone::UTC))
-        .read(data, 1, &mut b, &mut t);
+        .read(data, &mut b, &mut t);
     finish(b);
 }
 
@@ -63,7 +63,7 @@ pub fn dmon(data: &[u8]) {
                 Some(0),
                 1000,
             )
-            .read(data, 1, &mut b, &mut t);
+            .read(data, &mut b, &mut t);
             finish(b);
         }
     }

@@ -226,15 +226,15 @@ pub fn read_one(
         Format::NvidiaSmi => {
             let (layout, _) = smi_layout(all.get_ref().0.get_ref(), opts).map_err(fmt_err)?;
             let force_host = opts.host.is_some();
-            let (profile, tally) = blocks(&mut all, opts, progress, |data, first, b, t| {
-                let mut r = smi::SmiReader::new(
+            let (profile, tally) = blocks(&mut all, opts, progress, |data, b, t| {
+                smi::SmiReader::new(
                     &layout,
                     file,
                     &host,
                     force_host,
                     LocalClock::new(opts.tz.clone()),
-                );
-                r.read(data, first, b, t);
+                )
+                .read(data, b, t)
             })
             .map_err(io_err)?;
             Ok((profile, tally, format))
@@ -247,16 +247,16 @@ pub fn read_one(
                 .ok_or_else(|| fmt_err("no `# gpu …` header line (dmon prints it first)".into()))?;
             let layout = dmon::Layout::from_header(header).map_err(fmt_err)?;
             if layout.timed() {
-                let (profile, tally) = blocks(&mut all, opts, progress, |data, first, b, t| {
-                    let mut r = dmon::DmonReader::new(
+                let (profile, tally) = blocks(&mut all, opts, progress, |data, b, t| {
+                    dmon::DmonReader::new(
                         &layout,
                         file,
                         &host,
                         LocalClock::new(opts.tz.clone()),
                         None,
                         opts.interval_ms,
-                    );
-                    r.read(data, first, b, t);
+                    )
+                    .read(data, b, t)
                 })
                 .map_err(io_err)?;
                 Ok((profile, tally, format))
@@ -279,7 +279,7 @@ pub fn read_one(
                     Some(start),
                     opts.interval_ms,
                 )
-                .read(&data, 1, &mut b, &mut t);
+                .read(&data, &mut b, &mut t);
                 Ok((b.build(), t, format))
             }
         }
@@ -399,7 +399,7 @@ fn blocks(
     r: &mut (impl BufRead + Send),
     opts: &ReadOptions,
     progress: &(dyn Fn(u64) + Sync),
-    parse: impl Fn(&[u8], u64, &mut ProfileBuilder, &mut Tally) + Sync,
+    parse: impl Fn(&[u8], &mut ProfileBuilder, &mut Tally) -> u64 + Sync,
 ) -> std::io::Result<(Profile, Tally)> {
     let batch_len = 2 * rayon::current_num_threads().max(1);
     let mut cutter = BlockCutter::new(opts.block_bytes);
@@ -414,30 +414,36 @@ fn blocks(
             }
             Ok(batch)
         };
-    let parse_batch = |batch: &[Block]| -> Vec<(Profile, Tally)> {
+    // Blocks are parsed before the lines ahead of them are counted: each numbers its lines
+    // from 1 and says how many it had, and its skips are renumbered as it is joined in order.
+    let parse_batch = |batch: &[Block]| -> Vec<(Profile, Tally, u64)> {
         batch
             .par_iter()
             .map(|blk| {
                 let mut b = ProfileBuilder::new(opts.profile.clone());
                 let mut t = Tally::default();
-                parse(&blk.data, blk.first_line, &mut b, &mut t);
-                (b.build(), t)
+                let lines = parse(&blk.data, &mut b, &mut t);
+                (b.build(), t, lines)
             })
             .collect()
     };
     let mut profile = Profile::default();
     let mut tally = Tally::default();
+    let mut lines_before = 0;
     let mut batch = read_batch(&mut cutter, r)?;
     while !batch.is_empty() {
         let (next, results) = rayon::join(|| read_batch(&mut cutter, r), || parse_batch(&batch));
-        for (blk, (p, mut t)) in batch.iter().zip(results) {
+        for (blk, (p, mut t, lines)) in batch.iter().zip(results) {
             progress(blk.data.len() as u64);
-            for line in &blk.overlong {
+            t.renumber(lines_before);
+            lines_before += lines;
+            if blk.overlong_after {
+                lines_before += 1;
                 t.lines += 1;
                 t.skip(
                     "line_too_long",
                     "",
-                    *line,
+                    lines_before,
                     format!("line longer than {MAX_LINE} bytes"),
                 );
             }
@@ -455,8 +461,8 @@ fn blocks(
 
 struct Block {
     data: Vec<u8>,
-    first_line: u64,
-    overlong: Vec<u64>,
+    /// Whether an over-long line (dropped) follows the block's lines.
+    overlong_after: bool,
 }
 
 /// Cuts a stream into blocks that end at a line boundary.
@@ -467,7 +473,6 @@ struct BlockCutter {
     filled: usize,
     /// Buffers of parsed blocks, reused so that steady-state reading allocates nothing.
     pool: Vec<Vec<u8>>,
-    next_line: u64,
     skipping: bool,
     done: bool,
 }
@@ -482,7 +487,6 @@ impl BlockCutter {
             carry: Vec::new(),
             filled: 0,
             pool: Vec::new(),
-            next_line: 1,
             skipping: false,
             done: false,
         }
@@ -496,7 +500,6 @@ impl BlockCutter {
     }
 
     fn next(&mut self, r: &mut (impl BufRead + ?Sized)) -> std::io::Result<Option<Block>> {
-        let mut overlong = Vec::new();
         loop {
             if self.done {
                 if self.filled == 0 {
@@ -505,7 +508,10 @@ impl BlockCutter {
                 let mut data = std::mem::take(&mut self.carry);
                 data.truncate(self.filled);
                 self.filled = 0;
-                return Ok(Some(self.emit(data, overlong)));
+                return Ok(Some(Block {
+                    data,
+                    overlong_after: false,
+                }));
             }
             // Read straight into the carry buffer (one copy from the kernel or decoder). The
             // buffer keeps its length between reads (`filled` marks the data), so recycled
@@ -534,7 +540,6 @@ impl BlockCutter {
                         self.carry.copy_within(old + i + 1..self.filled, old);
                         self.filled -= i + 1;
                         self.skipping = false;
-                        self.next_line += 1;
                     }
                     None => self.filled = old,
                 }
@@ -549,10 +554,11 @@ impl BlockCutter {
                 let mut data = std::mem::take(&mut self.carry);
                 data.truncate(done_len);
                 self.filled = 0;
-                let lines_before = memchr::memchr_iter(b'\n', &data).count() as u64;
-                overlong.push(self.next_line + lines_before);
                 self.skipping = true;
-                return Ok(Some(self.emit(data, overlong)));
+                return Ok(Some(Block {
+                    data,
+                    overlong_after: true,
+                }));
             }
             if self.filled >= self.size && done_len > 0 {
                 let mut rest = self.pool.pop().unwrap_or_default();
@@ -564,18 +570,11 @@ impl BlockCutter {
                 let mut data = std::mem::replace(&mut self.carry, rest);
                 data.truncate(done_len);
                 self.filled = tail;
-                return Ok(Some(self.emit(data, overlong)));
+                return Ok(Some(Block {
+                    data,
+                    overlong_after: false,
+                }));
             }
-        }
-    }
-
-    fn emit(&mut self, data: Vec<u8>, overlong: Vec<u64>) -> Block {
-        let first_line = self.next_line;
-        self.next_line += memchr::memchr_iter(b'\n', &data).count() as u64;
-        Block {
-            data,
-            first_line,
-            overlong,
         }
     }
 }
@@ -592,7 +591,7 @@ mod tests {
         let mut joined = Vec::new();
         let mut expect_line = 1;
         while let Some(b) = c.next(&mut r).expect("io") {
-            assert_eq!(b.first_line, expect_line);
+            assert!(!b.overlong_after);
             assert!(b.data.ends_with(b"\n"));
             let first = String::from_utf8_lossy(&b.data)
                 .lines()
@@ -617,7 +616,10 @@ mod tests {
         let mut over = Vec::new();
         while let Some(b) = c.next(&mut r).expect("io") {
             out.extend_from_slice(&b.data);
-            over.extend(b.overlong);
+            if b.overlong_after {
+                // The over-long line comes right after the lines read so far: it is line 2.
+                over.push(out.iter().filter(|c| **c == b'\n').count() + 1);
+            }
         }
         assert_eq!(over, vec![2]);
         assert_eq!(out, b"a\nb\n");

@@ -8,7 +8,7 @@
 
 use gpuwise_core::profile::{DeviceId, ProfileBuilder};
 use gpuwise_core::sample::UtilSource;
-use gpuwise_core::{DeviceKey, Sample};
+use gpuwise_core::{DeviceKey, EpochMs, Sample};
 
 use crate::diag::Tally;
 use crate::time::{LocalClock, LocalKind};
@@ -153,9 +153,19 @@ pub struct SmiReader<'a> {
     /// because logs interleave GPUs in a fixed order.
     devices: Vec<Slot>,
     naive: crate::time::NaiveParser,
+    /// The last timestamp field and what it converted to: the GPUs of one query share it.
+    last_ts: LastTs,
     last_hit: usize,
     /// Field boundaries of the current line, reused across lines.
     spans: Vec<(usize, usize)>,
+}
+
+/// The last timestamp text (up to 32 bytes) and its instant.
+#[derive(Default)]
+struct LastTs {
+    text: [u8; 32],
+    len: usize,
+    at: Option<(EpochMs, LocalKind)>,
 }
 
 /// A device of a chunk: its identity fields, number, and the last raw text and value of each
@@ -186,20 +196,24 @@ impl<'a> SmiReader<'a> {
             clock,
             devices: Vec::new(),
             naive: crate::time::NaiveParser::default(),
+            last_ts: LastTs::default(),
             last_hit: 0,
             spans: Vec::with_capacity(layout.columns),
         }
     }
 
-    /// Read every line of `data`, the first being line `first_line` of the file.
-    pub fn read(&mut self, data: &[u8], first_line: u64, b: &mut ProfileBuilder, t: &mut Tally) {
-        for (line_no, raw) in (first_line..).zip(crate::value::lines(data)) {
+    /// Read every line of `data`, numbering them from 1; returns how many lines there were.
+    pub fn read(&mut self, data: &[u8], b: &mut ProfileBuilder, t: &mut Tally) -> u64 {
+        let mut line_no = 0;
+        for raw in crate::value::lines(data) {
+            line_no += 1;
             let line = value::trim(raw);
             if !line.is_empty() {
                 t.lines += 1;
                 self.line(line, line_no, b, t);
             }
         }
+        line_no
     }
 
     #[allow(clippy::too_many_lines)]
@@ -234,19 +248,34 @@ impl<'a> SmiReader<'a> {
             return;
         }
         let Some(ts_i) = layout.ts else { return };
-        let Some(local) = self.naive.parse(field(ts_i)) else {
-            t.skip(
-                "bad_timestamp",
-                self.file,
-                line_no,
-                format!(
-                    "`timestamp` is not YYYY/MM/DD HH:MM:SS[.mmm]: `{}`",
-                    String::from_utf8_lossy(field(ts_i))
-                ),
-            );
-            return;
+        let ts_text = field(ts_i);
+        let cached = self
+            .last_ts
+            .at
+            .filter(|_| value::same(&self.last_ts.text[..self.last_ts.len.min(32)], ts_text));
+        let (ts, kind) = if let Some(at) = cached {
+            at
+        } else {
+            let Some(local) = self.naive.parse(ts_text) else {
+                t.skip(
+                    "bad_timestamp",
+                    self.file,
+                    line_no,
+                    format!(
+                        "`timestamp` is not YYYY/MM/DD HH:MM:SS[.mmm]: `{}`",
+                        String::from_utf8_lossy(ts_text)
+                    ),
+                );
+                return;
+            };
+            let at = self.clock.to_utc(local);
+            if ts_text.len() <= 32 {
+                self.last_ts.text[..ts_text.len()].copy_from_slice(ts_text);
+                self.last_ts.len = ts_text.len();
+                self.last_ts.at = Some(at);
+            }
+            at
         };
-        let (ts, kind) = self.clock.to_utc(local);
         match kind {
             LocalKind::Unique => {}
             LocalKind::Ambiguous => t.skip("dst_ambiguous", self.file, line_no, "local time repeats at the end of daylight saving: first occurrence assumed (sample kept)"),
@@ -265,7 +294,7 @@ impl<'a> SmiReader<'a> {
         let n = self.devices.len();
         let hit = (0..n).map(|k| (self.last_hit + 1 + k) % n).find(|&k| {
             let d = &self.devices[k];
-            d.id.as_slice() == id_field && d.host.as_slice() == host_field
+            value::same(&d.id, id_field) && value::same(&d.host, host_field)
         });
         let slot = if let Some(k) = hit {
             k
@@ -308,7 +337,7 @@ impl<'a> SmiReader<'a> {
         for (c, &(i, kind)) in layout.values.iter().enumerate() {
             let raw = field(i);
             let cached = &mut self.devices[slot].last[c];
-            let parsed = if cached.1 == raw.len() && cached.0[..raw.len()] == *raw {
+            let parsed = if cached.1 == raw.len() && value::same(&cached.0[..raw.len()], raw) {
                 Ok(cached.2)
             } else {
                 let unit = match kind {

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use gpuwise_sources::{Input, ReadOptions, read_all};
 use proptest::prelude::*;
 
-/// A 4-GPU nvidia-smi log with bursts, idle runs, gaps and `[N/A]`, from a seeded LCG.
+/// A 4-GPU nvidia-smi log with bursts, idle runs, gaps, `[N/A]`, and bad lines and values
+/// (whose skips name their line), from a seeded LCG.
 fn log(seed: u64, rows: usize) -> String {
     let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
     let mut next = move || {
@@ -22,8 +23,13 @@ fn log(seed: u64, rows: usize) -> String {
     for _ in 0..rows {
         t += if next() % 50 == 0 { 900 } else { 30 };
         for g in 0..4 {
+            if next() % 150 == 0 {
+                s.push_str("2026/01/05 00:00:00.000, NVIDIA L4, truncated\n");
+            }
             let util = if next() % 3 == 0 {
                 "0 %".to_owned()
+            } else if next() % 120 == 0 {
+                "abc %".to_owned()
             } else if next() % 40 == 0 {
                 "[N/A]".to_owned()
             } else {
@@ -56,6 +62,7 @@ proptest! {
         let chunk_opts = ReadOptions { block_bytes: block, ..ReadOptions::default() };
         let whole = read_all(std::slice::from_ref(&input), &whole_opts, &|_| {}).expect("read");
         let chunked = read_all(std::slice::from_ref(&input), &chunk_opts, &|_| {}).expect("read");
+        prop_assert!(whole.tally.skipped() > 0);
         prop_assert_eq!(&whole.tally, &chunked.tally);
         let st = &whole_opts.profile;
         let a = whole.profile.joined(st);

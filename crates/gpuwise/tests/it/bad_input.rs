@@ -196,6 +196,13 @@ fn very_long_line_is_skipped_and_the_rest_kept() {
     std::fs::write(&path, lines.join("\n") + "\n").expect("write");
     let r = report_json(&[&path.display().to_string()]);
     assert_eq!(skips(&r, "line_too_long"), 1, "{:?}", r["warnings"]);
+    assert!(
+        r["warnings"]
+            .to_string()
+            .contains("line 7: line longer than"),
+        "{:?}",
+        r["warnings"]
+    );
     assert_eq!(r["ingest"]["samples"], 10);
 }
 
