@@ -34,7 +34,9 @@ impl UtilHist {
     #[must_use]
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     pub fn bin(pct: f32) -> usize {
-        ((pct * 10.0).round() as usize).min(UTIL_BINS - 1)
+        // Round half away from zero without a libm call: `pct` is not negative (sanitized), and
+        // in f64 the sum of an f32 below 1,001 and 0.5 is exact, so truncating it rounds.
+        ((f64::from(pct * 10.0) + 0.5) as usize).min(UTIL_BINS - 1)
     }
 
     /// Add all of `other`.
@@ -217,6 +219,29 @@ mod tests {
         assert_eq!(h.total(), 100);
         assert_eq!(UtilHist::default().quantile(0.5), None);
         assert_eq!(h.by_percent()[10], 90);
+    }
+
+    #[test]
+    fn bin_rounds_like_round() {
+        // Every 1,000th f32 from 0 to past 100 %, and the exact halves.
+        let mut bits = 0u32;
+        while f32::from_bits(bits) < 101.0 {
+            let p = f32::from_bits(bits);
+            assert_eq!(
+                UtilHist::bin(p),
+                ((p * 10.0).round() as usize).min(UTIL_BINS - 1),
+                "{p}"
+            );
+            bits += 1000;
+        }
+        for k in 0..1000u16 {
+            let p = (f32::from(k) + 0.5) / 10.0;
+            assert_eq!(
+                UtilHist::bin(p),
+                ((p * 10.0).round() as usize).min(UTIL_BINS - 1),
+                "{p}"
+            );
+        }
     }
 
     #[test]

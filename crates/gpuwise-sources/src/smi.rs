@@ -142,7 +142,8 @@ impl Layout {
     }
 }
 
-/// Per-chunk reader state: device lookup cache.
+/// Per-block reader state: device lookup and the last text of each field, borrowed from the
+/// block being read (`'a` covers both the layout and the block).
 pub struct SmiReader<'a> {
     layout: &'a Layout,
     file: &'a str,
@@ -151,31 +152,23 @@ pub struct SmiReader<'a> {
     clock: LocalClock,
     /// Devices seen in this chunk. Looked up by a linear scan that starts after the last hit,
     /// because logs interleave GPUs in a fixed order.
-    devices: Vec<Slot>,
+    devices: Vec<Slot<'a>>,
     naive: crate::time::NaiveParser,
     /// The last timestamp field and what it converted to: the GPUs of one query share it.
-    last_ts: LastTs,
+    last_ts: Option<(&'a [u8], EpochMs, LocalKind)>,
     last_hit: usize,
     /// Field boundaries of the current line, reused across lines.
     spans: Vec<(usize, usize)>,
 }
 
-/// The last timestamp text (up to 32 bytes) and its instant.
-#[derive(Default)]
-struct LastTs {
-    text: [u8; 32],
-    len: usize,
-    at: Option<(EpochMs, LocalKind)>,
-}
-
-/// A device of a chunk: its identity fields, number, and the last raw text and value of each
+/// A device of a block: its identity fields, number, and the last text and value of each
 /// value column (most columns repeat from row to row: memory total, power limit; a repeat is
 /// not parsed again).
-struct Slot {
-    host: Vec<u8>,
-    id: Vec<u8>,
+struct Slot<'a> {
+    host: &'a [u8],
+    id: &'a [u8],
     dev: DeviceId,
-    last: Vec<([u8; 24], usize, Option<f32>)>,
+    last: Vec<Option<(&'a [u8], Option<f32>)>>,
 }
 
 impl<'a> SmiReader<'a> {
@@ -196,14 +189,14 @@ impl<'a> SmiReader<'a> {
             clock,
             devices: Vec::new(),
             naive: crate::time::NaiveParser::default(),
-            last_ts: LastTs::default(),
+            last_ts: None,
             last_hit: 0,
             spans: Vec::with_capacity(layout.columns),
         }
     }
 
     /// Read every line of `data`, numbering them from 1; returns how many lines there were.
-    pub fn read(&mut self, data: &[u8], b: &mut ProfileBuilder, t: &mut Tally) -> u64 {
+    pub fn read(&mut self, data: &'a [u8], b: &mut ProfileBuilder, t: &mut Tally) -> u64 {
         let mut line_no = 0;
         for raw in crate::value::lines(data) {
             line_no += 1;
@@ -217,7 +210,7 @@ impl<'a> SmiReader<'a> {
     }
 
     #[allow(clippy::too_many_lines)]
-    fn line(&mut self, line: &[u8], line_no: u64, b: &mut ProfileBuilder, t: &mut Tally) {
+    fn line(&mut self, line: &'a [u8], line_no: u64, b: &mut ProfileBuilder, t: &mut Tally) {
         let layout = self.layout;
         // Comments, and a header repeated by a restarted loop (checked only when the first byte
         // could start it: data lines start with a digit).
@@ -230,7 +223,7 @@ impl<'a> SmiReader<'a> {
             return;
         }
         value::comma_spans(line, &mut self.spans);
-        let field = |i: usize| -> &[u8] {
+        let field = |i: usize| -> &'a [u8] {
             let (a, z) = self.spans[i];
             value::trim(&line[a..z])
         };
@@ -249,12 +242,10 @@ impl<'a> SmiReader<'a> {
         }
         let Some(ts_i) = layout.ts else { return };
         let ts_text = field(ts_i);
-        let cached = self
-            .last_ts
-            .at
-            .filter(|_| value::same(&self.last_ts.text[..self.last_ts.len.min(32)], ts_text));
-        let (ts, kind) = if let Some(at) = cached {
-            at
+        let (ts, kind) = if let Some((_, ts, kind)) =
+            self.last_ts.filter(|(text, ..)| value::same(text, ts_text))
+        {
+            (ts, kind)
         } else {
             let Some(local) = self.naive.parse(ts_text) else {
                 t.skip(
@@ -268,13 +259,9 @@ impl<'a> SmiReader<'a> {
                 );
                 return;
             };
-            let at = self.clock.to_utc(local);
-            if ts_text.len() <= 32 {
-                self.last_ts.text[..ts_text.len()].copy_from_slice(ts_text);
-                self.last_ts.len = ts_text.len();
-                self.last_ts.at = Some(at);
-            }
-            at
+            let (ts, kind) = self.clock.to_utc(local);
+            self.last_ts = Some((ts_text, ts, kind));
+            (ts, kind)
         };
         match kind {
             LocalKind::Unique => {}
@@ -294,7 +281,7 @@ impl<'a> SmiReader<'a> {
         let n = self.devices.len();
         let hit = (0..n).map(|k| (self.last_hit + 1 + k) % n).find(|&k| {
             let d = &self.devices[k];
-            value::same(&d.id, id_field) && value::same(&d.host, host_field)
+            value::same(d.id, id_field) && value::same(d.host, host_field)
         });
         let slot = if let Some(k) = hit {
             k
@@ -325,10 +312,10 @@ impl<'a> SmiReader<'a> {
                     .and_then(|x| x.parse().ok());
             }
             self.devices.push(Slot {
-                host: host_field.to_vec(),
-                id: id_field.to_vec(),
+                host: host_field,
+                id: id_field,
                 dev: id,
-                last: vec![([0; 24], usize::MAX, None); layout.values.len()],
+                last: vec![None; layout.values.len()],
             });
             self.devices.len() - 1
         };
@@ -337,8 +324,8 @@ impl<'a> SmiReader<'a> {
         for (c, &(i, kind)) in layout.values.iter().enumerate() {
             let raw = field(i);
             let cached = &mut self.devices[slot].last[c];
-            let parsed = if cached.1 == raw.len() && value::same(&cached.0[..raw.len()], raw) {
-                Ok(cached.2)
+            let parsed = if let Some((_, v)) = cached.filter(|(text, _)| value::same(text, raw)) {
+                Ok(v)
             } else {
                 let unit = match kind {
                     Field::Util | Field::MemUtil => Unit::Percent,
@@ -346,10 +333,8 @@ impl<'a> SmiReader<'a> {
                     Field::Power | Field::PowerLimit => Unit::Watts,
                 };
                 let r = value::parse(raw, unit);
-                if let (Ok(v), true) = (&r, raw.len() <= 24) {
-                    cached.0[..raw.len()].copy_from_slice(raw);
-                    cached.1 = raw.len();
-                    cached.2 = *v;
+                if let Ok(v) = r {
+                    *cached = Some((raw, v));
                 }
                 r
             };

@@ -264,15 +264,16 @@ pub fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// Trim ASCII spaces and tabs (and a trailing `\r`).
 #[must_use]
 pub fn trim(mut b: &[u8]) -> &[u8] {
+    // ASCII whitespace is at most 0x20: one compare settles most bytes.
     while let [first, rest @ ..] = b {
-        if first.is_ascii_whitespace() {
+        if *first <= b' ' && first.is_ascii_whitespace() {
             b = rest;
         } else {
             break;
         }
     }
     while let [rest @ .., last] = b {
-        if last.is_ascii_whitespace() {
+        if *last <= b' ' && last.is_ascii_whitespace() {
             b = rest;
         } else {
             break;
