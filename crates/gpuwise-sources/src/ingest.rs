@@ -1,12 +1,14 @@
 //! Reading inputs into a profile: format detection, chunked parallel parsing, merging.
 //!
 //! Line-oriented formats (nvidia-smi CSV, timed dmon) are cut into blocks at line boundaries;
-//! a batch of blocks is parsed in parallel (one profile per block), and the block profiles are
-//! joined in order after each batch, so memory stays bounded by the number of devices and the
-//! batch size, not by the input. Many inputs are read in parallel too. DCGM scrapes and generic
-//! CSV are read one file at a time (files in parallel).
+//! each free worker takes the next block and parses it into a profile of its own, and block
+//! profiles are joined in file order as they finish, so memory stays bounded by the number of
+//! devices and workers, not by the input. Many inputs are read in parallel too. DCGM scrapes
+//! and generic CSV are read one file at a time (files in parallel).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
+use std::sync::{Mutex, PoisonError};
 
 use gpuwise_core::EpochMs;
 use gpuwise_core::profile::{Profile, ProfileBuilder};
@@ -226,7 +228,7 @@ pub fn read_one(
         Format::NvidiaSmi => {
             let (layout, _) = smi_layout(all.get_ref().0.get_ref(), opts).map_err(fmt_err)?;
             let force_host = opts.host.is_some();
-            let (profile, tally) = blocks(&mut all, opts, progress, |data, b, t| {
+            let (profile, tally) = blocks(&mut all, file, opts, progress, |data, b, t| {
                 smi::SmiReader::new(
                     &layout,
                     file,
@@ -247,7 +249,7 @@ pub fn read_one(
                 .ok_or_else(|| fmt_err("no `# gpu …` header line (dmon prints it first)".into()))?;
             let layout = dmon::Layout::from_header(header).map_err(fmt_err)?;
             if layout.timed() {
-                let (profile, tally) = blocks(&mut all, opts, progress, |data, b, t| {
+                let (profile, tally) = blocks(&mut all, file, opts, progress, |data, b, t| {
                     dmon::DmonReader::new(
                         &layout,
                         file,
@@ -393,70 +395,128 @@ fn smi_layout(head: &[u8], opts: &ReadOptions) -> Result<(smi::Layout, bool), St
     }
 }
 
-/// Parse a line-oriented input in parallel batches of blocks. While one batch is parsed (on
-/// every core), the next is read, so reading and decompressing overlap with parsing.
+/// Parse a line-oriented input in parallel, block by block. A worker that is free takes the
+/// next block from the reader (so reading and decompressing overlap with parsing, with no
+/// barrier where one core waits for the other), parses it into a profile of its own, and hands
+/// it to [`InOrder`], which joins the pieces in file order as soon as the blocks before them
+/// are in. At most one block per worker is in flight, so memory is bounded by the number of
+/// workers and devices, not by the input.
 fn blocks(
     r: &mut (impl BufRead + Send),
+    file: &str,
     opts: &ReadOptions,
     progress: &(dyn Fn(u64) + Sync),
     parse: impl Fn(&[u8], &mut ProfileBuilder, &mut Tally) -> u64 + Sync,
 ) -> std::io::Result<(Profile, Tally)> {
-    let batch_len = 2 * rayon::current_num_threads().max(1);
+    let spare = Mutex::new(Vec::new());
+    let failed = Mutex::new(None);
     let mut cutter = BlockCutter::new(opts.block_bytes);
-    let read_batch =
-        |cutter: &mut BlockCutter, r: &mut (dyn BufRead + Send)| -> std::io::Result<Vec<Block>> {
-            let mut batch = Vec::with_capacity(batch_len);
-            while batch.len() < batch_len {
-                match cutter.next(r)? {
-                    Some(b) => batch.push(b),
-                    None => break,
-                }
+    let mut seq = 0u64;
+    let source = std::iter::from_fn(|| {
+        for buf in lock(&spare).drain(..) {
+            cutter.recycle(buf);
+        }
+        match cutter.next(r) {
+            Ok(Some(block)) => {
+                seq += 1;
+                Some((seq - 1, block))
             }
-            Ok(batch)
+            Ok(None) => None,
+            Err(e) => {
+                *lock(&failed) = Some(e);
+                None
+            }
+        }
+    })
+    .fuse();
+    let joined = Mutex::new(InOrder::default());
+    source.par_bridge().for_each(|(seq, block)| {
+        let mut b = ProfileBuilder::new(opts.profile.clone());
+        let mut t = Tally::default();
+        let lines = parse(&block.data, &mut b, &mut t);
+        let piece = Piece {
+            profile: b.build(),
+            tally: t,
+            lines,
+            overlong_after: block.overlong_after,
+            bytes: block.data.len() as u64,
         };
-    // Blocks are parsed before the lines ahead of them are counted: each numbers its lines
-    // from 1 and says how many it had, and its skips are renumbered as it is joined in order.
-    let parse_batch = |batch: &[Block]| -> Vec<(Profile, Tally, u64)> {
-        batch
-            .par_iter()
-            .map(|blk| {
-                let mut b = ProfileBuilder::new(opts.profile.clone());
-                let mut t = Tally::default();
-                let lines = parse(&blk.data, &mut b, &mut t);
-                (b.build(), t, lines)
-            })
-            .collect()
-    };
-    let mut profile = Profile::default();
-    let mut tally = Tally::default();
-    let mut lines_before = 0;
-    let mut batch = read_batch(&mut cutter, r)?;
-    while !batch.is_empty() {
-        let (next, results) = rayon::join(|| read_batch(&mut cutter, r), || parse_batch(&batch));
-        for (blk, (p, mut t, lines)) in batch.iter().zip(results) {
-            progress(blk.data.len() as u64);
-            t.renumber(lines_before);
-            lines_before += lines;
-            if blk.overlong_after {
-                lines_before += 1;
-                t.lines += 1;
-                t.skip(
+        lock(&spare).push(block.data);
+        lock(&joined).add(seq, piece, file, &opts.profile, progress);
+    });
+    if let Some(e) = failed.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        return Err(e);
+    }
+    let joined = joined.into_inner().unwrap_or_else(PoisonError::into_inner);
+    Ok((joined.profile, joined.tally))
+}
+
+/// A lock that a panicking parser (a bug, caught at the thread boundary) does not poison.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One parsed block.
+struct Piece {
+    profile: Profile,
+    tally: Tally,
+    /// Lines in the block (its skips are numbered from 1).
+    lines: u64,
+    overlong_after: bool,
+    bytes: u64,
+}
+
+/// Joins parsed blocks in file order, whatever order they finish in.
+#[derive(Default)]
+struct InOrder {
+    profile: Profile,
+    tally: Tally,
+    /// Lines of the input before the next block.
+    lines_before: u64,
+    /// Number of the next block to join.
+    next: u64,
+    /// Blocks that finished before one ahead of them.
+    waiting: BTreeMap<u64, Piece>,
+    /// Blocks joined since the device pieces were last compacted.
+    uncompacted: usize,
+}
+
+impl InOrder {
+    fn add(
+        &mut self,
+        seq: u64,
+        piece: Piece,
+        file: &str,
+        st: &ProfileSettings,
+        progress: &(dyn Fn(u64) + Sync),
+    ) {
+        self.waiting.insert(seq, piece);
+        while let Some(mut p) = self.waiting.remove(&self.next) {
+            self.next += 1;
+            progress(p.bytes);
+            // Blocks are parsed before the lines ahead of them are counted: each numbers its
+            // lines from 1, and its skips are renumbered here.
+            p.tally.renumber(self.lines_before);
+            self.lines_before += p.lines;
+            if p.overlong_after {
+                self.lines_before += 1;
+                p.tally.lines += 1;
+                p.tally.skip(
                     "line_too_long",
-                    "",
-                    lines_before,
+                    file,
+                    self.lines_before,
                     format!("line longer than {MAX_LINE} bytes"),
                 );
             }
-            profile.merge(p);
-            tally.merge(t);
+            self.profile.merge(p.profile);
+            self.tally.merge(p.tally);
+            self.uncompacted += 1;
+            if self.uncompacted >= 4 {
+                self.profile.compact(st);
+                self.uncompacted = 0;
+            }
         }
-        profile.compact(&opts.profile);
-        for blk in batch {
-            cutter.recycle(blk.data);
-        }
-        batch = next?;
     }
-    Ok((profile, tally))
 }
 
 struct Block {

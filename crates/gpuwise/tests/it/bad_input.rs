@@ -199,7 +199,7 @@ fn very_long_line_is_skipped_and_the_rest_kept() {
     assert!(
         r["warnings"]
             .to_string()
-            .contains("line 7: line longer than"),
+            .contains("long.csv` line 7: line longer than"),
         "{:?}",
         r["warnings"]
     );
