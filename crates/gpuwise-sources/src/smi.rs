@@ -30,8 +30,14 @@ pub struct Layout {
     index: Option<usize>,
     hostname: Option<usize>,
     values: Vec<(usize, Field)>,
+    /// `Some(k)` when the timestamp is column 0 and columns `1..k` are identity columns (name,
+    /// bus id, uuid, index, serial, hostname) that include the ones a device is looked up by:
+    /// then a line whose bytes from the end of the timestamp to column `k` equal those of a
+    /// device's last line is that device's, with the same fields (see [`SmiReader`]).
+    ident_run: Option<usize>,
 }
 
+/// A value column, in the order of `SmiReader::line`'s readings array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Field {
     Util,
@@ -131,6 +137,16 @@ impl Layout {
         if let Some(i) = find("enforced.power.limit").or_else(|| find("power.limit")) {
             l.values.push((i, Field::PowerLimit));
         }
+        let ident = |n: &String| {
+            ["name", "pci.bus_id", "uuid", "index", "serial", "hostname"].contains(&n.as_str())
+        };
+        let k = 1 + names.iter().skip(1).take_while(|n| ident(n)).count();
+        let id_col = l.uuid.or(l.bus).or(l.index);
+        l.ident_run = (l.ts == Some(0)
+            && id_col.is_some_and(|i| i < k)
+            && l.hostname.is_none_or(|i| i < k)
+            && k < names.len())
+        .then_some(k);
         l.names = names;
         if l.ts.is_none() {
             return Err("no `timestamp` column: collect with `--query-gpu=timestamp,…` so samples can be placed in time".into());
@@ -144,6 +160,12 @@ impl Layout {
 
 /// Per-block reader state: device lookup and the last text of each field, borrowed from the
 /// block being read (`'a` covers both the layout and the block).
+///
+/// nvidia-smi prints the GPUs of a host in the same order at every tick, and a GPU's identity
+/// columns never change. So the next line is first tried as the next GPU's: if its bytes from
+/// the end of the timestamp up to the first value column equal those of that GPU's last line,
+/// the identity fields (and where they lie) are known without splitting them again or looking
+/// the device up. Otherwise the line is split whole and the device looked up by its id.
 pub struct SmiReader<'a> {
     layout: &'a Layout,
     file: &'a str,
@@ -168,6 +190,11 @@ struct Slot<'a> {
     host: &'a [u8],
     id: &'a [u8],
     dev: DeviceId,
+    /// The bytes of the device's last line from the comma after the timestamp to the start of
+    /// the first value column, and the spans of the identity fields in it (relative to that
+    /// comma), when the layout allows the shortcut.
+    ident: &'a [u8],
+    ident_spans: Vec<(usize, usize)>,
     last: Vec<Option<(&'a [u8], Option<f32>)>>,
 }
 
@@ -209,6 +236,32 @@ impl<'a> SmiReader<'a> {
         line_no
     }
 
+    /// Split `line` into `self.spans`; the slot of the device it belongs to when that was
+    /// told by the identity shortcut.
+    fn split(&mut self, line: &'a [u8]) -> Option<usize> {
+        if let Some(k) = self.layout.ident_run
+            && !self.devices.is_empty()
+        {
+            let next = (self.last_hit + 1) % self.devices.len();
+            let d = &self.devices[next];
+            if let Some(ts_end) = memchr::memchr(b',', line)
+                && let Some(rest) = line.get(ts_end..ts_end + d.ident.len())
+                && !d.ident.is_empty()
+                && value::same(rest, d.ident)
+            {
+                self.spans.clear();
+                self.spans.push((0, ts_end));
+                self.spans
+                    .extend(d.ident_spans.iter().map(|&(a, z)| (a + ts_end, z + ts_end)));
+                debug_assert_eq!(self.spans.len(), k);
+                value::comma_spans_from(line, ts_end + d.ident.len(), &mut self.spans);
+                return Some(next);
+            }
+        }
+        value::comma_spans(line, &mut self.spans);
+        None
+    }
+
     #[allow(clippy::too_many_lines)]
     fn line(&mut self, line: &'a [u8], line_no: u64, b: &mut ProfileBuilder, t: &mut Tally) {
         let layout = self.layout;
@@ -222,7 +275,7 @@ impl<'a> SmiReader<'a> {
         {
             return;
         }
-        value::comma_spans(line, &mut self.spans);
+        let predicted = self.split(line);
         let field = |i: usize| -> &'a [u8] {
             let (a, z) = self.spans[i];
             value::trim(&line[a..z])
@@ -279,9 +332,11 @@ impl<'a> SmiReader<'a> {
             _ => b"",
         };
         let n = self.devices.len();
-        let hit = (0..n).map(|k| (self.last_hit + 1 + k) % n).find(|&k| {
-            let d = &self.devices[k];
-            value::same(d.id, id_field) && value::same(d.host, host_field)
+        let hit = predicted.or_else(|| {
+            (0..n).map(|k| (self.last_hit + 1 + k) % n).find(|&k| {
+                let d = &self.devices[k];
+                value::same(d.id, id_field) && value::same(d.host, host_field)
+            })
         });
         let slot = if let Some(k) = hit {
             k
@@ -315,12 +370,25 @@ impl<'a> SmiReader<'a> {
                 host: host_field,
                 id: id_field,
                 dev: id,
+                ident: b"",
+                ident_spans: Vec::new(),
                 last: vec![None; layout.values.len()],
             });
             self.devices.len() - 1
         };
+        if predicted.is_none()
+            && let Some(k) = layout.ident_run
+        {
+            let from = self.spans[0].1;
+            let d = &mut self.devices[slot];
+            d.ident = &line[from..self.spans[k].0];
+            d.ident_spans.clear();
+            d.ident_spans
+                .extend(self.spans[1..k].iter().map(|&(a, z)| (a - from, z - from)));
+        }
         self.last_hit = slot;
-        let mut s = Sample::at(ts);
+        // Readings by `Field` (an index, not a match per value), moved into the sample after.
+        let mut read = [None; 6];
         for (c, &(i, kind)) in layout.values.iter().enumerate() {
             let raw = field(i);
             let cached = &mut self.devices[slot].last[c];
@@ -339,17 +407,7 @@ impl<'a> SmiReader<'a> {
                 r
             };
             match parsed {
-                Ok(v) => {
-                    let target = match kind {
-                        Field::Util => &mut s.util_pct,
-                        Field::MemUtil => &mut s.mem_bw_util_pct,
-                        Field::MemUsed => &mut s.mem_used_mib,
-                        Field::MemTotal => &mut s.mem_total_mib,
-                        Field::Power => &mut s.power_w,
-                        Field::PowerLimit => &mut s.power_limit_w,
-                    };
-                    *target = v;
-                }
+                Ok(v) => read[kind as usize] = v,
                 Err(e) => {
                     let what = match e {
                         BadValue::NotNumber => "is not a number",
@@ -368,11 +426,137 @@ impl<'a> SmiReader<'a> {
                 }
             }
         }
+        let [util, mem_util, mem_used, mem_total, power, power_limit] = read;
+        let mut s = Sample {
+            util_pct: util,
+            mem_bw_util_pct: mem_util,
+            mem_used_mib: mem_used,
+            mem_total_mib: mem_total,
+            power_w: power,
+            power_limit_w: power_limit,
+            ..Sample::at(ts)
+        };
         t.sanitize(&mut s, self.file, line_no);
         // A sample without any reading still shows the device existed (and was billed).
         // Out-of-order and duplicate samples are counted by the profile and reported there.
         if b.push(self.devices[slot].dev, &s).is_ok() {
             t.samples += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::fmt::Write as _;
+
+    use gpuwise_core::settings::ProfileSettings;
+    use jiff::tz::TimeZone;
+
+    use super::*;
+
+    /// Rows of three same-named GPUs whose order breaks now and then (a GPU missing from a
+    /// tick, two swapped), each with its own utilization: (second, gpu, utilization).
+    fn rows() -> Vec<(u32, usize, u32)> {
+        let mut out = Vec::new();
+        for tick in 0..300u32 {
+            let mut order = vec![0, 1, 2];
+            if tick % 7 == 3 {
+                order.swap(0, 2);
+            }
+            if tick % 11 == 5 {
+                order.remove(1);
+            }
+            for g in order {
+                out.push((tick * 60, g, (tick * 7 + g as u32 * 31) % 101));
+            }
+        }
+        out
+    }
+
+    /// Read `text` whose columns are `header` into device → (samples, mean utilization).
+    fn read(header: &str, text: &str) -> (BTreeMap<String, (u64, f64)>, Tally) {
+        let names: Vec<String> = header.split(',').map(str::to_owned).collect();
+        let layout = Layout::new(&names, Some(header.as_bytes().to_vec())).expect("layout");
+        let mut b = ProfileBuilder::new(ProfileSettings::default());
+        let mut t = Tally::default();
+        SmiReader::new(&layout, "f", "h", false, LocalClock::new(TimeZone::UTC)).read(
+            text.as_bytes(),
+            &mut b,
+            &mut t,
+        );
+        let stats = b
+            .build()
+            .finish(&ProfileSettings::default(), &TimeZone::UTC)
+            .into_iter()
+            .map(|d| {
+                let mean = d.stats.util.map_or(f64::NAN, |u| u.mean_pct);
+                (d.key.gpu.clone(), (d.stats.samples, mean))
+            })
+            .collect();
+        (stats, t)
+    }
+
+    #[test]
+    fn identity_shortcut_gives_what_lookup_gives() {
+        let rows = rows();
+        // Timestamp first, identity columns next: the shortcut applies.
+        let fast_header = "timestamp, name, uuid, index, utilization.gpu [%], memory.used [MiB]";
+        // A value column between the name and the uuid: the shortcut must not apply (the
+        // three GPUs share a name).
+        let slow_header = "timestamp, name, utilization.gpu [%], uuid, index, memory.used [MiB]";
+        assert!(
+            Layout::new(
+                &fast_header
+                    .split(',')
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>(),
+                None
+            )
+            .expect("layout")
+            .ident_run
+            .is_some()
+        );
+        assert!(
+            Layout::new(
+                &slow_header
+                    .split(',')
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>(),
+                None
+            )
+            .expect("layout")
+            .ident_run
+            .is_none()
+        );
+        let (mut fast, mut slow) = (String::new(), String::new());
+        for &(sec, g, util) in &rows {
+            let ts = jiff::Timestamp::from_second(1_767_571_200 + i64::from(sec))
+                .expect("ts")
+                .strftime("%Y/%m/%d %H:%M:%S.000");
+            let _ = writeln!(fast, "{ts}, NVIDIA L4, GPU-{g:04}, {g}, {util} %, 100 MiB");
+            let _ = writeln!(slow, "{ts}, NVIDIA L4, {util} %, GPU-{g:04}, {g}, 100 MiB");
+        }
+        let (fast_stats, fast_tally) = read(fast_header, &fast);
+        let (slow_stats, slow_tally) = read(slow_header, &slow);
+        assert_eq!(fast_tally.samples, rows.len() as u64);
+        assert_eq!(fast_tally, slow_tally);
+        assert_eq!(fast_stats, slow_stats);
+        // And both are right: each GPU's samples and time-weighted mean, counted here.
+        for g in 0..3 {
+            let mine: Vec<&(u32, usize, u32)> = rows.iter().filter(|r| r.1 == g).collect();
+            let weighted: f64 = mine
+                .windows(2)
+                .map(|w| f64::from(w[0].2) * f64::from(w[1].0 - w[0].0))
+                .sum();
+            let span = f64::from(mine[mine.len() - 1].0 - mine[0].0);
+            let (samples, mean) = fast_stats[&format!("GPU-{g:04}")];
+            assert_eq!(samples, mine.len() as u64);
+            assert!(
+                (mean - weighted / span).abs() < 1e-9,
+                "{g}: {mean} vs {}",
+                weighted / span
+            );
         }
     }
 }
