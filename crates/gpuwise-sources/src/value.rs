@@ -98,7 +98,7 @@ pub fn fast_float(text: &str) -> Option<f64> {
 }
 
 /// Parse a number from bytes. Plain decimals of up to 15 significant digits (all that GPU
-/// tools print: `81559`, `631.95`, `0.734000`) take Clinger's fast path ([`decimal_prefix`]).
+/// tools print: `81559`, `631.95`, `0.734000`) take Clinger's fast path (`decimal_prefix`).
 /// Anything else (exponents, long mantissas, `NaN`, `inf`) goes to the standard library's
 /// parser. Written by hand because this runs once per value of every line, and the standard
 /// parser's generality (UTF-8 check, exponent and special-value handling) was a fifth of the
