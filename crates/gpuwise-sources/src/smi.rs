@@ -474,10 +474,14 @@ mod tests {
         out
     }
 
+    fn layout(header: &str) -> Layout {
+        let names: Vec<String> = header.split(',').map(str::to_owned).collect();
+        Layout::new(&names, Some(header.as_bytes().to_vec())).expect("layout")
+    }
+
     /// Read `text` whose columns are `header` into device → (samples, mean utilization).
     fn read(header: &str, text: &str) -> (BTreeMap<String, (u64, f64)>, Tally) {
-        let names: Vec<String> = header.split(',').map(str::to_owned).collect();
-        let layout = Layout::new(&names, Some(header.as_bytes().to_vec())).expect("layout");
+        let layout = layout(header);
         let mut b = ProfileBuilder::new(ProfileSettings::default());
         let mut t = Tally::default();
         SmiReader::new(&layout, "f", "h", false, LocalClock::new(TimeZone::UTC)).read(
@@ -505,30 +509,8 @@ mod tests {
         // A value column between the name and the uuid: the shortcut must not apply (the
         // three GPUs share a name).
         let slow_header = "timestamp, name, utilization.gpu [%], uuid, index, memory.used [MiB]";
-        assert!(
-            Layout::new(
-                &fast_header
-                    .split(',')
-                    .map(str::to_owned)
-                    .collect::<Vec<_>>(),
-                None
-            )
-            .expect("layout")
-            .ident_run
-            .is_some()
-        );
-        assert!(
-            Layout::new(
-                &slow_header
-                    .split(',')
-                    .map(str::to_owned)
-                    .collect::<Vec<_>>(),
-                None
-            )
-            .expect("layout")
-            .ident_run
-            .is_none()
-        );
+        assert!(layout(fast_header).ident_run.is_some());
+        assert!(layout(slow_header).ident_run.is_none());
         let (mut fast, mut slow) = (String::new(), String::new());
         for &(sec, g, util) in &rows {
             let ts = jiff::Timestamp::from_second(1_767_571_200 + i64::from(sec))
