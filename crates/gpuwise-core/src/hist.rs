@@ -4,30 +4,101 @@
 //! order-independent: `merge(h(a), h(b)) == h(a ++ b)` bit for bit. This is what lets chunks of
 //! one file and whole files be profiled in parallel and combined afterwards.
 
-/// Utilization in 0.1 % bins over `0..=100 %`: 1,001 bins of milliseconds.
+/// Time weights by integer key, stored sparsely: the keys that have weight, ascending, and
+/// their weights. A device's readings repeat a few values (nvidia-smi reports whole percents,
+/// memory moves in steps), so a few dozen keys hold all the weight, where a dense array of every
+/// possible key would cost kilobytes per device (100k devices must fit in 1 GB). The key of the
+/// last addition is remembered: consecutive samples mostly repeat it.
+#[derive(Clone, Debug, Default)]
+struct SparseBins {
+    keys: Vec<u32>,
+    weights: Vec<u64>,
+    last: usize,
+}
+
+impl PartialEq for SparseBins {
+    fn eq(&self, other: &Self) -> bool {
+        // The remembered position is a cache, not content.
+        self.keys == other.keys && self.weights == other.weights
+    }
+}
+
+impl Eq for SparseBins {}
+
+impl SparseBins {
+    fn add(&mut self, key: u32, w: u64) {
+        if self.keys.get(self.last) == Some(&key) {
+            self.weights[self.last] += w;
+            return;
+        }
+        match self.keys.binary_search(&key) {
+            Ok(i) => {
+                self.weights[i] += w;
+                self.last = i;
+            }
+            Err(i) => {
+                self.keys.insert(i, key);
+                self.weights.insert(i, w);
+                self.last = i;
+            }
+        }
+    }
+
+    fn merge(&mut self, other: &SparseBins) {
+        for (k, w) in other.iter() {
+            self.add(k, w);
+        }
+    }
+
+    fn iter(&self) -> impl DoubleEndedIterator<Item = (u32, u64)> + '_ {
+        self.keys.iter().copied().zip(self.weights.iter().copied())
+    }
+
+    fn total(&self) -> u64 {
+        self.weights.iter().sum()
+    }
+
+    /// The smallest key at which at least `q` of the weight lies at or below it.
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
+    fn quantile_key(&self, q: f64) -> Option<u32> {
+        let total = self.total();
+        if total == 0 {
+            return None;
+        }
+        let target = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut acc = 0u64;
+        for (k, w) in self.iter() {
+            acc += w;
+            if acc >= target {
+                return Some(k);
+            }
+        }
+        self.keys.last().copied()
+    }
+}
+
+/// Utilization in 0.1 % bins over `0..=100 %`: 1,001 possible bins of milliseconds, stored
+/// sparsely (only the bins with weight).
 ///
 /// Quantiles are exact to the bin (0.1 %), which is finer than any GPU utilization counter
 /// reports (nvidia-smi and DCGM `GPU_UTIL` are integers).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UtilHist {
-    bins: Box<[u64]>,
+    bins: SparseBins,
 }
 
 /// Number of bins of [`UtilHist`].
 pub const UTIL_BINS: usize = 1001;
 
-impl Default for UtilHist {
-    fn default() -> Self {
-        Self {
-            bins: vec![0; UTIL_BINS].into_boxed_slice(),
-        }
-    }
-}
-
 impl UtilHist {
     /// Add `ms` milliseconds at `pct` percent (`0..=100`).
+    #[allow(clippy::cast_possible_truncation)]
     pub fn add(&mut self, pct: f32, ms: u64) {
-        self.bins[Self::bin(pct)] += ms;
+        self.bins.add(Self::bin(pct) as u32, ms);
     }
 
     /// The bin of `pct`: 0.1 % steps, rounded to nearest.
@@ -41,59 +112,46 @@ impl UtilHist {
 
     /// Add all of `other`.
     pub fn merge(&mut self, other: &UtilHist) {
-        for (a, b) in self.bins.iter_mut().zip(other.bins.iter()) {
-            *a += b;
-        }
+        self.bins.merge(&other.bins);
     }
 
     /// Total weight.
     #[must_use]
     pub fn total(&self) -> u64 {
-        self.bins.iter().sum()
+        self.bins.total()
     }
 
     /// The smallest value `v` such that at least `q` of the weight is at or below `v`
     /// (`q` in `0..=1`). `None` when empty.
     #[must_use]
-    #[allow(
-        clippy::cast_precision_loss,
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss
-    )]
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        let total = self.total();
-        if total == 0 {
-            return None;
-        }
-        let target = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-        let mut acc = 0u64;
-        for (i, w) in self.bins.iter().enumerate() {
-            acc += w;
-            if acc >= target {
-                return Some(i as f64 / 10.0);
-            }
-        }
-        Some(100.0)
+        self.bins.quantile_key(q).map(|k| f64::from(k) / 10.0)
     }
 
     /// The largest value with weight, `None` when empty.
     #[must_use]
-    #[allow(clippy::cast_precision_loss)]
     pub fn max(&self) -> Option<f64> {
         self.bins
             .iter()
-            .rposition(|w| *w > 0)
-            .map(|i| i as f64 / 10.0)
+            .rev()
+            .find(|(_, w)| *w > 0)
+            .map(|(k, _)| f64::from(k) / 10.0)
     }
 
     /// Weight per whole percent (101 buckets, `[0, 0.5)` → 0 … `[99.5, 100]` → 100), for charts.
     #[must_use]
     pub fn by_percent(&self) -> Vec<u64> {
         let mut out = vec![0u64; 101];
-        for (i, w) in self.bins.iter().enumerate() {
-            out[(i + 5) / 10] += w;
+        for (k, w) in self.bins.iter() {
+            out[(k as usize + 5) / 10] += w;
         }
         out
+    }
+
+    /// Bytes held on the heap (for the memory budget per device).
+    #[must_use]
+    pub fn heap_bytes(&self) -> usize {
+        self.bins.keys.capacity() * 4 + self.bins.weights.capacity() * 8
     }
 }
 
@@ -101,20 +159,18 @@ impl UtilHist {
 ///
 /// Hand-written rather than `sketches-ddsketch` because it must take integer time weights and
 /// merge exactly (ddsketch keeps an `f64` sum and counts, so merged ≠ sequential bit for bit).
-/// Buckets are a dense vector from the smallest key seen (a device's memory use spans a few
-/// hundred buckets at most); the last value's bucket is remembered, since memory readings
+/// Buckets are stored sparsely; the last value's bucket is remembered, since memory readings
 /// repeat from sample to sample.
 #[derive(Clone, Debug, Default)]
 pub struct LogHist {
-    base: i32,
-    counts: Vec<u64>,
-    last: Option<(u64, i32)>,
+    bins: SparseBins,
+    last: Option<(u64, u32)>,
 }
 
 impl PartialEq for LogHist {
     fn eq(&self, other: &Self) -> bool {
         // The remembered bucket is a cache, not content.
-        self.iter().eq(other.iter())
+        self.bins == other.bins
     }
 }
 
@@ -123,39 +179,14 @@ impl Eq for LogHist {}
 const LOG_GAMMA: f64 = 0.009_950_330_853_168_083; // ln(1.01)
 
 impl LogHist {
-    #[allow(clippy::cast_possible_truncation)]
-    fn key(v: f64) -> i32 {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    fn key(v: f64) -> u32 {
         if v <= 1.0 {
             0
         } else {
-            (v.ln() / LOG_GAMMA).ceil() as i32
+            // Saturating: f64::MAX gives 71,333, far inside u32.
+            (v.ln() / LOG_GAMMA).ceil() as u32
         }
-    }
-
-    /// (key, weight) of the non-empty buckets, ascending.
-    fn iter(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
-        #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| **w > 0)
-            .map(|(i, w)| (self.base + i as i32, *w))
-    }
-
-    #[allow(clippy::cast_sign_loss)]
-    fn slot(&mut self, key: i32) -> &mut u64 {
-        if self.counts.is_empty() {
-            self.base = key;
-        } else if key < self.base {
-            let extra = (self.base - key) as usize;
-            self.counts.splice(0..0, std::iter::repeat_n(0, extra));
-            self.base = key;
-        }
-        let i = (key - self.base) as usize;
-        if i >= self.counts.len() {
-            self.counts.resize(i + 1, 0);
-        }
-        &mut self.counts[i]
     }
 
     /// Add `ms` at value `v` (values ≤ 1 share bucket 0).
@@ -169,37 +200,26 @@ impl LogHist {
                 k
             }
         };
-        *self.slot(key) += ms;
+        self.bins.add(key, ms);
     }
 
     /// Add all of `other`.
     pub fn merge(&mut self, other: &LogHist) {
-        for (k, w) in other.iter() {
-            *self.slot(k) += w;
-        }
+        self.bins.merge(&other.bins);
     }
 
     /// Quantile `q` (upper edge of the bucket holding it, within 1 %).
     #[must_use]
-    #[allow(
-        clippy::cast_precision_loss,
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss
-    )]
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        let total: u64 = self.counts.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        let target = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-        let mut acc = 0;
-        for (k, w) in self.iter() {
-            acc += w;
-            if acc >= target {
-                return Some((f64::from(k) * LOG_GAMMA).exp());
-            }
-        }
-        None
+        self.bins
+            .quantile_key(q)
+            .map(|k| (f64::from(k) * LOG_GAMMA).exp())
+    }
+
+    /// Bytes held on the heap (for the memory budget per device).
+    #[must_use]
+    pub fn heap_bytes(&self) -> usize {
+        self.bins.keys.capacity() * 4 + self.bins.weights.capacity() * 8
     }
 }
 
@@ -242,6 +262,35 @@ mod tests {
                 "{p}"
             );
         }
+    }
+
+    #[test]
+    fn sparse_bins_equal_a_dense_count() {
+        // Random keys and weights, added in random order: the sparse bins hold exactly what a
+        // dense array holds, and merging two halves gives the same.
+        let mut dense = vec![0u64; UTIL_BINS];
+        let mut a = UtilHist::default();
+        let mut b = UtilHist::default();
+        let mut x = 12_345u64;
+        for i in 0..5_000u64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            #[allow(clippy::cast_precision_loss)]
+            let pct = ((x >> 40) % 1001) as f32 / 10.0;
+            let w = (x >> 20) % 1000;
+            dense[UtilHist::bin(pct)] += w;
+            if i % 3 == 0 {
+                a.add(pct, w)
+            } else {
+                b.add(pct, w)
+            }
+        }
+        a.merge(&b);
+        let mut got = vec![0u64; UTIL_BINS];
+        for (k, w) in a.bins.iter() {
+            got[k as usize] += w;
+        }
+        assert_eq!(got, dense);
+        assert!(a.bins.keys.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

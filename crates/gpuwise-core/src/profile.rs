@@ -276,10 +276,16 @@ impl IdleState {
 pub struct DeviceAcc {
     first_ts: EpochMs,
     last: Sample,
+    /// A sample more than the maximum gap after `last`, waiting for the next sample to confirm
+    /// it (see [`DeviceAcc::push`]).
+    pending: Option<Sample>,
     samples: u64,
     reordered: u64,
     duplicates: u64,
+    outliers: u64,
     overlaps: u64,
+    overlap_samples: u64,
+    overlap_ms: u64,
     covered_ms: u64,
     gaps: u64,
     gap_ms: u64,
@@ -302,7 +308,7 @@ pub struct DeviceAcc {
     idle: IdleState,
     timeline: Timeline,
     /// Count of gaps between samples by ⌊log2(ms)⌋, for the sampling-interval estimate.
-    interval_log2: [u64; 48],
+    interval_log2: [u32; 48],
 }
 
 fn max_opt(a: Option<f32>, b: Option<f32>) -> Option<f32> {
@@ -319,6 +325,22 @@ pub enum Rejected {
     OutOfOrder,
     /// Same timestamp as the previous sample of the device.
     Duplicate,
+    /// Dated outside the plausible window ([`ProfileSettings::earliest_ms`] ..
+    /// [`ProfileSettings::latest_ms`]).
+    OutsideWindow,
+    /// Not after the time from which this input holds the device (an overlap being resolved,
+    /// see [`Profile`]).
+    Overlapped,
+}
+
+/// What [`DeviceAcc::push`] did with a sample it took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// Folded in (or held until the next sample confirms it).
+    Sample,
+    /// Folded in, and the device's previous sample, at the given time, was found to be an
+    /// outlier (ahead of both its neighbours) and dropped.
+    DroppedOutlier(EpochMs),
 }
 
 impl DeviceAcc {
@@ -328,10 +350,14 @@ impl DeviceAcc {
         Self {
             first_ts: first.ts_ms,
             last: *first,
+            pending: None,
             samples: 1,
             reordered: 0,
             duplicates: 0,
+            outliers: 0,
             overlaps: 0,
+            overlap_samples: 0,
+            overlap_ms: 0,
             covered_ms: 0,
             gaps: 0,
             gap_ms: 0,
@@ -357,21 +383,95 @@ impl DeviceAcc {
         }
     }
 
+    /// Samples taken.
+    #[must_use]
+    pub fn samples(&self) -> u64 {
+        self.samples + u64::from(self.pending.is_some())
+    }
+
+    /// Hours with data.
+    #[must_use]
+    pub fn covered_ms(&self) -> u64 {
+        self.covered_ms
+    }
+
+    /// Count samples and time dropped because another input held this device then.
+    pub fn add_overlap(&mut self, samples: u64, ms: u64) {
+        self.overlaps += 1;
+        self.overlap_samples += samples;
+        self.overlap_ms += ms;
+    }
+
+    /// Take over the overlap counts of `old` (the accumulator a rebuild replaces).
+    fn carry_overlaps(&mut self, old: &DeviceAcc) {
+        self.overlaps += old.overlaps;
+        self.overlap_samples += old.overlap_samples;
+        self.overlap_ms += old.overlap_ms;
+    }
+
+    /// Bytes this accumulator holds, on the stack and the heap (for the memory budget).
+    #[must_use]
+    pub fn footprint_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.util_hist.as_ref().map_or(0, UtilHist::heap_bytes)
+            + self.mem_hist.heap_bytes()
+            + self.timeline.cells.capacity() * std::mem::size_of::<HourCell>()
+            + self.idle.episodes.capacity() * std::mem::size_of::<Episode>()
+    }
+
     /// Timestamp of the first sample.
     #[must_use]
     pub fn first_ts(&self) -> EpochMs {
         self.first_ts
     }
 
-    /// Timestamp of the last sample.
+    /// Timestamp of the last sample (including one held for confirmation).
     #[must_use]
     pub fn last_ts(&self) -> EpochMs {
-        self.last.ts_ms
+        self.pending.map_or(self.last.ts_ms, |p| p.ts_ms)
     }
 
     /// Fold the next sample in.
-    pub fn push(&mut self, s: &Sample, st: &ProfileSettings) -> Result<(), Rejected> {
-        let gap = s.ts_ms - self.last.ts_ms;
+    ///
+    /// **Outliers.** A sample more than the maximum gap after the previous one is held until
+    /// the next sample that continues the series arrives: if that one is at or after it, it is
+    /// folded in; if that one falls between the previous sample and the held one, the held
+    /// sample was ahead of both its neighbours (a clock glitch, a line from another year) and
+    /// is dropped as an outlier, so it never becomes the anchor that turns every later sample
+    /// into `out_of_order`. (A next sample behind the previous one is out of order as usual.) The first sample of an accumulator is treated
+    /// the same way: when the second sample is earlier, the first is the outlier.
+    pub fn push(&mut self, s: &Sample, st: &ProfileSettings) -> Result<Taken, Rejected> {
+        let mut taken = Taken::Sample;
+        if let Some(p) = self.pending {
+            if s.ts_ms <= self.last.ts_ms {
+                // Behind the confirmed samples too: it says nothing about the held one.
+                if s.ts_ms == self.last.ts_ms {
+                    self.duplicates += 1;
+                    return Err(Rejected::Duplicate);
+                }
+                self.reordered += 1;
+                return Err(Rejected::OutOfOrder);
+            }
+            self.pending = None;
+            if s.ts_ms < p.ts_ms {
+                self.outliers += 1;
+                taken = Taken::DroppedOutlier(p.ts_ms);
+            } else {
+                self.confirm(&p, st);
+            }
+        } else if self.samples == 1
+            && self.covered_ms == 0
+            && self.last.ts_ms.saturating_sub(s.ts_ms)
+                > i64::try_from(st.max_gap_ms).unwrap_or(i64::MAX)
+        {
+            // The anchor is ahead of the sample after it: drop the anchor.
+            let dropped = self.last.ts_ms;
+            let kept = (self.reordered, self.duplicates, self.outliers + 1);
+            *self = Self::new(s);
+            (self.reordered, self.duplicates, self.outliers) = kept;
+            return Ok(Taken::DroppedOutlier(dropped));
+        }
+        let gap = s.ts_ms.saturating_sub(self.last.ts_ms);
         if gap < 0 {
             self.reordered += 1;
             return Err(Rejected::OutOfOrder);
@@ -381,11 +481,28 @@ impl DeviceAcc {
             return Err(Rejected::Duplicate);
         }
         #[allow(clippy::cast_sign_loss)]
-        self.step(gap as u64, st);
+        if gap as u64 > st.max_gap_ms {
+            self.pending = Some(*s);
+            return Ok(taken);
+        }
+        self.confirm(s, st);
+        Ok(taken)
+    }
+
+    /// Take `s`, which follows `self.last`.
+    fn confirm(&mut self, s: &Sample, st: &ProfileSettings) {
+        #[allow(clippy::cast_sign_loss)]
+        self.step((s.ts_ms - self.last.ts_ms) as u64, st);
         self.take_peaks(s);
         self.last = *s;
         self.samples += 1;
-        Ok(())
+    }
+
+    /// Decide a held sample: nothing earlier came after it, so it stands.
+    fn settle(&mut self, st: &ProfileSettings) {
+        if let Some(p) = self.pending.take() {
+            self.confirm(&p, st);
+        }
     }
 
     fn take_peaks(&mut self, s: &Sample) {
@@ -397,7 +514,8 @@ impl DeviceAcc {
 
     /// The interval after `self.last`, `gap` ms long.
     fn step(&mut self, gap: u64, st: &ProfileSettings) {
-        self.interval_log2[(63 - gap.leading_zeros() as usize).min(47)] += 1;
+        let bucket = &mut self.interval_log2[(63 - gap.leading_zeros() as usize).min(47)];
+        *bucket = bucket.saturating_add(1);
         if gap > st.max_gap_ms {
             self.gaps += 1;
             self.gap_ms += gap;
@@ -446,8 +564,39 @@ impl DeviceAcc {
 
     /// Append `later`, an accumulator of the same device that starts after this one ends.
     /// If they overlap in time, they are joined with a break and `overlaps` is counted.
-    pub fn merge(&mut self, later: &DeviceAcc, st: &ProfileSettings) {
-        let gap = later.first_ts - self.last.ts_ms;
+    pub fn merge(&mut self, later: &DeviceAcc, st: &ProfileSettings) -> Taken {
+        let mut taken = Taken::Sample;
+        if let Some(p) = self.pending.take() {
+            if later.first_ts > self.last.ts_ms && later.first_ts < p.ts_ms {
+                self.outliers += 1;
+                taken = Taken::DroppedOutlier(p.ts_ms);
+            } else {
+                self.confirm(&p, st);
+            }
+        }
+        let gap = later.first_ts.saturating_sub(self.last.ts_ms);
+        #[allow(clippy::cast_sign_loss)]
+        if gap > 0
+            && gap as u64 > st.max_gap_ms
+            && later.samples == 1
+            && later.pending.is_none()
+            && (later.reordered, later.duplicates, later.outliers) == (0, 0, 0)
+        {
+            // A lone sample far after this one, with nothing after it yet: held, as the
+            // sequential fold would hold it.
+            self.pending = Some(later.last);
+            self.overlaps += later.overlaps;
+            self.overlap_samples += later.overlap_samples;
+            self.overlap_ms += later.overlap_ms;
+            return taken;
+        }
+        if gap == 0 && later.samples == 1 && later.pending.is_none() {
+            // A lone sample repeating the last timestamp: a duplicate, as in the fold.
+            self.duplicates += 1 + later.duplicates;
+            self.reordered += later.reordered;
+            self.outliers += later.outliers;
+            return taken;
+        }
         if gap > 0 {
             #[allow(clippy::cast_sign_loss)]
             self.step(gap as u64, st);
@@ -459,7 +608,10 @@ impl DeviceAcc {
         self.samples += later.samples;
         self.reordered += later.reordered;
         self.duplicates += later.duplicates;
+        self.outliers += later.outliers;
         self.overlaps += later.overlaps;
+        self.overlap_samples += later.overlap_samples;
+        self.overlap_ms += later.overlap_ms;
         self.covered_ms += later.covered_ms;
         self.gaps += later.gaps;
         self.gap_ms += later.gap_ms;
@@ -489,16 +641,23 @@ impl DeviceAcc {
             .iter_mut()
             .zip(later.interval_log2.iter())
         {
-            *a += b;
+            *a = a.saturating_add(*b);
         }
         if later.last.ts_ms >= self.last.ts_ms {
             self.last = later.last;
         }
+        self.pending = later.pending;
+        taken
     }
 
     /// Summarize, in `tz` for hour-of-week patterns.
     #[must_use]
     pub fn finish(&self, st: &ProfileSettings, tz: &jiff::tz::TimeZone) -> DeviceStats {
+        if self.pending.is_some() {
+            let mut settled = self.clone();
+            settled.settle(st);
+            return settled.finish(st, tz);
+        }
         let episodes = self.idle.finish(st.min_idle_episode_ms);
         let idle_ms: u64 = episodes.iter().map(|e| e.dur_ms).sum();
         let held_ms: u64 = episodes.iter().map(|e| e.held_ms).sum();
@@ -561,7 +720,10 @@ impl DeviceAcc {
             samples: self.samples,
             reordered: self.reordered,
             duplicates: self.duplicates,
+            outliers: self.outliers,
             overlaps: self.overlaps,
+            overlap_samples: self.overlap_samples,
+            overlap_hours: ms_to_h(self.overlap_ms),
             observed_hours: ms_to_h(self.covered_ms),
             #[allow(clippy::cast_sign_loss)]
             span_hours: ms_to_h((self.last.ts_ms - self.first_ts) as u64),
@@ -598,13 +760,13 @@ impl DeviceAcc {
     /// Median gap between samples, from the log2 buckets (geometric middle of the bucket).
     #[allow(clippy::cast_precision_loss)]
     fn median_interval_s(&self) -> Option<f64> {
-        let total: u64 = self.interval_log2.iter().sum();
+        let total: u64 = self.interval_log2.iter().map(|n| u64::from(*n)).sum();
         if total == 0 {
             return None;
         }
-        let mut acc = 0;
+        let mut acc = 0u64;
         for (i, n) in self.interval_log2.iter().enumerate() {
-            acc += n;
+            acc += u64::from(*n);
             if acc * 2 >= total {
                 return Some((2f64).powf(i as f64 + 0.5) / 1000.0);
             }
@@ -684,8 +846,14 @@ pub struct DeviceStats {
     pub reordered: u64,
     /// Samples dropped for repeating the previous timestamp.
     pub duplicates: u64,
-    /// Pieces of data that overlapped in time and were joined with a break.
+    /// Samples dropped for being ahead of both neighbours (see [`DeviceAcc::push`]).
+    pub outliers: u64,
+    /// Inputs whose data of this device overlapped in time with another input's.
     pub overlaps: u64,
+    /// Samples dropped because another input already covered their time.
+    pub overlap_samples: u64,
+    /// Hours covered twice (or more), counted once.
+    pub overlap_hours: f64,
     /// Hours with data (the GPU-hours of this device).
     pub observed_hours: f64,
     /// Hours from first to last sample.
@@ -738,6 +906,48 @@ pub struct DeviceStats {
     pub hourly: Vec<HourPoint>,
 }
 
+/// The input a piece of data came from: its place in the list of inputs. Where two inputs
+/// cover the same device at the same time, the order of inputs breaks ties (see [`Profile`]).
+pub type SourceId = u32;
+
+/// How a device is told apart when counting. A GPU UUID names one GPU whatever host reported
+/// it (a copied log named after another host, an HA collector with another host label), so a
+/// device with a UUID is the UUID (and MIG instance); one without (an index or bus id) is also
+/// its host's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Identity {
+    host: Option<String>,
+    gpu: String,
+    mig: Option<String>,
+}
+
+impl Identity {
+    /// The identity of `key`.
+    #[must_use]
+    pub fn of(key: &DeviceKey) -> Self {
+        Self {
+            host: (!is_gpu_uuid(&key.gpu)).then(|| key.host.clone()),
+            gpu: key.gpu.clone(),
+            mig: key.mig.clone(),
+        }
+    }
+}
+
+/// Whether `gpu` is an NVIDIA GPU or MIG UUID (`GPU-5fd7…`, `MIG-…`), globally unique.
+#[must_use]
+pub fn is_gpu_uuid(gpu: &str) -> bool {
+    (gpu.starts_with("GPU-") || gpu.starts_with("MIG-")) && gpu.len() >= 12
+}
+
+/// What a re-read keeps of one device from one input (see [`Rebuild`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// Every sample.
+    All,
+    /// Only samples after this time: an earlier input covers the device until then.
+    After(EpochMs),
+}
+
 /// Builds per-device accumulators from a stream of samples; readers feed it.
 ///
 /// Devices are numbered in order of first appearance; readers look a device up once and then
@@ -745,8 +955,11 @@ pub struct DeviceStats {
 #[derive(Clone, Debug)]
 pub struct ProfileBuilder {
     settings: ProfileSettings,
+    source: SourceId,
     devices: Vec<Slot>,
     index: std::collections::HashMap<DeviceKey, usize>,
+    /// A re-read that resolves overlaps: only these devices, and from these times.
+    filter: Option<std::sync::Arc<BTreeMap<Identity, Keep>>>,
 }
 
 #[derive(Clone, Debug)]
@@ -754,6 +967,8 @@ struct Slot {
     key: DeviceKey,
     info: DeviceInfo,
     acc: Option<DeviceAcc>,
+    /// `None`: the device is not wanted (a re-read for other devices).
+    keep: Option<Keep>,
 }
 
 /// A device's number inside one [`ProfileBuilder`].
@@ -761,14 +976,32 @@ struct Slot {
 pub struct DeviceId(usize);
 
 impl ProfileBuilder {
-    /// An empty builder.
+    /// An empty builder for input 0.
     #[must_use]
     pub fn new(settings: ProfileSettings) -> Self {
         Self {
             settings,
+            source: 0,
             devices: Vec::new(),
             index: std::collections::HashMap::new(),
+            filter: None,
         }
+    }
+
+    /// The builder of input `source`.
+    #[must_use]
+    pub fn for_source(settings: ProfileSettings, source: SourceId) -> Self {
+        Self {
+            source,
+            ..Self::new(settings)
+        }
+    }
+
+    /// Keep only the devices of `filter`, from the times it names (a [`Rebuild`] re-read).
+    #[must_use]
+    pub fn with_filter(mut self, filter: std::sync::Arc<BTreeMap<Identity, Keep>>) -> Self {
+        self.filter = Some(filter);
+        self
     }
 
     /// The number of `key`, registering it on first sight.
@@ -777,11 +1010,16 @@ impl ProfileBuilder {
             return DeviceId(*i);
         }
         let i = self.devices.len();
+        let keep = match &self.filter {
+            None => Some(Keep::All),
+            Some(f) => f.get(&Identity::of(&key)).copied(),
+        };
         self.index.insert(key.clone(), i);
         self.devices.push(Slot {
             key,
             info: DeviceInfo::default(),
             acc: None,
+            keep,
         });
         DeviceId(i)
     }
@@ -792,13 +1030,22 @@ impl ProfileBuilder {
     }
 
     /// Fold a sample of device `id`.
-    pub fn push(&mut self, id: DeviceId, s: &Sample) -> Result<(), Rejected> {
+    pub fn push(&mut self, id: DeviceId, s: &Sample) -> Result<Taken, Rejected> {
+        let st = &self.settings;
+        if s.ts_ms < st.earliest_ms || s.ts_ms > st.latest_ms {
+            return Err(Rejected::OutsideWindow);
+        }
         let slot = &mut self.devices[id.0];
+        match slot.keep {
+            None => return Err(Rejected::Overlapped),
+            Some(Keep::After(t)) if s.ts_ms <= t => return Err(Rejected::Overlapped),
+            Some(_) => {}
+        }
         match &mut slot.acc {
-            Some(acc) => acc.push(s, &self.settings),
+            Some(acc) => acc.push(s, st),
             None => {
                 slot.acc = Some(DeviceAcc::new(s));
-                Ok(())
+                Ok(Taken::Sample)
             }
         }
     }
@@ -806,88 +1053,419 @@ impl ProfileBuilder {
     /// Finish building: the devices that got at least one sample.
     #[must_use]
     pub fn build(self) -> Profile {
-        let mut devices = BTreeMap::new();
+        let mut p = Profile::default();
         for slot in self.devices {
             if let Some(acc) = slot.acc {
-                devices.insert(slot.key, vec![(slot.info, acc)]);
+                p.add(self.source, slot.key, slot.info, acc, &self.settings);
             }
         }
-        Profile { parts: devices }
+        p
     }
 }
 
-/// The profile of a fleet: per device, the pieces read so far (one per file or chunk), to be
-/// joined in time order by [`Profile::merge`] and [`Profile::finish`].
+/// The time one input covers one device: its first sample in the input's order, its last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Extent {
+    source: SourceId,
+    first: EpochMs,
+    last: EpochMs,
+}
+
+/// One device of a [`Profile`].
+#[derive(Clone, Debug)]
+struct Device {
+    /// The key it was first seen under.
+    key: DeviceKey,
+    /// Every host it was reported under, with its samples (a UUID seen under two hosts).
+    hosts: BTreeMap<String, u64>,
+    info: DeviceInfo,
+    /// The pieces joined so far, in time order.
+    acc: DeviceAcc,
+    /// The time each input covers; while not `tangled`, sorted and disjoint.
+    extents: Vec<Extent>,
+    /// A piece overlapped the joined ones without being covered by them: the device is read
+    /// again by [`Rebuild`]; until then `acc` holds only the pieces before the tangle.
+    tangled: bool,
+    /// Samples of this device the profile held before a rebuild (to count what it dropped).
+    samples_before_rebuild: u64,
+    /// The first two inputs found to overlap on this device (for `--strict`).
+    overlap_sources: Option<(SourceId, SourceId)>,
+}
+
+/// The profile of a fleet: one accumulator per device, fed with pieces (one per block or
+/// input) as they are read.
+///
+/// **Every device-hour once.** A device is covered once in time whatever inputs its samples
+/// come from. Pieces that follow each other are joined exactly. A piece that lies wholly inside
+/// the time earlier inputs already cover (the same file given twice, a copy, a collector's
+/// duplicate scrape) is dropped and counted. A piece that overlaps partly makes the device
+/// *tangled*: [`Profile::tangled`] then says which inputs to read again, and how, by one rule —
+/// in order of first sample (ties: input order), each input holds the device from its first
+/// sample to its last, and a later-starting input contributes only its samples after the time
+/// the inputs before it cover (samples inside that time are dropped and counted as overlap).
+/// Inside one input, samples follow the sequential rule of [`DeviceAcc::push`], whatever block
+/// they were read in.
 #[derive(Clone, Debug, Default)]
 pub struct Profile {
-    parts: BTreeMap<DeviceKey, Vec<(DeviceInfo, DeviceAcc)>>,
+    devices: BTreeMap<Identity, Device>,
+}
+
+/// The inputs to read again to untangle overlapping devices, and what to keep of each.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rebuild {
+    /// Per input, in the order to read them (roughly time order, so pieces join as they come),
+    /// the devices to keep and from when.
+    pub reads: Vec<(SourceId, BTreeMap<Identity, Keep>)>,
+    /// Per device, hours that more than one input covered.
+    overlap_ms: BTreeMap<Identity, u64>,
+}
+
+impl Rebuild {
+    /// Leave out input `source`, which cannot be read again (standard input): the devices it
+    /// tangled keep what was joined before the tangle, and say so.
+    pub fn drop_source(&mut self, source: SourceId) {
+        let Some(i) = self.reads.iter().position(|(s, _)| *s == source) else {
+            return;
+        };
+        let (_, devices) = self.reads.remove(i);
+        for id in devices.keys() {
+            self.overlap_ms.remove(id);
+            for (_, keep) in &mut self.reads {
+                keep.remove(id);
+            }
+        }
+        self.reads.retain(|(_, keep)| !keep.is_empty());
+    }
 }
 
 impl Profile {
-    /// Add all pieces of `other`.
-    pub fn merge(&mut self, other: Profile) {
-        for (k, mut v) in other.parts {
-            self.parts.entry(k).or_default().append(&mut v);
+    /// Add one piece: a device's accumulator from input `source`. Returns whether joining it
+    /// dropped an outlier sample at the seam.
+    pub fn add(
+        &mut self,
+        source: SourceId,
+        key: DeviceKey,
+        info: DeviceInfo,
+        acc: DeviceAcc,
+        st: &ProfileSettings,
+    ) -> Taken {
+        let hosts = BTreeMap::from([(key.host.clone(), acc.samples())]);
+        self.add_piece(source, key, hosts, &info, acc, st)
+    }
+
+    fn add_piece(
+        &mut self,
+        source: SourceId,
+        key: DeviceKey,
+        hosts: BTreeMap<String, u64>,
+        info: &DeviceInfo,
+        acc: DeviceAcc,
+        st: &ProfileSettings,
+    ) -> Taken {
+        let extent = Extent {
+            source,
+            first: acc.first_ts(),
+            last: acc.last_ts(),
+        };
+        match self.devices.entry(Identity::of(&key)) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(Device {
+                    hosts,
+                    key,
+                    info: info.clone(),
+                    acc,
+                    extents: vec![extent],
+                    tangled: false,
+                    samples_before_rebuild: 0,
+                    overlap_sources: None,
+                });
+                Taken::Sample
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                o.get_mut().add(extent, hosts, info, acc, st)
+            }
         }
     }
 
-    /// Join each device's pieces in time order (keeps memory bounded during long reads).
-    pub fn compact(&mut self, st: &ProfileSettings) {
-        for pieces in self.parts.values_mut() {
-            if pieces.len() > 1 {
-                let joined = join(std::mem::take(pieces), st);
-                pieces.push(joined);
+    /// Add every piece of `other` (the profile of one input, or of one block of it), which
+    /// comes after everything added so far in input order. Returns the outliers dropped at seams.
+    pub fn absorb(&mut self, other: Profile, st: &ProfileSettings) -> u64 {
+        let mut outliers = 0;
+        for (id, d) in other.devices {
+            if d.tangled {
+                let mine = self.devices.entry(id).or_insert_with(|| Device {
+                    extents: Vec::new(),
+                    hosts: BTreeMap::new(),
+                    info: DeviceInfo::default(),
+                    ..d.clone()
+                });
+                if !mine.tangled {
+                    mine.tangled = true;
+                    mine.samples_before_rebuild = mine.acc.samples();
+                }
+                mine.samples_before_rebuild += d.samples_before_rebuild;
+                for e in d.extents {
+                    mine.note_extent(e);
+                }
+                mine.merge_meta(d.hosts, &d.info);
+                continue;
             }
+            let source = d.extents.first().map_or(0, |e| e.source);
+            if matches!(
+                self.add_piece(source, d.key, d.hosts, &d.info, d.acc, st),
+                Taken::DroppedOutlier(_)
+            ) {
+                outliers += 1;
+            }
+        }
+        outliers
+    }
+
+    /// Which inputs to read again so that tangled devices are covered once, or `None` when
+    /// nothing is tangled.
+    #[must_use]
+    pub fn tangled(&self) -> Option<Rebuild> {
+        let mut per_source: BTreeMap<SourceId, (EpochMs, BTreeMap<Identity, Keep>)> =
+            BTreeMap::new();
+        let mut overlap_ms = BTreeMap::new();
+        for (id, d) in &self.devices {
+            if !d.tangled {
+                continue;
+            }
+            let mut extents = d.extents.clone();
+            extents.sort_by_key(|e| (e.first, e.source));
+            let mut covered: Option<EpochMs> = None;
+            let mut twice = 0u64;
+            for e in extents {
+                let keep = match covered {
+                    Some(f) if e.last <= f => None,
+                    Some(f) if e.first <= f => Some(Keep::After(f)),
+                    _ => Some(Keep::All),
+                };
+                #[allow(clippy::cast_sign_loss)]
+                match (keep, covered) {
+                    (None, _) => twice += (e.last - e.first) as u64,
+                    (Some(Keep::After(f)), _) => twice += (f - e.first) as u64,
+                    _ => {}
+                }
+                covered = Some(covered.map_or(e.last, |f| f.max(e.last)));
+                if let Some(k) = keep {
+                    let entry = per_source
+                        .entry(e.source)
+                        .or_insert_with(|| (e.first, BTreeMap::new()));
+                    entry.0 = entry.0.min(e.first);
+                    entry.1.insert(id.clone(), k);
+                }
+            }
+            overlap_ms.insert(id.clone(), twice);
+        }
+        if overlap_ms.is_empty() {
+            return None;
+        }
+        let mut reads: Vec<(EpochMs, SourceId, BTreeMap<Identity, Keep>)> = per_source
+            .into_iter()
+            .map(|(src, (first, keep))| (first, src, keep))
+            .collect();
+        reads.sort_by_key(|r| (r.0, r.1));
+        Some(Rebuild {
+            reads: reads.into_iter().map(|(_, s, k)| (s, k)).collect(),
+            overlap_ms,
+        })
+    }
+
+    /// Replace the tangled devices of `plan` by what the re-reads gave (`pieces`, the profiles
+    /// of the inputs of `plan.reads`, in that order).
+    pub fn rebuild(&mut self, plan: &Rebuild, pieces: Vec<Profile>, st: &ProfileSettings) {
+        let mut fresh: BTreeMap<Identity, Vec<(DeviceKey, DeviceInfo, DeviceAcc)>> =
+            BTreeMap::new();
+        for p in pieces {
+            for (id, d) in p.devices {
+                if plan.overlap_ms.contains_key(&id) {
+                    fresh.entry(id).or_default().push((d.key, d.info, d.acc));
+                }
+            }
+        }
+        for (id, twice) in &plan.overlap_ms {
+            let Some(dev) = self.devices.get_mut(id) else {
+                continue;
+            };
+            let Some(mut parts) = fresh.remove(id) else {
+                continue;
+            };
+            parts.sort_by_key(|(_, _, a)| a.first_ts());
+            let before = dev.samples_before_rebuild.max(dev.acc.samples());
+            let mut it = parts.into_iter();
+            let Some((key, mut info, mut acc)) = it.next() else {
+                continue;
+            };
+            let mut hosts = BTreeMap::from([(key.host.clone(), acc.samples())]);
+            for (k, i, a) in it {
+                *hosts.entry(k.host).or_default() += a.samples();
+                info.merge(&i);
+                acc.merge(&a, st);
+            }
+            let after = acc.samples();
+            acc.carry_overlaps(&dev.acc);
+            acc.add_overlap(before.saturating_sub(after), *twice);
+            dev.acc = acc;
+            dev.info = info;
+            dev.hosts = hosts;
+            dev.tangled = false;
         }
     }
 
     /// Number of devices.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.parts.len()
+        self.devices.len()
+    }
+
+    /// Samples taken, over all devices.
+    #[must_use]
+    pub fn samples(&self) -> u64 {
+        self.devices.values().map(|d| d.acc.samples()).sum()
+    }
+
+    /// The first device (in key order) whose inputs overlapped, with the two inputs.
+    #[must_use]
+    pub fn first_overlap(&self) -> Option<(DeviceKey, SourceId, SourceId)> {
+        self.devices
+            .values()
+            .find_map(|d| d.overlap_sources.map(|(a, b)| (d.key.clone(), a, b)))
     }
 
     /// Whether there is no device.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.parts.is_empty()
+        self.devices.is_empty()
     }
 
-    /// Join every device's pieces and summarize each device.
+    /// Bytes the profile holds per device, on average (accumulators and extents; for the memory
+    /// budget in BENCHMARKS.md).
+    #[must_use]
+    pub fn footprint_bytes(&self) -> usize {
+        self.devices
+            .values()
+            .map(|d| {
+                std::mem::size_of::<Device>()
+                    + d.acc.footprint_bytes()
+                    + d.extents.capacity() * std::mem::size_of::<Extent>()
+            })
+            .sum()
+    }
+
+    /// Summarize each device.
     #[must_use]
     pub fn finish(self, st: &ProfileSettings, tz: &jiff::tz::TimeZone) -> Vec<DeviceProfile> {
-        self.parts
+        self.joined(st)
             .into_iter()
-            .map(|(key, pieces)| {
-                let (info, acc) = join(pieces, st);
-                DeviceProfile {
-                    stats: acc.finish(st, tz),
-                    key,
-                    info,
-                }
+            .map(|(key, (info, acc))| DeviceProfile {
+                stats: acc.finish(st, tz),
+                key,
+                info,
             })
             .collect()
     }
 
-    /// The joined accumulator of each device (for tests and tools).
+    /// The joined accumulator of each device (for tests and tools), under its display key: the
+    /// host it was reported under most (a UUID seen under several hosts is one device).
     #[must_use]
-    pub fn joined(self, st: &ProfileSettings) -> BTreeMap<DeviceKey, (DeviceInfo, DeviceAcc)> {
-        self.parts
-            .into_iter()
-            .map(|(k, pieces)| (k, join(pieces, st)))
+    pub fn joined(self, _st: &ProfileSettings) -> BTreeMap<DeviceKey, (DeviceInfo, DeviceAcc)> {
+        self.devices
+            .into_values()
+            .map(|d| {
+                let mut key = d.key;
+                if let Some((host, _)) = d
+                    .hosts
+                    .iter()
+                    .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+                {
+                    key.host.clone_from(host);
+                }
+                let mut info = d.info;
+                if d.hosts.len() > 1 {
+                    info.other_hosts = d
+                        .hosts
+                        .keys()
+                        .filter(|h| **h != key.host)
+                        .cloned()
+                        .collect();
+                }
+                info.unresolved_overlap = d.tangled;
+                (key, (info, d.acc))
+            })
             .collect()
     }
 }
 
-fn join(mut pieces: Vec<(DeviceInfo, DeviceAcc)>, st: &ProfileSettings) -> (DeviceInfo, DeviceAcc) {
-    pieces.sort_by_key(|(_, acc)| (acc.first_ts, acc.last.ts_ms));
-    let mut it = pieces.into_iter();
-    let (mut info, mut acc) = it.next().expect("a device has at least one piece");
-    for (i, a) in it {
-        info.merge(&i);
-        acc.merge(&a, st);
+impl Device {
+    fn note_extent(&mut self, e: Extent) {
+        match self.extents.iter_mut().rev().find(|x| x.source == e.source) {
+            Some(x) => x.last = x.last.max(e.last),
+            None => self.extents.push(e),
+        }
     }
-    (info, acc)
+
+    fn add(
+        &mut self,
+        e: Extent,
+        hosts: BTreeMap<String, u64>,
+        info: &DeviceInfo,
+        acc: DeviceAcc,
+        st: &ProfileSettings,
+    ) -> Taken {
+        let same_source = self.extents.last().is_some_and(|x| x.source == e.source);
+        let mut taken = Taken::Sample;
+        if !self.tangled {
+            if e.first > self.acc.last_ts() {
+                taken = self.acc.merge(&acc, st);
+            } else if e.last < self.acc.first_ts() && !same_source {
+                let mut earlier = acc.clone();
+                taken = earlier.merge(&self.acc, st);
+                self.acc = earlier;
+                self.extents.insert(0, e);
+                self.merge_meta(hosts, info);
+                return taken;
+            } else if !same_source && let Some(by) = self.covered_by(e) {
+                // Wholly inside what an earlier input covers: counted, not added (its host is
+                // still one this GPU was reported under).
+                self.acc.add_overlap(acc.samples(), acc.covered_ms());
+                for h in hosts.into_keys() {
+                    self.hosts.entry(h).or_default();
+                }
+                self.overlap_sources.get_or_insert((by, e.source));
+                return taken;
+            } else {
+                self.tangled = true;
+                self.samples_before_rebuild = self.acc.samples();
+                if !same_source {
+                    let by = self.extents.last().map_or(e.source, |x| x.source);
+                    self.overlap_sources.get_or_insert((by, e.source));
+                }
+            }
+        }
+        if self.tangled {
+            self.samples_before_rebuild += acc.samples();
+        }
+        self.note_extent(e);
+        self.merge_meta(hosts, info);
+        taken
+    }
+
+    fn merge_meta(&mut self, hosts: BTreeMap<String, u64>, info: &DeviceInfo) {
+        self.info.merge(info);
+        for (h, n) in hosts {
+            *self.hosts.entry(h).or_default() += n;
+        }
+    }
+
+    /// Whether the inputs before `e` (in first-sample order) cover all of it. Extents are sorted
+    /// and disjoint while the device is not tangled, so the one that starts last at or before
+    /// `e` holds the latest cover.
+    fn covered_by(&self, e: Extent) -> Option<SourceId> {
+        let i = self.extents.partition_point(|x| x.first <= e.first);
+        (i > 0 && self.extents[i - 1].last >= e.last).then(|| self.extents[i - 1].source)
+    }
 }
 
 /// One device: identity, metadata and statistics.
@@ -975,6 +1553,83 @@ mod tests {
     }
 
     #[test]
+    fn an_outlier_ahead_of_both_neighbours_is_dropped_not_an_anchor() {
+        let mut acc = DeviceAcc::new(&s(0, 50.0, 0.0));
+        for m in [1, 2, 100_000, 3, 4] {
+            let r = acc.push(&s(m, 50.0, 0.0), &st());
+            if m == 3 {
+                assert_eq!(r, Ok(Taken::DroppedOutlier(100_000 * 60_000)));
+            } else {
+                assert_eq!(r, Ok(Taken::Sample));
+            }
+        }
+        let stats = acc.finish(&st(), &jiff::tz::TimeZone::UTC);
+        assert_eq!((stats.samples, stats.outliers, stats.reordered), (5, 1, 0));
+        assert!((stats.observed_hours - 4.0 / 60.0).abs() < 1e-12);
+        assert_eq!(stats.last_ts_ms, 4 * 60_000);
+        // The first sample as the outlier: the anchor moves to the second.
+        let mut acc = DeviceAcc::new(&s(100_000, 50.0, 0.0));
+        assert_eq!(
+            acc.push(&s(1, 50.0, 0.0), &st()),
+            Ok(Taken::DroppedOutlier(100_000 * 60_000))
+        );
+        acc.push(&s(2, 50.0, 0.0), &st()).expect("in order");
+        let stats = acc.finish(&st(), &jiff::tz::TimeZone::UTC);
+        assert_eq!(
+            (stats.first_ts_ms, stats.samples, stats.outliers),
+            (60_000, 2, 1)
+        );
+        // A long gap that the next sample confirms is a gap, not an outlier.
+        let mut acc = DeviceAcc::new(&s(0, 50.0, 0.0));
+        acc.push(&s(600, 50.0, 0.0), &st()).expect("held");
+        acc.push(&s(601, 50.0, 0.0), &st()).expect("confirms");
+        let stats = acc.finish(&st(), &jiff::tz::TimeZone::UTC);
+        assert_eq!((stats.samples, stats.outliers, stats.gaps), (3, 0, 1));
+    }
+
+    fn piece(key: &DeviceKey, from_min: i64, to_min: i64) -> (DeviceInfo, DeviceAcc) {
+        let mut acc = DeviceAcc::new(&s(from_min, 50.0, 0.0));
+        for m in from_min + 1..=to_min {
+            acc.push(&s(m, 50.0, 0.0), &st()).expect("in order");
+        }
+        let _ = key;
+        (DeviceInfo::default(), acc)
+    }
+
+    #[test]
+    fn covered_pieces_are_dropped_and_partial_overlaps_planned_by_the_sweep() {
+        let key = DeviceKey::new("h", "GPU-0000000000aa");
+        let mut p = Profile::default();
+        for (src, (a, b)) in [(0, (0, 60)), (1, (10, 50)), (2, (61, 120))] {
+            let (info, acc) = piece(&key, a, b);
+            p.add(src, key.clone(), info, acc, &st());
+        }
+        // Input 1 lies inside input 0: dropped and counted, nothing to re-read.
+        assert_eq!(p.tangled(), None);
+        let joined = p.clone().joined(&st());
+        let acc = &joined[&key].1;
+        assert_eq!(acc.samples(), 61 + 60);
+        assert_eq!((acc.overlaps, acc.overlap_samples), (1, 41));
+        // Input 3 overlaps inputs 0 and 2 in part: re-read from where they end; a host that
+        // differs is the same GPU (by UUID).
+        let (info, acc) = piece(&key, 100, 150);
+        let other = DeviceKey::new("h-copy", "GPU-0000000000aa");
+        p.add(3, other, info, acc, &st());
+        let plan = p.tangled().expect("tangled");
+        let id = Identity::of(&key);
+        let keep: Vec<(SourceId, Keep)> =
+            plan.reads.iter().map(|(src, k)| (*src, k[&id])).collect();
+        assert_eq!(
+            keep,
+            vec![
+                (0, Keep::All),
+                (2, Keep::All),
+                (3, Keep::After(120 * 60_000))
+            ]
+        );
+    }
+
+    #[test]
     fn hour_of_week_is_monday_first_in_the_zone() {
         // 2026-01-05 is a Monday. 00:30 UTC is Sunday 19:30 in New York.
         let ms = jiff::Timestamp::from_second(1_767_573_000)
@@ -999,20 +1654,32 @@ mod tests {
                 prop_oneof![Just(None), (0f32..4096.0).prop_map(Some)],
                 prop_oneof![Just(None), (0f32..700.0).prop_map(Some)],
                 prop_oneof![Just(None), (0f32..=100.0).prop_map(Some)],
+                prop::bool::weighted(0.03),
             ),
             2..300,
         )
         .prop_map(|v| {
             let mut t = 1_767_225_600_000i64;
+            let mut after_outlier = true;
             v.into_iter()
-                .map(|(gap, util, mem, power, sm)| {
-                    t += gap;
+                .map(|(gap, util, mem, power, sm, outlier)| {
+                    // Now and then a sample ten days ahead that the next one contradicts (never
+                    // two in a row: two samples that agree are data, and the sequential rule
+                    // then keeps them while a piece that starts with them cannot know it).
+                    let outlier = outlier && !after_outlier;
+                    after_outlier = outlier;
+                    let ts = if outlier {
+                        t + 10 * 86_400_000
+                    } else {
+                        t += gap;
+                        t
+                    };
                     Sample {
                         util_pct: util,
                         mem_used_mib: mem,
                         power_w: power,
                         sm_active_pct: sm,
-                        ..Sample::at(t)
+                        ..Sample::at(ts)
                     }
                 })
                 .collect()

@@ -150,6 +150,25 @@ pub struct IngestSummary {
     /// What was pulled from a Prometheus-compatible store (absent for files).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pulled: Option<Pulled>,
+    /// Data of one device that reached the profile from more than one input for the same time,
+    /// counted once (filled by [`build`] from the devices).
+    pub overlap: OverlapSummary,
+}
+
+/// Overlapping inputs, resolved: see `docs/input-formats.md`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OverlapSummary {
+    /// Devices covered by more than one input at the same time.
+    pub devices: u64,
+    /// Samples dropped because another input already covered their time.
+    pub samples_dropped: u64,
+    /// Hours covered more than once (each counted once).
+    pub hours_covered_twice: f64,
+    /// Devices (GPU UUIDs) reported under more than one host, counted once.
+    pub devices_under_several_hosts: u64,
+    /// Devices whose overlap could not be resolved (standard input cannot be read twice):
+    /// only their data before the overlap is counted.
+    pub unresolved_devices: u64,
 }
 
 /// The cost of reading from a store: what crossed the network.
@@ -506,7 +525,10 @@ pub fn build(
     let mut how = vec![(0.0f64, 0.0f64, 0.0f64, 0.0f64); 168];
     let (mut start, mut end) = (None::<EpochMs>, None::<EpochMs>);
     let mut gaps = (0u64, 0u64);
-    let mut order_issues = (0u64, 0u64, 0u64);
+    let mut order_issues = (0u64, 0u64);
+    let mut overlap = OverlapSummary::default();
+    let mut several_hosts: Vec<String> = Vec::new();
+    let mut unresolved: Vec<String> = Vec::new();
     let mut future = 0u64;
 
     for p in profiles {
@@ -614,7 +636,28 @@ pub fn build(
         }
         order_issues.0 += s.reordered;
         order_issues.1 += s.duplicates;
-        order_issues.2 += s.overlaps;
+        if s.overlaps > 0 {
+            overlap.devices += 1;
+            overlap.samples_dropped += s.overlap_samples;
+            overlap.hours_covered_twice += s.overlap_hours;
+        }
+        if !p.info.other_hosts.is_empty() {
+            overlap.devices_under_several_hosts += 1;
+            several_hosts.push(format!(
+                "`{}` also as {}",
+                p.key,
+                p.info
+                    .other_hosts
+                    .iter()
+                    .map(|h| format!("`{h}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if p.info.unresolved_overlap {
+            overlap.unresolved_devices += 1;
+            unresolved.push(format!("`{}`", p.key));
+        }
         if opts
             .now_ms
             .is_some_and(|now| s.last_ts_ms > now + 86_400_000)
@@ -757,11 +800,6 @@ pub fn build(
             "sample(s) repeating the previous timestamp of their device were dropped",
         ),
         (
-            "overlap",
-            order_issues.2,
-            "piece(s) of data overlapping in time with others of the same device were joined with a break",
-        ),
-        (
             "future_timestamp",
             future,
             "device(s) have samples more than a day in the future (check --tz and clocks)",
@@ -776,6 +814,38 @@ pub fn build(
         }
     }
 
+    if overlap.devices > 0 {
+        warnings.push(Warning {
+            kind: "overlap".into(),
+            message: format!(
+                "{} device(s) were covered by more than one input at the same time (the same file twice, copies, or two collectors): {:.2} h covered twice and {} sample(s) dropped, so each device-hour counts once",
+                overlap.devices, overlap.hours_covered_twice, overlap.samples_dropped
+            ),
+            count: overlap.devices,
+        });
+    }
+    if !several_hosts.is_empty() {
+        warnings.push(Warning {
+            kind: "same_gpu_several_hosts".into(),
+            message: format!(
+                "{} GPU(s) were reported under more than one host and are counted once, under the host that reported them most: {}",
+                several_hosts.len(),
+                several_hosts.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+            ),
+            count: several_hosts.len() as u64,
+        });
+    }
+    if !unresolved.is_empty() {
+        warnings.push(Warning {
+            kind: "unresolved_overlap".into(),
+            message: format!(
+                "{} device(s) overlap between standard input and other inputs; standard input cannot be read twice, so only their data before the overlap counts (pass the data as a file): {}",
+                unresolved.len(),
+                unresolved.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+            ),
+            count: unresolved.len() as u64,
+        });
+    }
     let mut group_rows: Vec<GroupRow> = groups
         .into_iter()
         .map(|(key, g)| GroupRow {
@@ -870,6 +940,7 @@ pub fn build(
             .collect(),
         ingest: IngestSummary {
             warnings: Vec::new(),
+            overlap,
             ..ingest
         },
         warnings: all_warnings,
@@ -925,9 +996,9 @@ mod tests {
         b.info_mut(busy).model_name = Some("NVIDIA A100-SXM4-80GB".into());
         let idle = b.device(DeviceKey::new("h1", "GPU-b"));
         b.info_mut(idle).model_name = Some("Tesla T4".into());
-        // 2 hours at 1-minute samples.
+        // 2 hours at 1-minute samples, from 2026-01-05 00:00 UTC.
         for m in 0..=120 {
-            let t = m * 60_000;
+            let t = 1_767_571_200_000 + m * 60_000;
             b.push(
                 busy,
                 &Sample {

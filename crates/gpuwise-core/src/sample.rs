@@ -195,6 +195,12 @@ pub struct DeviceInfo {
     /// Label values seen (namespace, pod, container, and any other label), with how many
     /// samples carried each value.
     pub labels: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Other hosts the same GPU (by UUID) was reported under; it is counted once, under the
+    /// host that reported it most.
+    pub other_hosts: Vec<String>,
+    /// Inputs of this device overlapped in time and could not be read again (standard input):
+    /// only the data before the overlap is counted.
+    pub unresolved_overlap: bool,
 }
 
 impl DeviceInfo {

@@ -6,6 +6,8 @@
 
 use serde::Serialize;
 
+use crate::sample::EpochMs;
+
 /// How samples become time: weighting, gaps and idle episodes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProfileSettings {
@@ -18,7 +20,17 @@ pub struct ProfileSettings {
     pub min_idle_episode_ms: u64,
     /// Idle time is *held idle* while at least this much memory is in use.
     pub held_idle_min_mib: f32,
+    /// Samples dated before this are implausible (a clock that was never set) and skipped.
+    pub earliest_ms: EpochMs,
+    /// Samples dated after this are implausible (a clock far in the future) and skipped. The
+    /// binary sets it to one day after the time of the run; the default is 2100-01-01.
+    pub latest_ms: EpochMs,
 }
+
+/// 2000-01-01T00:00:00Z: no GPU telemetry this tool reads is older.
+pub const EARLIEST_PLAUSIBLE_MS: EpochMs = 946_684_800_000;
+/// 2100-01-01T00:00:00Z: the latest time a pure default can allow.
+pub const LATEST_PLAUSIBLE_MS: EpochMs = 4_102_444_800_000;
 
 impl Default for ProfileSettings {
     fn default() -> Self {
@@ -27,6 +39,8 @@ impl Default for ProfileSettings {
             idle_threshold_pct: 5.0,
             min_idle_episode_ms: 10 * 60_000,
             held_idle_min_mib: 1024.0,
+            earliest_ms: EARLIEST_PLAUSIBLE_MS,
+            latest_ms: LATEST_PLAUSIBLE_MS,
         }
     }
 }

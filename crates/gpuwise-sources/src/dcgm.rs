@@ -365,11 +365,21 @@ pub fn read(
     let mut since_flush = 0u32;
     let mut late = 0u64;
     loop {
-        buf.clear();
-        if r.read_until(b'\n', &mut buf)? == 0 {
-            break;
+        match crate::lines::read_line(r, &mut buf, crate::lines::MAX_LINE)? {
+            crate::lines::Line::End => break,
+            crate::lines::Line::Whole => line_no += 1,
+            crate::lines::Line::TooLong => {
+                line_no += 1;
+                t.lines += 1;
+                t.skip(
+                    "line_too_long",
+                    file,
+                    line_no,
+                    format!("line longer than {} bytes", crate::lines::MAX_LINE),
+                );
+                continue;
+            }
         }
-        line_no += 1;
         let line = value::trim(&buf);
         if line.is_empty() || line[0] == b'#' {
             continue;
@@ -667,9 +677,7 @@ fn flush(d: &mut Dev, n: usize, file: &str, b: &mut ProfileBuilder, t: &mut Tall
             ..Sample::at(ts)
         };
         t.sanitize(&mut s, file, 0);
-        if b.push(d.id, &s).is_ok() {
-            t.samples += 1;
-        }
+        t.taken(b.push(d.id, &s), file, 0, ts);
         d.flushed = Some(ts);
     }
 }

@@ -11,6 +11,12 @@ use std::path::PathBuf;
 
 use gpuwise_core::report::Warning;
 
+/// A time for a message: RFC 3339 when it is one, else the raw milliseconds.
+#[must_use]
+pub fn show_time(ms: gpuwise_core::EpochMs) -> String {
+    jiff::Timestamp::from_millisecond(ms).map_or_else(|_| format!("{ms} ms"), |t| t.to_string())
+}
+
 /// How many examples of each kind of skip are kept.
 pub const EXAMPLES: usize = 5;
 
@@ -46,6 +52,18 @@ pub enum IngestError {
         line: u64,
         /// What is wrong.
         message: String,
+    },
+    /// Two inputs cover one device at the same time, under `--strict`.
+    #[error(
+        "`{first}` and `{second}` both hold samples of device `{device}` for the same time (the same file twice, a copy, or two collectors); --strict refuses overlapping inputs, without it the overlap is counted once"
+    )]
+    Overlap {
+        /// The device.
+        device: String,
+        /// The input that covers it first.
+        first: String,
+        /// The input that overlaps it.
+        second: String,
     },
     /// Bad options.
     #[error("{0}")]
@@ -103,6 +121,42 @@ impl Tally {
                 format!("{inv}{at} (value dropped)"),
             );
         });
+    }
+
+    /// Count what the profile did with a sample read at `file:line` (`line` 0: no line; the
+    /// message names the time): taken, an outlier dropped before it, or a timestamp outside the
+    /// plausible window. Out-of-order and duplicate samples are counted by the profile itself.
+    pub fn taken(
+        &mut self,
+        r: Result<gpuwise_core::profile::Taken, gpuwise_core::profile::Rejected>,
+        file: &str,
+        line: u64,
+        ts_ms: gpuwise_core::EpochMs,
+    ) {
+        use gpuwise_core::profile::{Rejected, Taken};
+        match r {
+            Ok(Taken::Sample) => self.samples += 1,
+            // This sample is taken and the held one before it is not: the count stays.
+            Ok(Taken::DroppedOutlier(prev)) => self.skip(
+                "outlier_timestamp",
+                file,
+                line,
+                format!(
+                    "the sample of this device before this one, dated {}, is later than this one and more than --max-gap after what came before it: dropped as an outlier (not used as an anchor)",
+                    show_time(prev)
+                ),
+            ),
+            Err(Rejected::OutsideWindow) => self.skip(
+                "implausible_timestamp",
+                file,
+                line,
+                format!(
+                    "timestamp {} is before 2000 or more than a day in the future (sample dropped)",
+                    show_time(ts_ms)
+                ),
+            ),
+            Err(_) => {}
+        }
     }
 
     /// Skips of one kind.

@@ -209,9 +209,7 @@ impl<'a> DmonReader<'a> {
             id
         });
         // A sample without any reading still shows the device existed (and was billed).
-        if b.push(id, &s).is_ok() {
-            t.samples += 1;
-        }
+        t.taken(b.push(id, &s), self.file, line_no, s.ts_ms);
     }
 }
 

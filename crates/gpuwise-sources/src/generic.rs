@@ -236,9 +236,7 @@ pub fn read(
             }
         }
         // A sample without any reading still shows the device existed (and was billed).
-        if b.push(id, &s).is_ok() {
-            t.samples += 1;
-        }
+        t.taken(b.push(id, &s), file, line, s.ts_ms);
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::io::{BufRead, Read};
 use std::sync::{Mutex, PoisonError};
 
 use gpuwise_core::EpochMs;
-use gpuwise_core::profile::{Profile, ProfileBuilder};
+use gpuwise_core::profile::{Identity, Keep, Profile, ProfileBuilder, SourceId};
 use gpuwise_core::settings::ProfileSettings;
 use jiff::tz::TimeZone;
 use rayon::prelude::*;
@@ -126,7 +126,7 @@ pub struct Origin<'a> {
 }
 
 const HEAD: usize = 64 << 10;
-const MAX_LINE: usize = 1 << 20;
+use crate::lines::MAX_LINE;
 
 /// Detect the format from the first bytes of an input.
 pub fn detect(head: &[u8], opts: &ReadOptions) -> Result<Format, String> {
@@ -137,12 +137,25 @@ pub fn detect(head: &[u8], opts: &ReadOptions) -> Result<Format, String> {
         return Err("is empty".into());
     };
     let first_lower = first.to_ascii_lowercase();
-    if first_lower.starts_with("#date")
-        || first_lower
-            .trim_start_matches('#')
-            .split_whitespace()
-            .next()
-            == Some("gpu")
+    // A dmon header: `#Date Time gpu …` with `-o DT`, else `# gpu pwr gtemp …`; at least two
+    // of dmon's column names after `gpu` (a Markdown title `# GPU logs` is not one).
+    let words: Vec<&str> = first_lower
+        .trim_start_matches('#')
+        .split_whitespace()
+        .collect();
+    let dmon_columns = words
+        .iter()
+        .filter(|w| {
+            [
+                "pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "jpg", "ofa", "mclk", "pclk",
+                "fb", "bar1", "ccpm", "rxpci", "txpci",
+            ]
+            .contains(w)
+        })
+        .count();
+    if first_lower.starts_with('#')
+        && (words.first() == Some(&"gpu") || first_lower.starts_with("#date"))
+        && dmon_columns >= 2
     {
         return Ok(Format::Dmon);
     }
@@ -167,37 +180,224 @@ pub fn detect(head: &[u8], opts: &ReadOptions) -> Result<Format, String> {
     ))
 }
 
-/// Read all inputs in parallel into one profile.
+/// Read all inputs in parallel into one profile, each device-hour once (see [`Profile`]):
+/// inputs are read in parallel and their pieces joined in input order; devices whose inputs
+/// overlap in time are then read again, from those inputs only, and rebuilt by the overlap rule.
 pub fn read_all(
     inputs: &[Input],
     opts: &ReadOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Ingested, IngestError> {
-    let parts: Vec<Result<(Profile, Tally, Format), IngestError>> = inputs
-        .par_iter()
-        .map(|i| read_one(i, opts, progress))
-        .collect();
-    let mut out = Ingested::default();
-    for (input, part) in inputs.iter().zip(parts) {
-        let (p, t, f) = part?;
-        out.profile.merge(p);
-        out.tally.merge(t);
-        out.formats.push((input.name.clone(), f));
-    }
-    if opts.strict
-        && let Some(e) = out.tally.first_error()
-    {
+    let joiner = Mutex::new(Joiner::default());
+    inputs.par_iter().enumerate().for_each(|(i, input)| {
+        let job = Job::plain(source_id(i));
+        let part = read_job(input, opts, &job, progress);
+        lock(&joiner).add(i, part, inputs, opts);
+    });
+    let joiner = joiner.into_inner().unwrap_or_else(PoisonError::into_inner);
+    if let Some(e) = joiner.error {
         return Err(e);
+    }
+    let mut out = joiner.out;
+    if let Some(mut plan) = out.profile.tangled() {
+        let unreadable: Vec<SourceId> = plan
+            .reads
+            .iter()
+            .map(|(src, _)| *src)
+            .filter(|src| inputs[*src as usize].path.is_none())
+            .collect();
+        for src in unreadable {
+            plan.drop_source(src);
+        }
+        let pieces: Vec<Result<Profile, IngestError>> = plan
+            .reads
+            .par_iter()
+            .map(|(src, keep)| {
+                let job = Job {
+                    source: *src,
+                    filter: Some(std::sync::Arc::new(keep.clone())),
+                    sequential: true,
+                };
+                read_job(&inputs[*src as usize], opts, &job, &|_| {}).and_then(|r| match r {
+                    Outcome::Data { profile, .. } => Ok(profile),
+                    Outcome::NotTelemetry(message) => Err(IngestError::Format {
+                        file: inputs[*src as usize].name.clone(),
+                        message,
+                    }),
+                })
+            })
+            .collect();
+        let pieces = pieces.into_iter().collect::<Result<Vec<_>, _>>()?;
+        out.profile.rebuild(&plan, pieces, &opts.profile);
+    }
+    out.tally.samples = out.profile.samples();
+    if opts.strict {
+        if let Some(e) = out.tally.first_error() {
+            return Err(e);
+        }
+        if let Some((device, a, b)) = out.profile.first_overlap() {
+            return Err(IngestError::Overlap {
+                device: device.to_string(),
+                first: inputs[a as usize].name.clone(),
+                second: inputs[b as usize].name.clone(),
+            });
+        }
     }
     Ok(out)
 }
 
-/// Read one input.
+fn source_id(i: usize) -> SourceId {
+    SourceId::try_from(i).unwrap_or(SourceId::MAX)
+}
+
+/// How one input is read: its number, and for a re-read, which devices to keep and whether to
+/// read it in one sequential pass.
+#[derive(Clone, Debug, Default)]
+pub struct Job {
+    /// The input's number.
+    pub source: SourceId,
+    /// Devices to keep and from when (a re-read); `None`: all.
+    pub filter: Option<std::sync::Arc<BTreeMap<Identity, Keep>>>,
+    /// Parse blocks one after another into one builder (the sequential rule, exactly).
+    pub sequential: bool,
+}
+
+impl Job {
+    fn plain(source: SourceId) -> Self {
+        Self {
+            source,
+            ..Self::default()
+        }
+    }
+
+    fn builder(&self, settings: &ProfileSettings) -> ProfileBuilder {
+        let b = ProfileBuilder::for_source(settings.clone(), self.source);
+        match &self.filter {
+            Some(f) => b.with_filter(f.clone()),
+            None => b,
+        }
+    }
+}
+
+/// What reading one input gave.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Telemetry.
+    Data {
+        /// Its devices.
+        profile: Profile,
+        /// Its lines and skips.
+        tally: Tally,
+        /// Its format.
+        format: Format,
+    },
+    /// A file found in a directory that is not telemetry (a README beside the logs): skipped
+    /// and named in the warnings, unless `--strict`.
+    NotTelemetry(String),
+}
+
+/// Joins the inputs' results in input order as they finish.
+#[derive(Default)]
+struct Joiner {
+    out: Ingested,
+    next: usize,
+    waiting: BTreeMap<usize, Result<Outcome, IngestError>>,
+    error: Option<IngestError>,
+}
+
+impl Joiner {
+    fn add(
+        &mut self,
+        i: usize,
+        part: Result<Outcome, IngestError>,
+        inputs: &[Input],
+        opts: &ReadOptions,
+    ) {
+        self.waiting.insert(i, part);
+        while let Some(part) = self.waiting.remove(&self.next) {
+            let input = &inputs[self.next];
+            self.next += 1;
+            if self.error.is_some() {
+                continue;
+            }
+            match part {
+                Err(e) => self.error = Some(e),
+                Ok(Outcome::Data {
+                    profile,
+                    tally,
+                    format,
+                }) => {
+                    let seams = self.out.profile.absorb(profile, &opts.profile);
+                    self.out.tally.merge(tally);
+                    if seams > 0 {
+                        self.out.tally.skip(
+                            "outlier_timestamp",
+                            &input.name,
+                            0,
+                            format!("{seams} sample(s) ahead of both neighbours where this input joins the one before it: dropped as outliers"),
+                        );
+                    }
+                    self.out.formats.push((input.name.clone(), format));
+                }
+                Ok(Outcome::NotTelemetry(why)) => {
+                    if opts.strict {
+                        self.error = Some(IngestError::Format {
+                            file: input.name.clone(),
+                            message: format!(
+                                "{why} (--strict: every file in a directory must be telemetry)"
+                            ),
+                        });
+                    } else {
+                        self.out.tally.skip("not_telemetry", &input.name, 0, why);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Read one input (as input 0).
 pub fn read_one(
     input: &Input,
     opts: &ReadOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(Profile, Tally, Format), IngestError> {
+    match read_job(input, opts, &Job::default(), progress)? {
+        Outcome::Data {
+            profile,
+            tally,
+            format,
+        } => Ok((profile, tally, format)),
+        Outcome::NotTelemetry(message) => Err(IngestError::Format {
+            file: input.name.clone(),
+            message,
+        }),
+    }
+}
+
+/// Read one input as `job` says. A file found in a directory whose head does not fit any
+/// format it looked like (a Markdown file, a stray CSV without nvidia-smi's header) is not
+/// telemetry: skipped and named, not an error.
+pub fn read_job(
+    input: &Input,
+    opts: &ReadOptions,
+    job: &Job,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Outcome, IngestError> {
+    match read_input(input, opts, job, progress) {
+        Err(IngestError::Format { message, .. }) if input.found_in_dir && opts.format.is_none() => {
+            Ok(Outcome::NotTelemetry(message))
+        }
+        other => other,
+    }
+}
+
+fn read_input(
+    input: &Input,
+    opts: &ReadOptions,
+    job: &Job,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Outcome, IngestError> {
     let io_err = |source| IngestError::Io {
         path: input.path.clone().unwrap_or_else(|| "-".into()),
         source,
@@ -210,10 +410,16 @@ pub fn read_one(
         .map_err(io_err)?;
     let format = match opts.format {
         Some(f) => f,
-        None => detect(&head, opts).map_err(|message| IngestError::Format {
-            file: input.name.clone(),
-            message,
-        })?,
+        None => match detect(&head, opts) {
+            Ok(f) => f,
+            Err(message) if input.found_in_dir => return Ok(Outcome::NotTelemetry(message)),
+            Err(message) => {
+                return Err(IngestError::Format {
+                    file: input.name.clone(),
+                    message,
+                });
+            }
+        },
     };
     let stem = input.host_stem();
     let host = opts.host.clone().unwrap_or_else(|| stem.clone());
@@ -228,7 +434,7 @@ pub fn read_one(
         Format::NvidiaSmi => {
             let (layout, _) = smi_layout(all.get_ref().0.get_ref(), opts).map_err(fmt_err)?;
             let force_host = opts.host.is_some();
-            let (profile, tally) = blocks(&mut all, file, opts, progress, |data, b, t| {
+            let (profile, tally) = blocks(&mut all, file, opts, job, progress, |data, b, t| {
                 smi::SmiReader::new(
                     &layout,
                     file,
@@ -239,7 +445,11 @@ pub fn read_one(
                 .read(data, b, t)
             })
             .map_err(io_err)?;
-            Ok((profile, tally, format))
+            Ok(Outcome::Data {
+                profile,
+                tally,
+                format,
+            })
         }
         Format::Dmon => {
             let head_text = String::from_utf8_lossy(all.get_ref().0.get_ref()).into_owned();
@@ -249,7 +459,7 @@ pub fn read_one(
                 .ok_or_else(|| fmt_err("no `# gpu …` header line (dmon prints it first)".into()))?;
             let layout = dmon::Layout::from_header(header).map_err(fmt_err)?;
             if layout.timed() {
-                let (profile, tally) = blocks(&mut all, file, opts, progress, |data, b, t| {
+                let (profile, tally) = blocks(&mut all, file, opts, job, progress, |data, b, t| {
                     dmon::DmonReader::new(
                         &layout,
                         file,
@@ -261,28 +471,41 @@ pub fn read_one(
                     .read(data, b, t)
                 })
                 .map_err(io_err)?;
-                Ok((profile, tally, format))
+                Ok(Outcome::Data {
+                    profile,
+                    tally,
+                    format,
+                })
             } else {
                 let Some(start) = opts.start_ms else {
                     return Err(fmt_err(
                         "the dmon log has no date and time columns: collect with `nvidia-smi dmon -o DT`, or pass --start (and --interval if not 1 s)".into(),
                     ));
                 };
-                let mut data = Vec::new();
-                all.read_to_end(&mut data).map_err(io_err)?;
-                progress(data.len() as u64);
-                let mut b = ProfileBuilder::new(settings.clone());
-                let mut t = Tally::default();
-                dmon::DmonReader::new(
+                // Untimed rows are placed by counting rounds from the start, so one reader
+                // reads the blocks in order (memory stays one block, not the whole log).
+                let mut reader = dmon::DmonReader::new(
                     &layout,
                     file,
                     &host,
                     LocalClock::new(opts.tz.clone()),
                     Some(start),
                     opts.interval_ms,
-                )
-                .read(&data, &mut b, &mut t);
-                Ok((b.build(), t, format))
+                );
+                let seq = Job {
+                    sequential: true,
+                    ..job.clone()
+                };
+                let (profile, tally) =
+                    sequential_blocks(&mut all, file, opts, &seq, progress, |data, b, t| {
+                        reader.read(data, b, t)
+                    })
+                    .map_err(io_err)?;
+                Ok(Outcome::Data {
+                    profile,
+                    tally,
+                    format,
+                })
             }
         }
         Format::Dcgm => {
@@ -298,7 +521,7 @@ pub fn read_one(
             } else {
                 dcgm::Order::BySeries
             };
-            let mut b = ProfileBuilder::new(settings.clone());
+            let mut b = job.builder(settings);
             let mut t = Tally::default();
             let mut counting = Counting {
                 inner: &mut all,
@@ -309,7 +532,7 @@ pub fn read_one(
                 == dcgm::Outcome::ReadAgainBySeries
             {
                 let mut again = input::open(input)?;
-                b = ProfileBuilder::new(settings.clone());
+                b = job.builder(settings);
                 t = Tally::default();
                 dcgm::read(
                     &mut again,
@@ -321,13 +544,17 @@ pub fn read_one(
                 )
                 .map_err(io_err)?;
             }
-            Ok((b.build(), t, format))
+            Ok(Outcome::Data {
+                profile: b.build(),
+                tally: t,
+                format,
+            })
         }
         Format::Csv => {
             let map = opts.map.as_ref().ok_or_else(|| {
                 fmt_err("generic CSV needs --map timestamp=COL,util=COL,…".into())
             })?;
-            let mut b = ProfileBuilder::new(settings.clone());
+            let mut b = job.builder(settings);
             let mut t = Tally::default();
             let mut clock = LocalClock::new(opts.tz.clone());
             let origin = Origin {
@@ -335,8 +562,22 @@ pub fn read_one(
                 host: opts.host.as_deref(),
                 stem: &stem,
             };
-            generic::read(all, map, &origin, &mut clock, &mut b, &mut t)?;
-            Ok((b.build(), t, format))
+            let mut limited = crate::lines::LineLimit::new(all, MAX_LINE);
+            generic::read(&mut limited, map, &origin, &mut clock, &mut b, &mut t)?;
+            for line in limited.dropped {
+                t.lines += 1;
+                t.skip(
+                    "line_too_long",
+                    file,
+                    line,
+                    format!("line longer than {MAX_LINE} bytes"),
+                );
+            }
+            Ok(Outcome::Data {
+                profile: b.build(),
+                tally: t,
+                format,
+            })
         }
     }
 }
@@ -405,9 +646,13 @@ fn blocks(
     r: &mut (impl BufRead + Send),
     file: &str,
     opts: &ReadOptions,
+    job: &Job,
     progress: &(dyn Fn(u64) + Sync),
     parse: impl Fn(&[u8], &mut ProfileBuilder, &mut Tally) -> u64 + Sync,
 ) -> std::io::Result<(Profile, Tally)> {
+    if job.sequential {
+        return sequential_blocks(r, file, opts, job, progress, parse);
+    }
     let spare = Mutex::new(Vec::new());
     let failed = Mutex::new(None);
     let mut cutter = BlockCutter::new(opts.block_bytes);
@@ -431,7 +676,7 @@ fn blocks(
     .fuse();
     let joined = Mutex::new(InOrder::default());
     source.par_bridge().for_each(|(seq, block)| {
-        let mut b = ProfileBuilder::new(opts.profile.clone());
+        let mut b = job.builder(&opts.profile);
         let mut t = Tally::default();
         let lines = parse(&block.data, &mut b, &mut t);
         let piece = Piece {
@@ -449,6 +694,42 @@ fn blocks(
     }
     let joined = joined.into_inner().unwrap_or_else(PoisonError::into_inner);
     Ok((joined.profile, joined.tally))
+}
+
+/// The blocks of one input parsed one after another into one builder: a re-read that must
+/// follow the sequential rule exactly (in-file disorder across blocks, clipped overlaps).
+fn sequential_blocks(
+    r: &mut (impl BufRead + Send),
+    file: &str,
+    opts: &ReadOptions,
+    job: &Job,
+    progress: &(dyn Fn(u64) + Sync),
+    mut parse: impl FnMut(&[u8], &mut ProfileBuilder, &mut Tally) -> u64,
+) -> std::io::Result<(Profile, Tally)> {
+    let mut cutter = BlockCutter::new(opts.block_bytes);
+    let mut b = job.builder(&opts.profile);
+    let mut tally = Tally::default();
+    let mut lines_before = 0;
+    while let Some(block) = cutter.next(r)? {
+        let mut t = Tally::default();
+        let lines = parse(&block.data, &mut b, &mut t);
+        t.renumber(lines_before);
+        lines_before += lines;
+        if block.overlong_after {
+            lines_before += 1;
+            t.lines += 1;
+            t.skip(
+                "line_too_long",
+                file,
+                lines_before,
+                format!("line longer than {MAX_LINE} bytes"),
+            );
+        }
+        progress(block.data.len() as u64);
+        tally.merge(t);
+        cutter.recycle(block.data);
+    }
+    Ok((b.build(), tally))
 }
 
 /// A lock that a panicking parser (a bug, caught at the thread boundary) does not poison.
@@ -477,8 +758,6 @@ struct InOrder {
     next: u64,
     /// Blocks that finished before one ahead of them.
     waiting: BTreeMap<u64, Piece>,
-    /// Blocks joined since the device pieces were last compacted.
-    uncompacted: usize,
 }
 
 impl InOrder {
@@ -508,13 +787,16 @@ impl InOrder {
                     format!("line longer than {MAX_LINE} bytes"),
                 );
             }
-            self.profile.merge(p.profile);
-            self.tally.merge(p.tally);
-            self.uncompacted += 1;
-            if self.uncompacted >= 4 {
-                self.profile.compact(st);
-                self.uncompacted = 0;
+            let seams = self.profile.absorb(p.profile, st);
+            if seams > 0 {
+                p.tally.skip(
+                    "outlier_timestamp",
+                    file,
+                    self.lines_before - p.lines + 1,
+                    format!("{seams} sample(s) ahead of both neighbours just before this line: dropped as outliers"),
+                );
             }
+            self.tally.merge(p.tally);
         }
     }
 }

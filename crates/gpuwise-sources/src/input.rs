@@ -12,6 +12,9 @@ pub struct Input {
     pub path: Option<PathBuf>,
     /// How messages name it.
     pub name: String,
+    /// Found by walking a directory (not named on the command line): a file there that is not
+    /// telemetry is skipped with a warning rather than an error.
+    pub found_in_dir: bool,
 }
 
 impl Input {
@@ -21,51 +24,96 @@ impl Input {
         Self {
             path: None,
             name: "-".to_owned(),
+            found_in_dir: false,
         }
     }
 
-    /// The host implied by the file name: its stem without compression and data extensions
-    /// (`node-a.csv.gz` → `node-a`); `stdin` for standard input.
+    /// The host implied by the file name: its stem without compression, data and rotation
+    /// extensions (`node-a.csv.gz`, `node-a.csv.1`, `node-a.csv-20260105.gz` and
+    /// `node-a.csv.bak` → `node-a`); `stdin` for standard input.
     #[must_use]
     pub fn host_stem(&self) -> String {
         let Some(path) = &self.path else {
             return "stdin".to_owned();
         };
-        let mut name = path
+        let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        loop {
-            let lower = name.to_ascii_lowercase();
-            let cut = [
-                ".gz", ".zst", ".zstd", ".dmon", ".csv", ".tsv", ".log", ".txt", ".prom",
-                ".metrics", ".om",
-            ]
+        host_of_file_name(&name)
+    }
+}
+
+const DATA_EXTENSIONS: [&str; 11] = [
+    ".gz", ".zst", ".zstd", ".dmon", ".csv", ".tsv", ".log", ".txt", ".prom", ".metrics", ".om",
+];
+
+/// See [`Input::host_stem`]. A rotation suffix (`.1`, `-20260105`, `.bak`, `~`) is cut only
+/// where a data extension stands before it, so `10.0.0.1.csv` stays `10.0.0.1`.
+#[must_use]
+pub fn host_of_file_name(name: &str) -> String {
+    let mut name = name.to_owned();
+    loop {
+        let lower = name.to_ascii_lowercase();
+        if let Some(ext) = DATA_EXTENSIONS
             .iter()
-            .find(|ext| lower.ends_with(*ext) && lower.len() > ext.len());
-            match cut {
-                Some(ext) => name.truncate(name.len() - ext.len()),
-                None => break,
+            .find(|ext| lower.ends_with(*ext) && lower.len() > ext.len())
+        {
+            name.truncate(name.len() - ext.len());
+            continue;
+        }
+        let rotation = rotation_suffix(&lower);
+        if rotation > 0 {
+            let rest = &lower[..lower.len() - rotation];
+            if DATA_EXTENSIONS
+                .iter()
+                .any(|ext| rest.ends_with(*ext) && rest.len() > ext.len())
+            {
+                name.truncate(name.len() - rotation);
+                continue;
             }
         }
-        name
+        return name;
+    }
+}
+
+/// The length of a log-rotation suffix at the end of `name`, 0 without one.
+fn rotation_suffix(name: &str) -> usize {
+    for tag in [".bak", ".old", ".orig", "~"] {
+        if name.ends_with(tag) {
+            return tag.len();
+        }
+    }
+    let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let before = name
+        .len()
+        .checked_sub(digits + 1)
+        .map(|i| name.as_bytes()[i]);
+    match (digits, before) {
+        (1..=3, Some(b'.')) | (8 | 10 | 14, Some(b'.' | b'-' | b'_')) => digits + 1,
+        _ => 0,
     }
 }
 
 /// Expand command-line input specs: `-` is stdin; a directory is every regular, non-hidden file
-/// below it (sorted); a spec with `*`, `?` or `[` is a glob; anything else must be a file.
+/// below it (sorted; symbolic links followed, each directory entered once, so a link loop ends);
+/// a spec with `*`, `?` or `[` is a glob; anything else must be a file. A file reached twice
+/// (named twice, through a link, by a glob and a directory) is read once.
 pub fn expand(specs: &[String]) -> Result<Vec<Input>, IngestError> {
     let mut out = Vec::new();
+    let mut seen = Seen::default();
     for spec in specs {
         if spec == "-" {
-            out.push(Input::stdin());
+            if !out.iter().any(|i: &Input| i.path.is_none()) {
+                out.push(Input::stdin());
+            }
             continue;
         }
         let path = Path::new(spec);
         if path.is_dir() {
-            let before = out.len();
-            walk(path, &mut out)?;
-            if out.len() == before {
+            let mut found = 0;
+            walk(path, &mut out, &mut seen, &mut found)?;
+            if found == 0 {
                 return Err(IngestError::NoMatch(spec.clone()));
             }
         } else if spec.contains(['*', '?', '[']) {
@@ -79,9 +127,15 @@ pub fn expand(specs: &[String]) -> Result<Vec<Input>, IngestError> {
                 return Err(IngestError::NoMatch(spec.clone()));
             }
             found.sort();
-            out.extend(found.into_iter().map(file_input));
+            for p in found {
+                if seen.first_time(&p) {
+                    out.push(file_input(p, false));
+                }
+            }
         } else if path.is_file() {
-            out.push(file_input(path.to_path_buf()));
+            if seen.first_time(path) {
+                out.push(file_input(path.to_path_buf(), false));
+            }
         } else {
             return Err(IngestError::Io {
                 path: path.to_path_buf(),
@@ -95,14 +149,52 @@ pub fn expand(specs: &[String]) -> Result<Vec<Input>, IngestError> {
     Ok(out)
 }
 
-fn file_input(path: PathBuf) -> Input {
-    Input {
-        name: path.display().to_string(),
-        path: Some(path),
+/// Files and directories already reached, by device and inode (what a link or a second name
+/// cannot disguise); by canonical path where there are no inodes.
+#[derive(Default)]
+struct Seen(std::collections::HashSet<FileId>);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum FileId {
+    #[cfg(unix)]
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
+impl Seen {
+    fn first_time(&mut self, p: &Path) -> bool {
+        self.0.insert(file_id(p))
     }
 }
 
-fn walk(dir: &Path, out: &mut Vec<Input>) -> Result<(), IngestError> {
+fn file_id(p: &Path) -> FileId {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::metadata(p) {
+            return FileId::Inode(m.dev(), m.ino());
+        }
+    }
+    FileId::Path(std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
+}
+
+fn file_input(path: PathBuf, found_in_dir: bool) -> Input {
+    Input {
+        name: path.display().to_string(),
+        path: Some(path),
+        found_in_dir,
+    }
+}
+
+fn walk(
+    dir: &Path,
+    out: &mut Vec<Input>,
+    seen: &mut Seen,
+    found: &mut usize,
+) -> Result<(), IngestError> {
+    if !seen.first_time(dir) {
+        return Ok(());
+    }
     let io = |source| IngestError::Io {
         path: dir.to_path_buf(),
         source,
@@ -119,9 +211,12 @@ fn walk(dir: &Path, out: &mut Vec<Input>) -> Result<(), IngestError> {
     entries.sort();
     for p in entries {
         if p.is_dir() {
-            walk(&p, out)?;
+            walk(&p, out, seen, found)?;
         } else if p.is_file() {
-            out.push(file_input(p));
+            *found += 1;
+            if seen.first_time(&p) {
+                out.push(file_input(p, true));
+            }
         }
     }
     Ok(())
@@ -179,9 +274,11 @@ pub fn stamp_in_name(name: &str) -> Option<i64> {
             continue;
         }
         // YYYY-MM-DDTHH:MM:SS or HH-MM-SS or HHMMSS, optional .fff, optional Z/offset.
-        if b.len() >= start + 13 && b[start + 10] == b'T' {
-            let date = &name[start..start + 10];
-            let rest = &name[start + 11..];
+        // `get`: a slice that would cut a multi-byte character is no stamp (never a panic).
+        if b.len() >= start + 13
+            && b[start + 10] == b'T'
+            && let (Some(date), Some(rest)) = (name.get(start..start + 10), name.get(start + 11..))
+        {
             let time: String = rest
                 .chars()
                 .take_while(|c| c.is_ascii_digit() || *c == ':' || *c == '-')
@@ -202,7 +299,7 @@ pub fn stamp_in_name(name: &str) -> Option<i64> {
         }
         let run: usize = b[start..].iter().take_while(|c| c.is_ascii_digit()).count();
         if run == 10 || run == 13 {
-            let v: i64 = name[start..start + run].parse().ok()?;
+            let v: i64 = name.get(start..start + run)?.parse().ok()?;
             return Some(if run == 10 { v * 1000 } else { v });
         }
     }
@@ -218,14 +315,26 @@ mod tests {
         let i = Input {
             path: Some("/x/node-a.csv.gz".into()),
             name: String::new(),
+            found_in_dir: false,
         };
         assert_eq!(i.host_stem(), "node-a");
-        let i = Input {
-            path: Some("gpu01.log".into()),
-            name: String::new(),
-        };
-        assert_eq!(i.host_stem(), "gpu01");
+        assert_eq!(host_of_file_name("gpu01.log"), "gpu01");
         assert_eq!(Input::stdin().host_stem(), "stdin");
+        // Rotated and copied logs name the same host.
+        for name in [
+            "node.csv",
+            "node.csv.1",
+            "node.csv.12.gz",
+            "node.csv-20260105",
+            "node.csv-20260105.gz",
+            "node.csv.bak",
+            "node.csv~",
+        ] {
+            assert_eq!(host_of_file_name(name), "node", "{name}");
+        }
+        // A rotation-like ending that is part of the host stays.
+        assert_eq!(host_of_file_name("10.0.0.1.csv"), "10.0.0.1");
+        assert_eq!(host_of_file_name("gpu-node-2"), "gpu-node-2");
     }
 
     #[test]
@@ -237,5 +346,9 @@ mod tests {
         assert_eq!(stamp_in_name("node-1767607200.prom"), Some(t));
         assert_eq!(stamp_in_name("node-1767607200000.prom"), Some(t));
         assert_eq!(stamp_in_name("node-a.prom"), None);
+        // Non-ASCII before or inside where a stamp could be: no panic.
+        assert_eq!(stamp_in_name("nœud-2026-01-05T10:00:00Z.prom"), Some(t));
+        assert_eq!(stamp_in_name("ü2026-01-0ü5T10:00:00Z"), None);
+        assert_eq!(stamp_in_name("日本語のファイルT1767607200.prom"), Some(t));
     }
 }

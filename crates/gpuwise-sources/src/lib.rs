@@ -25,6 +25,7 @@ pub mod fuzzing;
 pub mod generic;
 pub mod ingest;
 pub mod input;
+pub mod lines;
 pub mod promclient;
 pub mod prometheus;
 pub mod pushdown;

@@ -439,9 +439,7 @@ impl<'a> SmiReader<'a> {
         t.sanitize(&mut s, self.file, line_no);
         // A sample without any reading still shows the device existed (and was billed).
         // Out-of-order and duplicate samples are counted by the profile and reported there.
-        if b.push(self.devices[slot].dev, &s).is_ok() {
-            t.samples += 1;
-        }
+        t.taken(b.push(self.devices[slot].dev, &s), self.file, line_no, ts);
     }
 }
 

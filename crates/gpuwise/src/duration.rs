@@ -21,8 +21,25 @@ pub(crate) fn parse_ms(s: &str) -> Result<u64, String> {
     if !v.is_finite() || v < 0.0 {
         return Err(format!("`{s}` is not a duration"));
     }
+    let ms = v * factor;
+    if ms > MAX_MS {
+        return Err(format!("`{s}` is longer than a century"));
+    }
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Ok((v * factor).round() as u64)
+    Ok(ms.round() as u64)
+}
+
+/// A century in milliseconds: no duration this tool takes is longer.
+const MAX_MS: f64 = 100.0 * 365.25 * 86_400_000.0;
+
+/// Milliseconds of a duration that must be longer than zero (a timeout, an interval, a
+/// window): `0s` is refused with the flag's name rather than dividing by zero later.
+pub(crate) fn parse_positive_ms(flag: &str, s: &str) -> Result<u64, String> {
+    match parse_ms(s) {
+        Ok(0) => Err(format!("--{flag}: `{s}` must be longer than zero")),
+        Ok(ms) => Ok(ms),
+        Err(e) => Err(format!("--{flag}: {e}")),
+    }
 }
 
 #[cfg(test)]
@@ -38,5 +55,12 @@ mod tests {
         assert_eq!(super::parse_ms("45"), Ok(45_000));
         assert!(super::parse_ms("ten").is_err());
         assert!(super::parse_ms("5y").is_err());
+        assert!(super::parse_ms("1e30d").is_err());
+        assert!(super::parse_ms("200000d").is_err());
+        assert_eq!(
+            super::parse_positive_ms("timeout", "0s"),
+            Err("--timeout: `0s` must be longer than zero".to_owned())
+        );
+        assert_eq!(super::parse_positive_ms("timeout", "2s"), Ok(2000));
     }
 }

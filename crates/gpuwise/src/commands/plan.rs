@@ -196,9 +196,9 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     let deadline_hours = a
         .deadline
         .as_deref()
-        .map(duration::parse_ms)
+        .map(|d| duration::parse_positive_ms("deadline", d))
         .transpose()
-        .map_err(|e| anyhow!("--deadline: {e}"))?
+        .map_err(|e| anyhow!(e))?
         .map(|ms| ms as f64 / 3_600_000.0);
     if let Some(m) = a.mfu
         && !(m > 0.0 && m <= 1.0)

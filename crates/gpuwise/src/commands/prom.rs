@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use gpuwise_core::profile::DeviceProfile;
-use gpuwise_core::report::{self, IngestSummary, Pulled, Report, Warning};
+use gpuwise_core::report::{self, IngestSummary, OverlapSummary, Pulled, Report, Warning};
 use gpuwise_sources::promclient::{Client, ClientOptions};
 use gpuwise_sources::pushdown::{self, Query};
 
@@ -54,9 +54,9 @@ fn client(p: &PromArgs, url: &str) -> anyhow::Result<Client> {
     }
     let ca_pem = p.ca_file.as_ref().map(fs_err::read).transpose()?;
     let timeout = match &p.timeout {
-        Some(t) => {
-            Duration::from_millis(duration::parse_ms(t).map_err(|e| anyhow!("--timeout: {e}"))?)
-        }
+        Some(t) => Duration::from_millis(
+            duration::parse_positive_ms("timeout", t).map_err(|e| anyhow!(e))?,
+        ),
         None => Duration::from_secs(60),
     };
     Ok(Client::new(ClientOptions {
@@ -88,7 +88,7 @@ pub(crate) fn build(
     let start_ms = match (start, &p.last) {
         (Some(st), _) => instant("start", st)?,
         (None, Some(l)) => {
-            end_ms - i64::try_from(duration::parse_ms(l).map_err(|e| anyhow!("--last: {e}"))?)?
+            end_ms - i64::try_from(duration::parse_positive_ms("last", l).map_err(|e| anyhow!(e))?)?
         }
         (None, None) => end_ms - 7 * 86_400_000,
     };
@@ -101,7 +101,7 @@ pub(crate) fn build(
     let step_ms = p
         .scrape_interval
         .as_deref()
-        .map(|i| duration::parse_ms(i).map_err(|e| anyhow!("--scrape-interval: {e}")))
+        .map(|i| duration::parse_positive_ms("scrape-interval", i).map_err(|e| anyhow!(e)))
         .transpose()?
         .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
     let q = Query {
@@ -192,6 +192,7 @@ pub(crate) fn build(
         skipped: 0,
         warnings: std::mem::take(&mut warnings),
         pulled: Some(pulled),
+        overlap: OverlapSummary::default(),
     };
     let rep = report::build(&profiles, &s.prices, &s.teams, &s.report, summary);
     Ok((rep, profiles))

@@ -8,7 +8,9 @@ use anyhow::{Context as _, anyhow};
 use gpuwise_core::catalog::Pricing;
 use gpuwise_core::price::{PriceBook, PriceContext};
 use gpuwise_core::profile::DeviceProfile;
-use gpuwise_core::report::{self, GroupBy, IngestSummary, Report, ReportOptions, TeamMap};
+use gpuwise_core::report::{
+    self, GroupBy, IngestSummary, OverlapSummary, Report, ReportOptions, TeamMap,
+};
 use gpuwise_core::settings::{DiagnoseSettings, ProfileSettings};
 use gpuwise_render::{Format, RenderOptions};
 use gpuwise_sources::generic::ColumnMap;
@@ -52,7 +54,12 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
         .or_else(|| cfg.tz.clone())
         .unwrap_or_else(|| "UTC".to_owned());
     let zone = tz(&tz_name)?;
-    let mut profile = ProfileSettings::default();
+    let now = now_ms()?;
+    // A sample dated more than a day after this run is a broken clock, not data.
+    let mut profile = ProfileSettings {
+        latest_ms: now.saturating_add(86_400_000),
+        ..ProfileSettings::default()
+    };
     if let Some(v) = a.idle_threshold.or(cfg.idle_threshold_pct) {
         anyhow::ensure!(
             (0.0..=100.0).contains(&v),
@@ -68,7 +75,7 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
         profile.held_idle_min_mib = v;
     }
     if let Some(v) = a.max_gap.as_deref().or(cfg.max_gap.as_deref()) {
-        profile.max_gap_ms = duration::parse_ms(v).map_err(|e| anyhow!("--max-gap: {e}"))?;
+        profile.max_gap_ms = duration::parse_positive_ms("max-gap", v).map_err(|e| anyhow!(e))?;
         anyhow::ensure!(profile.max_gap_ms > 0, "--max-gap must be positive");
     }
     let mut diagnose = DiagnoseSettings::default();
@@ -194,9 +201,7 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
         None => None,
     };
     let interval_ms = match read.interval.as_deref() {
-        Some(i) => duration::parse_ms(i)
-            .map_err(|e| anyhow!("--interval: {e}"))?
-            .max(1),
+        Some(i) => duration::parse_positive_ms("interval", i).map_err(|e| anyhow!(e))?,
         None => 1000,
     };
     Ok(Settings {
@@ -217,7 +222,7 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
             diagnose,
             group_by,
             tz_name,
-            now_ms: Some(now_ms()?),
+            now_ms: Some(now),
             stale_price_days: a
                 .catalog
                 .stale_price_days
@@ -246,11 +251,23 @@ pub(crate) fn build(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    anyhow::ensure!(
-        !ingested.profile.is_empty(),
-        "no samples in {} input(s): nothing to report",
-        inputs.len()
-    );
+    if ingested.profile.is_empty() {
+        let why: Vec<String> = ingested
+            .tally
+            .warnings()
+            .iter()
+            .map(|w| format!("{}: {}", w.kind, w.message))
+            .collect();
+        anyhow::bail!(
+            "no samples in {} input(s): nothing to report{}",
+            inputs.len(),
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", why.join("; "))
+            }
+        );
+    }
     let summary = IngestSummary {
         inputs: inputs.iter().map(|i| i.name.clone()).collect(),
         formats: ingested
@@ -263,6 +280,7 @@ pub(crate) fn build(
         skipped: ingested.tally.skipped(),
         warnings: ingested.tally.warnings(),
         pulled: None,
+        overlap: OverlapSummary::default(),
     };
     let profiles = ingested.profile.finish(&s.read.profile, &s.read.tz);
     let report = report::build(&profiles, &s.prices, &s.teams, &s.report, summary);

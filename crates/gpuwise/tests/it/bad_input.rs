@@ -80,11 +80,25 @@ const SKIPS: &[(&str, &str, u64, u64, &str)] = &[
         "line 7: `timestamp` is not YYYY/MM/DD HH:MM:SS[.mmm]: `yesterday at noon`",
     ),
     (
-        "future-timestamps.csv",
-        "future_timestamp",
+        "far-future-line.csv",
+        "implausible_timestamp",
         1,
         10,
-        "in the future",
+        "line 7: timestamp 2099-01-05T10:04:30Z is before 2000 or more than a day in the future",
+    ),
+    (
+        "outlier-line.csv",
+        "outlier_timestamp",
+        1,
+        10,
+        "line 8: the sample of this device before this one, dated 2026-09-05T10:04:30Z",
+    ),
+    (
+        "outlier-first-line.csv",
+        "outlier_timestamp",
+        1,
+        10,
+        "line 3: the sample of this device before this one, dated 2026-09-05T09:59:00Z",
     ),
     (
         "dmon-short-row.txt",
@@ -113,6 +127,26 @@ fn bad_lines_are_counted_skips_and_the_rest_is_kept() {
         );
         assert_eq!(r["ingest"]["samples"], *samples, "{file}: samples kept");
         assert_eq!(r["fleet"]["devices"], 1, "{file}");
+    }
+}
+
+#[test]
+fn an_outlier_never_becomes_the_anchor() {
+    // One line from another month (or year) amid a log: the samples after it are kept, and the
+    // GPU-hours are those of the ten good minutes (nine intervals), not 0.47 h or months.
+    for file in [
+        "outlier-line.csv",
+        "outlier-first-line.csv",
+        "far-future-line.csv",
+    ] {
+        let r = report_json(&[&data(&format!("bad/{file}"))]);
+        assert_eq!(skips(&r, "out_of_order"), 0, "{file}: {:?}", r["warnings"]);
+        assert!(
+            (f(&r["fleet"]["gpu_hours"]) - 9.0 / 60.0).abs() < 1e-12,
+            "{file}: {}",
+            r["fleet"]["gpu_hours"]
+        );
+        assert_eq!(r["window"]["end"], "2026-01-05T10:09:00Z", "{file}");
     }
 }
 
@@ -212,6 +246,8 @@ fn unreadable_inputs_are_errors_naming_the_file() {
         ("binary-garbage.bin", "cannot tell the format"),
         ("empty.csv", "empty.csv`: is empty"),
         ("header-only.csv", "no samples in 1 input(s)"),
+        // Every sample dated 2031: a clock far in the future, not data.
+        ("future-timestamps.csv", "implausible_timestamp"),
     ] {
         let o = run(&["report", &data(&format!("bad/{file}")), "--no-progress"]);
         assert_eq!(o.code, 2, "{file}");

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// "Now" for every test run, so staleness and future-timestamp checks are reproducible.
-pub(crate) const NOW: &str = "2026-06-01T00:00:00Z";
+pub(crate) const NOW: &str = "2026-12-01T00:00:00Z";
 
 pub(crate) struct Out {
     pub(crate) code: i32,

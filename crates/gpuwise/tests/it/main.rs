@@ -8,6 +8,7 @@ mod bad_input;
 mod catalog;
 mod cli;
 mod common;
+mod messy;
 mod plan;
 mod planted;
 mod prometheus;
