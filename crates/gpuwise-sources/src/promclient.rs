@@ -34,7 +34,22 @@ pub struct ClientOptions {
     pub retries: u32,
     /// First backoff; doubles per retry.
     pub backoff: Duration,
+    /// The largest response body taken, checked while reading (0: [`MAX_RESPONSE_BYTES`]).
+    pub max_response_bytes: u64,
 }
+
+/// The default limit of one response body: far above what the pushdown pulls, and small enough
+/// that parsing it stays within a few hundred megabytes.
+pub const MAX_RESPONSE_BYTES: u64 = 256 << 20;
+
+/// The longest wait a `Retry-After` header is honoured for; a longer one is cut to this.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// How many redirects to the same host are followed.
+const MAX_REDIRECTS: u32 = 5;
+
+/// How much of an error body a message quotes.
+const BODY_QUOTE: usize = 200;
 
 /// What went wrong, with the query it belongs to.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +78,16 @@ pub enum PromError {
         status: u16,
         /// Start of the body.
         body: String,
+    },
+    /// A response body above the limit, stopped while reading.
+    #[error("{url} answered `{query}` with more than {} MiB; narrow the window (--start/--end, --last) or the --selector", limit >> 20)]
+    TooLarge {
+        /// Server.
+        url: String,
+        /// Query.
+        query: String,
+        /// The limit in bytes.
+        limit: u64,
     },
     /// The API's own error or an unusable body.
     #[error("`{query}`: {source}")]
@@ -111,14 +136,127 @@ pub struct Client {
     pub pulled: Pulled,
 }
 
+/// The parts of an `http(s)://[user[:password]@]host[:port][/path]` URL.
+struct UrlParts<'a> {
+    scheme: &'a str,
+    userinfo: Option<&'a str>,
+    host_port: &'a str,
+    rest: &'a str,
+}
+
+fn url_parts(url: &str) -> Option<UrlParts<'_>> {
+    let (scheme, after) = url.split_once("://")?;
+    let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+    let (authority, rest) = after.split_at(end);
+    let (userinfo, host_port) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    Some(UrlParts {
+        scheme,
+        userinfo,
+        host_port,
+        rest,
+    })
+}
+
+/// `url` without the user and password it may carry (`http://user:pass@host` →
+/// `http://host`), and those credentials, percent-decoded. Every message, report and error
+/// names the URL this returns, so a password given in a URL never appears in output.
+#[must_use]
+pub fn split_credentials(url: &str) -> (String, Option<(String, String)>) {
+    match url_parts(url) {
+        Some(UrlParts {
+            scheme,
+            userinfo: Some(info),
+            host_port,
+            rest,
+        }) => {
+            let (user, pass) = info.split_once(':').unwrap_or((info, ""));
+            (
+                format!("{scheme}://{host_port}{rest}"),
+                Some((percent_decode(user), percent_decode(pass))),
+            )
+        }
+        _ => (url.to_owned(), None),
+    }
+}
+
+/// Decode `%XX` escapes (a URL's user and password); other bytes pass through.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The origin (`scheme://host:port`, lowercased) of an absolute URL.
+fn origin(url: &str) -> Option<String> {
+    let p = url_parts(url)?;
+    let default = if p.scheme.eq_ignore_ascii_case("https") {
+        ":443"
+    } else {
+        ":80"
+    };
+    let hp = p.host_port.to_ascii_lowercase();
+    let hp = if hp
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.bytes().all(|c| c.is_ascii_digit()))
+        && !hp.ends_with(']')
+    {
+        hp
+    } else {
+        format!("{hp}{default}")
+    };
+    Some(format!("{}://{hp}", p.scheme.to_ascii_lowercase()))
+}
+
+/// The seconds a `Retry-After` header asks for (delay-seconds or an HTTP date), from `now`.
+fn retry_after(value: &str, now: jiff::Timestamp) -> Option<Duration> {
+    let v = value.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = jiff::fmt::rfc2822::parse(v).ok()?.timestamp();
+    let ms = when.as_millisecond() - now.as_millisecond();
+    Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+}
+
 impl Client {
-    /// A client for `opts`.
-    pub fn new(opts: ClientOptions) -> Result<Self, PromError> {
+    /// A client for `opts`. A user and password inside the URL become basic auth (unless basic
+    /// auth is given) and are removed from the URL the client names in messages.
+    pub fn new(mut opts: ClientOptions) -> Result<Self, PromError> {
+        let (url, creds) = split_credentials(&opts.url);
+        opts.url = url;
+        if opts.basic_auth.is_none() {
+            opts.basic_auth = creds;
+        }
         if !(opts.url.starts_with("http://") || opts.url.starts_with("https://")) {
             return Err(PromError::Config(format!(
                 "`{}` is not an http:// or https:// URL",
                 opts.url
             )));
+        }
+        if opts.timeout.is_zero() {
+            return Err(PromError::Config(
+                "the timeout must be longer than zero".to_owned(),
+            ));
+        }
+        if opts.max_response_bytes == 0 {
+            opts.max_response_bytes = MAX_RESPONSE_BYTES;
         }
         let mut tls = ureq::tls::TlsConfig::builder();
         if let Some(pem) = &opts.ca_pem {
@@ -135,9 +273,12 @@ impl Client {
             }
             tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
         }
+        // Redirects are followed by hand (see `send`): only to the same host, where the
+        // credentials and custom headers may go.
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(opts.timeout))
             .http_status_as_error(false)
+            .max_redirects(0)
             .tls_config(tls.build())
             .build()
             .into();
@@ -152,14 +293,49 @@ impl Client {
         format!("{}/api/v1/{path}", self.opts.url.trim_end_matches('/'))
     }
 
+    /// The server's URL as messages name it (without credentials).
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.opts.url
+    }
+
+    /// `text` with every secret this client sends (token, password, header values) replaced
+    /// by `***`, control characters dropped, cut to a short quote.
+    fn quote(&self, text: &str) -> String {
+        let mut t = text.to_owned();
+        let mut secrets: Vec<&str> = Vec::new();
+        if let Some(b) = &self.opts.bearer_token {
+            secrets.push(b);
+        }
+        if let Some((_, p)) = &self.opts.basic_auth {
+            secrets.push(p);
+        }
+        secrets.extend(self.opts.headers.iter().map(|(_, v)| v.as_str()));
+        for s in secrets {
+            if s.len() >= 3 {
+                t = t.replace(s, "***");
+            }
+        }
+        let clean: String = t
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let mut short: String = clean.trim().chars().take(BODY_QUOTE).collect();
+        if clean.trim().chars().count() > BODY_QUOTE {
+            short.push('…');
+        }
+        short
+    }
+
     fn send(
         &self,
         path: &str,
         params: &[(&str, String)],
         query: &str,
     ) -> Result<Response, PromError> {
-        let url = self.endpoint(path);
+        let mut url = self.endpoint(path);
         let mut attempt = 0;
+        let mut redirects = 0;
         loop {
             let mut req = self.agent.post(&url);
             if let Some(t) = &self.opts.bearer_token {
@@ -181,17 +357,55 @@ impl Client {
                 query: query.to_owned(),
                 message,
             };
+            let mut wait: Option<Duration> = None;
             // (error, whether a retry may help)
             let outcome: Result<Response, (PromError, bool)> = match result {
                 Err(e) => Err((unreachable(e.to_string()), true)),
+                Ok(resp) if resp.status().is_redirection() => {
+                    let to = resp
+                        .headers()
+                        .get("location")
+                        .and_then(|v| v.to_str().ok())
+                        .map(|l| absolute(&url, l));
+                    match to {
+                        Some(to) if origin(&to) == origin(&url) && redirects < MAX_REDIRECTS => {
+                            redirects += 1;
+                            url = to;
+                            continue;
+                        }
+                        Some(to) => Err((
+                            PromError::Config(format!(
+                                "{url} redirected `{query}` to {}: gpuwise follows redirects only on the same host (its credentials and headers go nowhere else); use the final URL",
+                                split_credentials(&to).0
+                            )),
+                            false,
+                        )),
+                        None => Err((
+                            PromError::Config(format!(
+                                "{url} answered {} without a Location",
+                                resp.status().as_u16()
+                            )),
+                            false,
+                        )),
+                    }
+                }
                 Ok(mut resp) => {
                     let status = resp.status().as_u16();
-                    match resp
-                        .body_mut()
-                        .with_config()
-                        .limit(1 << 30)
-                        .read_to_string()
-                    {
+                    wait = resp
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| retry_after(v, jiff::Timestamp::now()));
+                    let limit = self.opts.max_response_bytes;
+                    match resp.body_mut().with_config().limit(limit).read_to_string() {
+                        Err(ureq::Error::BodyExceedsLimit(_)) => Err((
+                            PromError::TooLarge {
+                                url: url.clone(),
+                                query: query.to_owned(),
+                                limit,
+                            },
+                            false,
+                        )),
                         Err(e) => Err((unreachable(e.to_string()), true)),
                         Ok(body) => {
                             self.pulled
@@ -201,7 +415,7 @@ impl Client {
                                 url: url.clone(),
                                 query: query.to_owned(),
                                 status,
-                                body: body.chars().take(300).collect(),
+                                body: self.quote(&body),
                             };
                             // The API answers errors with a JSON body too (400 bad_data,
                             // 422 execution, 503 timeout): use it whenever it is one.
@@ -239,7 +453,9 @@ impl Client {
                     return Ok(r);
                 }
                 Err((_, true)) if attempt < self.opts.retries => {
-                    std::thread::sleep(self.opts.backoff * 2u32.saturating_pow(attempt));
+                    // The server's `Retry-After` (bounded) when it sent one, else backoff.
+                    let backoff = self.opts.backoff * 2u32.saturating_pow(attempt);
+                    std::thread::sleep(wait.map_or(backoff, |w| w.min(MAX_RETRY_AFTER)));
                     attempt += 1;
                 }
                 Err((e, _)) => return Err(e),
@@ -307,6 +523,22 @@ impl Client {
     }
 }
 
+/// `location` made absolute against `base` (a path-only Location keeps the base's origin).
+fn absolute(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_owned();
+    }
+    let Some(p) = url_parts(base) else {
+        return location.to_owned();
+    };
+    if location.starts_with('/') {
+        format!("{}://{}{location}", p.scheme, p.host_port)
+    } else {
+        let dir = p.rest.rfind('/').map_or("", |i| &p.rest[..=i]);
+        format!("{}://{}{dir}{location}", p.scheme, p.host_port)
+    }
+}
+
 fn secs(ms: EpochMs) -> String {
     format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
 }
@@ -355,12 +587,24 @@ mod tests {
 
     /// A one-connection-per-response HTTP server answering `responses` in order.
     fn fake(responses: Vec<(u16, &'static str)>) -> (String, std::thread::JoinHandle<Vec<String>>) {
+        fake_with(
+            responses
+                .into_iter()
+                .map(|(s, b)| (s, String::new(), b.to_owned()))
+                .collect(),
+        )
+    }
+
+    /// Like `fake`, with extra header lines (`Name: value\r\n…`) per response.
+    fn fake_with(
+        responses: Vec<(u16, String, String)>,
+    ) -> (String, std::thread::JoinHandle<Vec<String>>) {
         use std::io::{BufRead as _, BufReader, Read as _, Write as _};
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let url = format!("http://{}", l.local_addr().expect("addr"));
         let h = std::thread::spawn(move || {
             let mut heads = Vec::new();
-            for (status, body) in responses {
+            for (status, extra, body) in responses {
                 let Ok((mut s, _)) = l.accept() else {
                     return heads;
                 };
@@ -383,7 +627,7 @@ mod tests {
                 heads.push(head);
                 let _ = write!(
                     s,
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
                     body.len()
                 );
             }
@@ -459,10 +703,130 @@ mod tests {
     }
 
     #[test]
+    fn credentials_in_the_url_become_basic_auth_and_never_appear_in_messages() {
+        let (url, h) = fake(vec![(401, "bad password for s3cret-pw, key k3y-123")]);
+        let c = Client::new(ClientOptions {
+            url: url.replace("http://", "http://alice:s3cret-pw@"),
+            timeout: Duration::from_secs(5),
+            headers: vec![("X-Api-Key".into(), "k3y-123".into())],
+            ..ClientOptions::default()
+        })
+        .expect("client");
+        assert_eq!(c.url(), url);
+        let e = c.query("up", 0).expect_err("401").to_string();
+        assert!(!e.contains("s3cret-pw") && !e.contains("k3y-123"), "{e}");
+        assert!(e.contains("bad password for ***, key ***"), "{e}");
+        let head = h.join().expect("server").remove(0).to_ascii_lowercase();
+        // base64("alice:s3cret-pw"), sent to this host only.
+        assert!(
+            head.contains("authorization: basic ywxpy2u6cznjcmv0lxb3"),
+            "{head}"
+        );
+        let (clean, creds) = split_credentials("https://a%40b:p%3Ass@mimir.example:443/prom?x=1");
+        assert_eq!(clean, "https://mimir.example:443/prom?x=1");
+        assert_eq!(creds, Some(("a@b".to_owned(), "p:ss".to_owned())));
+    }
+
+    #[test]
+    fn redirects_are_followed_on_the_same_host_only() {
+        // Same host: followed, headers kept.
+        let (url, h) = fake_with(vec![
+            (
+                307,
+                "Location: /prefix/api/v1/query\r\n".to_owned(),
+                String::new(),
+            ),
+            (200, String::new(), OK.to_owned()),
+        ]);
+        let c = client(url, 0);
+        c.query("up", 0).expect("followed");
+        let heads = h.join().expect("server");
+        assert!(
+            heads[1].starts_with("POST /prefix/api/v1/query "),
+            "{}",
+            heads[1]
+        );
+        assert!(
+            heads[1]
+                .to_ascii_lowercase()
+                .contains("x-scope-orgid: team-a")
+        );
+        // Another host: refused, nothing sent there.
+        let (url, h) = fake_with(vec![(
+            302,
+            "Location: http://elsewhere.invalid:9090/api/v1/query\r\n".to_owned(),
+            String::new(),
+        )]);
+        let c = client(url, 0);
+        let e = c.query("up", 0).expect_err("cross-host").to_string();
+        assert!(
+            e.contains("redirected `up` to http://elsewhere.invalid:9090"),
+            "{e}"
+        );
+        assert!(e.contains("only on the same host"), "{e}");
+        assert_eq!(h.join().expect("server").len(), 1);
+    }
+
+    #[test]
+    fn retry_after_is_honoured_within_a_bound() {
+        let (url, h) = fake_with(vec![
+            (429, "Retry-After: 1\r\n".to_owned(), "slow down".to_owned()),
+            (200, String::new(), OK.to_owned()),
+        ]);
+        let c = client(url, 1);
+        let t = std::time::Instant::now();
+        c.query("up", 0).expect("second try");
+        assert!(
+            t.elapsed() >= Duration::from_millis(950),
+            "{:?}",
+            t.elapsed()
+        );
+        h.join().expect("server");
+        let now = jiff::Timestamp::from_second(1_767_607_200).expect("ts");
+        assert_eq!(retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(
+            retry_after("Mon, 05 Jan 2026 10:00:30 GMT", now),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(retry_after("soon", now), None);
+    }
+
+    #[test]
+    fn a_response_over_the_limit_is_stopped_while_reading() {
+        let big = format!(
+            "{{\"status\":\"success\",\"data\":{{\"resultType\":\"vector\",\"result\":[]}},\"pad\":\"{}\"}}",
+            "x".repeat(4096)
+        );
+        let (url, h) = fake_with(vec![(200, String::new(), big)]);
+        let c = Client::new(ClientOptions {
+            url,
+            timeout: Duration::from_secs(5),
+            max_response_bytes: 1024,
+            ..ClientOptions::default()
+        })
+        .expect("client");
+        let e = c.query("up", 0).expect_err("too large");
+        assert!(matches!(e, PromError::TooLarge { limit: 1024, .. }), "{e}");
+        h.join().expect("server");
+    }
+
+    #[test]
+    fn a_zero_timeout_is_refused() {
+        let e = Client::new(ClientOptions {
+            url: "http://127.0.0.1:9090".into(),
+            ..ClientOptions::default()
+        })
+        .err()
+        .expect("refused");
+        assert!(e.to_string().contains("timeout"), "{e}");
+    }
+
+    #[test]
     fn a_ca_file_without_a_certificate_is_refused() {
         let e = Client::new(ClientOptions {
             url: "https://prometheus:9090".into(),
             ca_pem: Some(b"not a certificate".to_vec()),
+            timeout: Duration::from_secs(1),
             ..ClientOptions::default()
         })
         .err()
@@ -478,6 +842,7 @@ mod tests {
         assert!(matches!(
             Client::new(ClientOptions {
                 url: "prometheus:9090".into(),
+                timeout: Duration::from_secs(1),
                 ..ClientOptions::default()
             }),
             Err(PromError::Config(_))

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::{self, IngestSummary, OverlapSummary, Pulled, Report, Warning};
-use gpuwise_sources::promclient::{Client, ClientOptions};
+use gpuwise_sources::promclient::{self, Client, ClientOptions};
 use gpuwise_sources::pushdown::{self, Query};
 
 use super::report::{Settings, now_ms};
@@ -68,6 +68,7 @@ fn client(p: &PromArgs, url: &str) -> anyhow::Result<Client> {
         timeout,
         retries: p.retries.unwrap_or(2),
         backoff: Duration::from_millis(500),
+        max_response_bytes: promclient::MAX_RESPONSE_BYTES,
     })?)
 }
 
@@ -77,10 +78,15 @@ pub(crate) fn build(
     start: Option<&str>,
     s: &Settings,
 ) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
-    let url = p
+    let given = p
         .prometheus
         .as_deref()
         .ok_or_else(|| anyhow!("--prometheus URL is needed"))?;
+    // The client takes a user and password out of the URL; from here on the URL is named
+    // without them (messages, the report's inputs), so a password never reaches output.
+    let c = client(p, given)?;
+    let url_owned = c.url().to_owned();
+    let url = url_owned.as_str();
     let end_ms = match &p.end {
         Some(e) => instant("end", e)?,
         None => now_ms()?,
@@ -113,7 +119,6 @@ pub(crate) fn build(
         tz: s.read.tz.clone(),
         sample_budget: p.sample_budget.unwrap_or(pushdown::DEFAULT_SAMPLE_BUDGET),
     };
-    let c = client(p, url)?;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let (profiles, mode, mut warnings, raw_in_window) = if p.raw {
         // The scrape interval decides the raw step: found like the pushdown's.

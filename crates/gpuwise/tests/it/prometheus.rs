@@ -210,6 +210,19 @@ fn pushdown_and_raw_match_the_files() {
         "{pp} vs {rp}"
     );
 
+    // A password in the URL is used and never printed: not in JSON, HTML, tables or stderr.
+    let secret_url = url.replace("http://", "http://gpu-admin:hunter2-secret@");
+    for format in ["json", "html", "table", "markdown", "csv"] {
+        let mut a = vec!["report", "--prometheus", &secret_url];
+        a.extend_from_slice(&window);
+        a.extend_from_slice(&["--format", format, "--no-progress"]);
+        let o = run(&a);
+        assert_eq!(o.code, 0, "{format}: {}", o.stderr);
+        assert!(
+            !o.stdout.contains("hunter2") && !o.stderr.contains("hunter2"),
+            "{format}: the password leaked"
+        );
+    }
     // A selector narrows the fleet.
     let first = report(&["--selector", "{gpu=\"0\"}"]);
     let n = first["devices"].as_array().expect("devices").len();
