@@ -46,13 +46,7 @@ const COLUMNS: &[&str] = &[
 ];
 
 fn field(out: &mut String, v: &str) {
-    if v.contains([',', '"', '\n', '\r']) {
-        out.push('"');
-        out.push_str(&v.replace('"', "\"\""));
-        out.push('"');
-    } else {
-        out.push_str(v);
-    }
+    out.push_str(&crate::escape::csv(v));
 }
 
 fn num(v: Option<f64>) -> String {

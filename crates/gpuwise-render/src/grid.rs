@@ -14,16 +14,7 @@ pub fn render(headers: &[&str], right: &[usize], rows: &[Vec<String>], format: F
             let mut out = headers.join(",");
             out.push('\n');
             for r in rows {
-                let cells: Vec<String> = r
-                    .iter()
-                    .map(|v| {
-                        if v.contains([',', '"', '\n']) {
-                            format!("\"{}\"", v.replace('"', "\"\""))
-                        } else {
-                            v.clone()
-                        }
-                    })
-                    .collect();
+                let cells: Vec<String> = r.iter().map(|v| crate::escape::csv(v)).collect();
                 out.push_str(&cells.join(","));
                 out.push('\n');
             }
@@ -44,7 +35,7 @@ pub fn render(headers: &[&str], right: &[usize], rows: &[Vec<String>], format: F
                 out.push_str(&format!(
                     "| {} |\n",
                     r.iter()
-                        .map(|c| c.replace('|', "\\|"))
+                        .map(|c| crate::escape::markdown(c))
                         .collect::<Vec<_>>()
                         .join(" | ")
                 ));
@@ -59,7 +50,7 @@ pub fn render(headers: &[&str], right: &[usize], rows: &[Vec<String>], format: F
             t.set_header(headers.iter().map(Cell::new));
             for r in rows {
                 t.add_row(r.iter().enumerate().map(|(i, v)| {
-                    let c = Cell::new(v);
+                    let c = Cell::new(crate::escape::terminal(v));
                     if right.contains(&i) {
                         c.set_alignment(CellAlignment::Right)
                     } else {

@@ -12,6 +12,7 @@
 
 pub mod advice;
 pub mod csv;
+pub mod escape;
 pub mod grid;
 pub mod html;
 pub mod json;

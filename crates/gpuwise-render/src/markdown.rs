@@ -5,7 +5,7 @@ use crate::sections::sections;
 use gpuwise_core::report::Report;
 
 fn esc(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    crate::escape::markdown(s)
 }
 
 /// Render as Markdown.
@@ -17,7 +17,7 @@ pub fn render(report: &Report, opts: &RenderOptions) -> String {
 pub(crate) fn render_sections(title: &str, sections: &[crate::sections::Section]) -> String {
     let mut out = format!("# {title}\n\n");
     for s in sections {
-        out.push_str(&format!("## {}\n\n", s.title));
+        out.push_str(&format!("## {}\n\n", esc(&s.title)));
         let headers: Vec<String> = s
             .headers
             .iter()

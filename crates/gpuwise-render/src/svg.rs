@@ -5,10 +5,7 @@
 use std::fmt::Write as _;
 
 pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    crate::escape::html(s)
 }
 
 /// Colour for a utilization percentage: pale grey (idle) → deep blue (busy).

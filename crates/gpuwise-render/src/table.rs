@@ -4,6 +4,7 @@ use comfy_table::presets::NOTHING;
 use comfy_table::{Attribute, Cell, CellAlignment, ContentArrangement, Table};
 
 use crate::RenderOptions;
+use crate::escape::terminal;
 use crate::sections::sections;
 use gpuwise_core::report::Report;
 
@@ -20,9 +21,9 @@ pub(crate) fn render_sections(
     let mut out = String::new();
     for s in sections {
         if opts.color {
-            out.push_str(&format!("\x1b[1m{}\x1b[0m\n", s.title));
+            out.push_str(&format!("\x1b[1m{}\x1b[0m\n", terminal(&s.title)));
         } else {
-            out.push_str(&s.title);
+            out.push_str(&terminal(&s.title));
             out.push('\n');
         }
         let mut t = Table::new();
@@ -41,7 +42,7 @@ pub(crate) fn render_sections(
         }
         for row in &s.rows {
             t.add_row(row.iter().enumerate().map(|(i, v)| {
-                let c = Cell::new(v);
+                let c = Cell::new(terminal(v));
                 if s.right.contains(&i) {
                     c.set_alignment(CellAlignment::Right)
                 } else {
@@ -55,7 +56,7 @@ pub(crate) fn render_sections(
         }
         if let Some(n) = &s.note {
             out.push_str("  ");
-            out.push_str(n);
+            out.push_str(&terminal(n));
             out.push('\n');
         }
         out.push('\n');

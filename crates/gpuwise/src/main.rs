@@ -11,6 +11,7 @@ mod cli;
 mod commands;
 mod config;
 mod duration;
+mod output;
 mod printer;
 
 use std::process::ExitCode;

@@ -4,6 +4,8 @@
 
 use std::io::IsTerminal;
 
+use gpuwise_render::escape::terminal;
+
 /// Whether colour may be used on `stream_is_tty`: never with `NO_COLOR` set (any value).
 pub(crate) fn color_allowed(stream_is_tty: bool) -> bool {
     stream_is_tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
@@ -17,12 +19,12 @@ pub(crate) fn error(err: &anyhow::Error) {
     } else {
         "error"
     };
-    eprintln!("{label}: {err:#}");
+    eprintln!("{label}: {}", terminal(&format!("{err:#}")));
 }
 
 /// An informational line.
 pub(crate) fn info(msg: &str) {
-    eprintln!("{msg}");
+    eprintln!("{}", terminal(msg));
 }
 
 /// A warning line.
@@ -33,7 +35,7 @@ pub(crate) fn warn(msg: &str) {
     } else {
         "warning"
     };
-    eprintln!("{label}: {msg}");
+    eprintln!("{label}: {}", terminal(msg));
 }
 
 /// A byte counter shown while reading, on a terminal only.

@@ -59,8 +59,8 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     generate::write_truth(&fleet, &args.out.join("truth.json"))?;
     let prices = args.out.join("prices.toml");
     let teams = args.out.join("teams.toml");
-    fs_err::write(&prices, PRICES)?;
-    fs_err::write(&teams, TEAMS)?;
+    crate::output::write(&prices, PRICES.as_bytes())?;
+    crate::output::write(&teams, TEAMS.as_bytes())?;
     let analysis = AnalysisArgs {
         prices: Some(prices),
         teams: Some(teams),
@@ -83,13 +83,13 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     rep.advice = Some(advice);
     let html = args.out.join("report.html");
     let json = args.out.join("report.json");
-    fs_err::write(
+    crate::output::write(
         &html,
-        gpuwise_render::render(&rep, Format::Html, &RenderOptions::default()),
+        gpuwise_render::render(&rep, Format::Html, &RenderOptions::default()).as_bytes(),
     )?;
-    fs_err::write(
+    crate::output::write(
         &json,
-        gpuwise_render::render(&rep, Format::Json, &RenderOptions::default()),
+        gpuwise_render::render(&rep, Format::Json, &RenderOptions::default()).as_bytes(),
     )?;
     let color = printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     report::emit(

@@ -48,7 +48,7 @@ pub(crate) fn write_fleet(
                         _ => "",
                     };
                     let path = dir.join(format!("{host}.{ext}{suffix}"));
-                    let file = fs_err::File::create(&path)?;
+                    let (file, pending) = crate::output::create(&path)?;
                     let mut w: Box<dyn Write> = match compress {
                         "gzip" => Box::new(flate2::write::GzEncoder::new(
                             BufWriter::new(file),
@@ -63,6 +63,8 @@ pub(crate) fn write_fleet(
                     gpuwise_synth::write::host(&mut w, fleet, format, devices)
                         .with_context(|| format!("writing `{}`", path.display()))?;
                     w.flush()?;
+                    drop(w);
+                    pending.commit()?;
                     Ok(path)
                 })
             })
@@ -81,7 +83,7 @@ pub(crate) fn write_fleet(
 pub(crate) fn write_truth(fleet: &Fleet, path: &Path) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(&fleet.truth())?;
     text.push('\n');
-    fs_err::write(path, text)?;
+    crate::output::write(path, text.as_bytes())?;
     Ok(())
 }
 
@@ -128,10 +130,13 @@ pub(crate) fn run(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
         );
         fs_err::create_dir_all(&args.out)?;
         let path = args.out.join("fleet.om.txt");
-        let mut w = BufWriter::with_capacity(1 << 20, fs_err::File::create(&path)?);
+        let (file, pending) = crate::output::create(&path)?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
         gpuwise_synth::write::openmetrics(&mut w, &fleet)
             .with_context(|| format!("writing `{}`", path.display()))?;
         w.flush()?;
+        drop(w);
+        pending.commit()?;
         vec![path]
     } else {
         write_fleet(&fleet, &args.out, &args.compress)?

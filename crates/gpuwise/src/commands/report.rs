@@ -311,7 +311,7 @@ pub(crate) fn read_fleet(
 /// Write `text` to `output` or stdout.
 pub(crate) fn emit(text: &str, output: Option<&PathBuf>) -> anyhow::Result<()> {
     match output {
-        Some(path) => fs_err::write(path, text)?,
+        Some(path) => crate::output::write(path, text.as_bytes())?,
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())?;

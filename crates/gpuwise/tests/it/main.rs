@@ -8,6 +8,7 @@ mod bad_input;
 mod catalog;
 mod cli;
 mod common;
+mod hostile;
 mod messy;
 mod plan;
 mod planted;
