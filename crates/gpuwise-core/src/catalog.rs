@@ -176,10 +176,47 @@ pub struct Instance {
     pub as_of: String,
     /// Where they come from.
     pub source: String,
+    /// Prices the importer found doubtful (see [`Suspect`]): listed, never quoted, unless an
+    /// overlay confirms them or sets its own.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suspect: Vec<Suspect>,
+}
+
+/// A price of an instance row that `catalog import` found doubtful, and why.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Suspect {
+    /// Which of the row's prices.
+    pub pricing: Pricing,
+    /// Why (a stable code: `spot_not_below_on_demand`, `source_spot_not_below_on_demand`,
+    /// `cheaper_than_smaller_memory_variant`, `far_below_other_clouds`).
+    pub reason: String,
+}
+
+/// The highest price per GPU-hour taken as real: no GPU rents for more (in 2026 the dearest
+/// list prices are near $15). Above it a price is a typo or a unit error, not a quote.
+pub const MAX_USD_PER_GPU_HOUR: f64 = 1_000.0;
+
+/// Check a price per GPU-hour: finite, above zero (an unknown price is absent, never $0) and
+/// at most [`MAX_USD_PER_GPU_HOUR`].
+pub fn check_gpu_hour_price(v: f64) -> Result<f64, String> {
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!(
+            "a price must be a number above zero (leave an unknown price out): `{v}`"
+        ));
+    }
+    if v > MAX_USD_PER_GPU_HOUR {
+        return Err(format!(
+            "${v}/GPU-hour is above ${MAX_USD_PER_GPU_HOUR:.0}, more than any GPU rents for (a typo or a unit error?)"
+        ));
+    }
+    Ok(v)
 }
 
 /// Header of the instances CSV.
-pub const INSTANCES_HEADER: &str = "cloud,instance_type,region,gpu,gpu_count,vcpus,memory_gib,on_demand_usd_per_hour,spot_usd_per_hour,commit_1y_usd_per_hour,commit_3y_usd_per_hour,as_of,source";
+pub const INSTANCES_HEADER: &str = "cloud,instance_type,region,gpu,gpu_count,vcpus,memory_gib,on_demand_usd_per_hour,spot_usd_per_hour,commit_1y_usd_per_hour,commit_3y_usd_per_hour,as_of,source,suspect";
+
+/// Fields of an instances CSV row.
+const INSTANCE_FIELDS: usize = 14;
 
 fn opt_num(v: Option<f64>) -> String {
     v.map_or_else(String::new, |x| {
@@ -189,9 +226,39 @@ fn opt_num(v: Option<f64>) -> String {
 }
 
 impl Instance {
-    /// The price of an instance-hour under `pricing`.
+    /// The price of an instance-hour under `pricing`, for quotes: `None` when unpublished or
+    /// suspect.
     #[must_use]
     pub fn price(&self, pricing: Pricing) -> Option<f64> {
+        if self.suspect_reason(pricing).is_some() {
+            return None;
+        }
+        self.listed_price(pricing)
+    }
+
+    /// Why the `pricing` price is suspect, if it is.
+    #[must_use]
+    pub fn suspect_reason(&self, pricing: Pricing) -> Option<&str> {
+        self.suspect
+            .iter()
+            .find(|s| s.pricing == pricing)
+            .map(|s| s.reason.as_str())
+    }
+
+    /// Mark the `pricing` price suspect (once per pricing).
+    pub fn mark_suspect(&mut self, pricing: Pricing, reason: &str) {
+        if self.listed_price(pricing).is_some() && self.suspect_reason(pricing).is_none() {
+            self.suspect.push(Suspect {
+                pricing,
+                reason: reason.to_owned(),
+            });
+        }
+    }
+
+    /// The price of an instance-hour under `pricing` as the source lists it, suspect or not
+    /// (for listings, which say when it is suspect).
+    #[must_use]
+    pub fn listed_price(&self, pricing: Pricing) -> Option<f64> {
         match pricing {
             Pricing::OnDemand => self.on_demand_usd_per_hour,
             Pricing::Spot => self.spot_usd_per_hour,
@@ -226,6 +293,11 @@ impl Instance {
             opt_num(self.commit_3y_usd_per_hour),
             clean(&self.as_of),
             clean(&self.source),
+            self.suspect
+                .iter()
+                .map(|x| format!("{}:{}", x.pricing, clean(&x.reason)))
+                .collect::<Vec<_>>()
+                .join(";"),
         ]
         .join(",")
     }
@@ -286,8 +358,25 @@ pub fn parse_instances(text: &str, origin: &str) -> Result<Vec<Instance>, Catalo
     let mut out = Vec::new();
     for (i, line) in lines {
         let f: Vec<&str> = line.split(',').collect();
-        if f.len() != 13 {
-            return Err(err(i + 1, format!("expected 13 fields, found {}", f.len())));
+        if f.len() != INSTANCE_FIELDS {
+            return Err(err(
+                i + 1,
+                format!("expected {INSTANCE_FIELDS} fields, found {}", f.len()),
+            ));
+        }
+        let mut suspect = Vec::new();
+        for entry in f[13].split(';').filter(|e| !e.is_empty()) {
+            let (p, reason) = entry.split_once(':').ok_or_else(|| {
+                err(
+                    i + 1,
+                    format!("`suspect` entry `{entry}` is not PRICING:REASON"),
+                )
+            })?;
+            let pricing = Pricing::parse(p).map_err(|m| err(i + 1, format!("`suspect`: {m}")))?;
+            suspect.push(Suspect {
+                pricing,
+                reason: reason.to_owned(),
+            });
         }
         let num = |k: usize, name: &str| -> Result<Option<f64>, CatalogError> {
             if f[k].is_empty() {
@@ -306,6 +395,17 @@ pub fn parse_instances(text: &str, origin: &str) -> Result<Vec<Instance>, Catalo
         };
         let gpu_count =
             num(4, "gpu_count")?.ok_or_else(|| err(i + 1, "`gpu_count` is empty".into()))?;
+        if gpu_count <= 0.0 {
+            return Err(err(i + 1, "`gpu_count` must be above zero".into()));
+        }
+        let price = |k: usize, name: &str| -> Result<Option<f64>, CatalogError> {
+            match num(k, name)? {
+                Some(v) => check_gpu_hour_price(v / gpu_count)
+                    .map(|_| Some(v))
+                    .map_err(|m| err(i + 1, format!("`{name}`: {m}"))),
+                None => Ok(None),
+            }
+        };
         out.push(Instance {
             cloud: f[0].to_owned(),
             instance_type: f[1].to_owned(),
@@ -314,12 +414,13 @@ pub fn parse_instances(text: &str, origin: &str) -> Result<Vec<Instance>, Catalo
             gpu_count,
             vcpus: num(5, "vcpus")?,
             memory_gib: num(6, "memory_gib")?,
-            on_demand_usd_per_hour: num(7, "on_demand_usd_per_hour")?,
-            spot_usd_per_hour: num(8, "spot_usd_per_hour")?,
-            commit_1y_usd_per_hour: num(9, "commit_1y_usd_per_hour")?,
-            commit_3y_usd_per_hour: num(10, "commit_3y_usd_per_hour")?,
+            on_demand_usd_per_hour: price(7, "on_demand_usd_per_hour")?,
+            spot_usd_per_hour: price(8, "spot_usd_per_hour")?,
+            commit_1y_usd_per_hour: price(9, "commit_1y_usd_per_hour")?,
+            commit_3y_usd_per_hour: price(10, "commit_3y_usd_per_hour")?,
             as_of: f[11].to_owned(),
             source: f[12].to_owned(),
+            suspect,
         });
     }
     Ok(out)
@@ -438,6 +539,25 @@ pub struct Overlay {
     /// Private clusters.
     #[serde(default, rename = "cluster")]
     pub clusters: Vec<Cluster>,
+    /// Suspect catalog prices confirmed as real (they are quoted again).
+    #[serde(default, rename = "confirm")]
+    pub confirms: Vec<Confirm>,
+}
+
+/// An overlay `[[confirm]]`: a suspect catalog price checked by a person and taken as real.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Confirm {
+    /// Cloud.
+    pub cloud: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Region (all regions when absent).
+    pub region: Option<String>,
+    /// Which price (all of the row's suspect prices when absent).
+    pub pricing: Option<String>,
+    /// Who checked it, where, when.
+    pub note: Option<String>,
 }
 
 impl Overlay {
@@ -635,12 +755,20 @@ impl Catalog {
         for p in &overlay.prices {
             let pricing = Pricing::parse(&p.pricing)
                 .map_err(|e| err(format!("price for `{}`: {e}", p.instance_type)))?;
-            if !p.usd_per_hour.is_finite() || p.usd_per_hour < 0.0 {
-                return Err(err(format!(
-                    "price for `{}`: `usd_per_hour` must be a non-negative number",
+            let per_gpu = self
+                .instances
+                .iter()
+                .find(|i| i.cloud == p.cloud && i.instance_type == p.instance_type)
+                .map(|i| i.gpu_count)
+                .or(p.gpu_count)
+                .filter(|n| *n > 0.0)
+                .unwrap_or(1.0);
+            check_gpu_hour_price(p.usd_per_hour / per_gpu).map_err(|m| {
+                err(format!(
+                    "price for `{}`: `usd_per_hour`: {m}",
                     p.instance_type
-                )));
-            }
+                ))
+            })?;
             let source = format!(
                 "{origin} (negotiated{})",
                 p.note
@@ -661,6 +789,7 @@ impl Catalog {
                         Pricing::Commit3y => &mut i.commit_3y_usd_per_hour,
                     };
                     *slot = Some(p.usd_per_hour);
+                    i.suspect.retain(|x| x.pricing != pricing);
                     i.as_of.clone_from(&p.as_of);
                     i.source.clone_from(&source);
                 }
@@ -690,6 +819,7 @@ impl Catalog {
                     commit_3y_usd_per_hour: None,
                     as_of: p.as_of.clone(),
                     source,
+                    suspect: Vec::new(),
                 };
                 match pricing {
                     Pricing::OnDemand => row.on_demand_usd_per_hour = Some(p.usd_per_hour),
@@ -698,6 +828,35 @@ impl Catalog {
                     Pricing::Commit3y => row.commit_3y_usd_per_hour = Some(p.usd_per_hour),
                 }
                 self.instances.push(row);
+            }
+        }
+        for c in &overlay.confirms {
+            let pricing = c
+                .pricing
+                .as_deref()
+                .map(Pricing::parse)
+                .transpose()
+                .map_err(|e| err(format!("confirm for `{}`: {e}", c.instance_type)))?;
+            let mut hit = false;
+            for i in &mut self.instances {
+                if i.cloud == c.cloud
+                    && i.instance_type == c.instance_type
+                    && c.region.as_ref().is_none_or(|r| *r == i.region)
+                {
+                    hit = true;
+                    i.suspect
+                        .retain(|x| pricing.is_some_and(|p| p != x.pricing));
+                }
+            }
+            if !hit {
+                return Err(err(format!(
+                    "confirm: `{}` `{}`{} is not in the catalog",
+                    c.cloud,
+                    c.instance_type,
+                    c.region
+                        .as_deref()
+                        .map_or(String::new(), |r| format!(" in {r}"))
+                )));
             }
         }
         for c in &overlay.clusters {
@@ -736,6 +895,7 @@ impl Catalog {
                 commit_3y_usd_per_hour: None,
                 as_of: c.as_of.clone(),
                 source: format!("{origin} cluster `{}`: {formula}", c.name),
+                suspect: Vec::new(),
             });
         }
         Ok(())
@@ -1053,15 +1213,27 @@ mod tests {
             ("cloud,gpu\n", "expected the header"),
             (
                 &format!("{INSTANCES_HEADER}\naws,x,r,T4,1\n") as &str,
-                "line 2: expected 13 fields, found 5",
+                "line 2: expected 14 fields, found 5",
             ),
             (
-                &format!("{INSTANCES_HEADER}\naws,x,r,T4,one,,,1,,,,2026-01-01,s\n"),
+                &format!("{INSTANCES_HEADER}\naws,x,r,T4,one,,,1,,,,2026-01-01,s,\n"),
                 "`gpu_count` is not a number: `one`",
             ),
             (
-                &format!("{INSTANCES_HEADER}\naws,x,r,T4,1,,,-3,,,,2026-01-01,s\n"),
+                &format!("{INSTANCES_HEADER}\naws,x,r,T4,1,,,-3,,,,2026-01-01,s,\n"),
                 "non-negative",
+            ),
+            (
+                &format!("{INSTANCES_HEADER}\naws,x,r,T4,1,,,0,,,,2026-01-01,s,\n"),
+                "above zero",
+            ),
+            (
+                &format!("{INSTANCES_HEADER}\naws,x,r,T4,1,,,1e308,,,,2026-01-01,s,\n"),
+                "more than any GPU rents for",
+            ),
+            (
+                &format!("{INSTANCES_HEADER}\naws,x,r,T4,1,,,1,,,,2026-01-01,s,cheap\n"),
+                "is not PRICING:REASON",
             ),
         ] {
             let e = parse_instances(text, "i.csv").expect_err(text).to_string();

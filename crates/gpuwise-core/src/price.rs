@@ -190,7 +190,9 @@ impl PriceBook {
                         })?;
                     as_of = Some(row.as_of.clone());
                     source = format!("{source}: {}", row.source);
-                    row.on_demand_usd_per_hour.unwrap_or(0.0) / row.gpu_count
+                    row.on_demand_usd_per_hour.ok_or_else(|| {
+                        err(format!("cluster `{name}` has no price in the overlay"))
+                    })? / row.gpu_count
                 }
                 (None, None, Some(instance), None) => {
                     let pricing = match rule.pricing.as_deref() {
@@ -234,9 +236,7 @@ impl PriceBook {
                     return Err(err("no price: give `usd_per_gpu_hour`, `usd_per_instance_hour`, `instance` or `cluster`".into()));
                 }
             };
-            if !usd.is_finite() || usd < 0.0 {
-                return Err(err(format!("price `{usd}` is not a non-negative number")));
-            }
+            let usd = crate::catalog::check_gpu_hour_price(usd).map_err(&err)?;
             if rule.usd_per_gpu_hour.is_some() || rule.usd_per_instance_hour.is_some() {
                 for extra in [&rule.instance, &rule.pricing, &rule.note]
                     .into_iter()
@@ -437,7 +437,13 @@ mod tests {
                 "[[rule]]\nusd_per_instance_hour = 3",
                 "needs `gpus_per_instance`",
             ),
-            ("[[rule]]\nusd_per_gpu_hour = -1", "non-negative"),
+            ("[[rule]]\nusd_per_gpu_hour = -1", "above zero"),
+            ("[[rule]]\nusd_per_gpu_hour = 0", "above zero"),
+            (
+                "[[rule]]\nusd_per_gpu_hour = 1e308",
+                "more than any GPU rents for",
+            ),
+            ("[[rule]]\nusd_per_gpu_hour = nan", "above zero"),
             (
                 "[[rule]]\nlabel = \"team\"\nusd_per_gpu_hour = 1",
                 "`key=value`",

@@ -580,11 +580,12 @@ impl DeviceAcc {
             && gap as u64 > st.max_gap_ms
             && later.samples == 1
             && later.pending.is_none()
-            && (later.reordered, later.duplicates, later.outliers) == (0, 0, 0)
+            && (later.reordered, later.duplicates) == (0, 0)
         {
             // A lone sample far after this one, with nothing after it yet: held, as the
-            // sequential fold would hold it.
+            // sequential fold would hold it (an outlier before it was dropped either way).
             self.pending = Some(later.last);
+            self.outliers += later.outliers;
             self.overlaps += later.overlaps;
             self.overlap_samples += later.overlap_samples;
             self.overlap_ms += later.overlap_ms;

@@ -51,7 +51,16 @@ pub enum Invalid {
     Negative(&'static str),
     /// Memory used above memory total.
     MemoryUsedAboveTotal,
+    /// An amount above what any GPU has (see [`MAX_MEMORY_MIB`], [`MAX_POWER_W`]).
+    Implausible(&'static str, u32),
 }
+
+/// The most memory any one GPU is taken to have: 1 TiB (the largest in 2026 carry 288 GB).
+/// A larger reading is a broken counter, not a GPU.
+pub const MAX_MEMORY_MIB: u32 = 1_048_576;
+
+/// The most power any one GPU is taken to draw: 5 kW (the largest in 2026 are rated 1.2 kW).
+pub const MAX_POWER_W: u32 = 5_000;
 
 impl fmt::Display for Invalid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -60,6 +69,9 @@ impl fmt::Display for Invalid {
             Invalid::PercentOutOfRange(field) => write!(f, "`{field}` is outside 0–100 %"),
             Invalid::Negative(field) => write!(f, "`{field}` is negative"),
             Invalid::MemoryUsedAboveTotal => f.write_str("memory used is above memory total"),
+            Invalid::Implausible(field, limit) => {
+                write!(f, "`{field}` is above {limit}, more than any GPU has")
+            }
         }
     }
 }
@@ -84,8 +96,10 @@ impl Sample {
     ///
     /// Rules (documented in `docs/input-formats.md`): NaN and ±Inf are dropped; a percentage
     /// outside `0..=100` is dropped (not clamped: 130 % says the source is broken, and a clamped
-    /// 100 % would be a silently wrong number); negative memory or power is dropped; memory used
-    /// more than 1 % above memory total drops memory used.
+    /// 100 % would be a silently wrong number); negative memory or power is dropped, and so is
+    /// memory above [`MAX_MEMORY_MIB`] or power above [`MAX_POWER_W`]; memory used more than 1 %
+    /// above memory total drops memory used. The Prometheus pushdown applies the same limits to
+    /// the aggregates it pulls.
     pub fn sanitize(&mut self, mut report: impl FnMut(Invalid)) {
         fn pct(v: &mut Option<f32>, name: &'static str, report: &mut impl FnMut(Invalid)) {
             if let Some(x) = *v {
@@ -98,7 +112,12 @@ impl Sample {
                 }
             }
         }
-        fn amount(v: &mut Option<f32>, name: &'static str, report: &mut impl FnMut(Invalid)) {
+        fn amount(
+            v: &mut Option<f32>,
+            name: &'static str,
+            max: u32,
+            report: &mut impl FnMut(Invalid),
+        ) {
             if let Some(x) = *v {
                 if !x.is_finite() {
                     *v = None;
@@ -106,6 +125,9 @@ impl Sample {
                 } else if x < 0.0 {
                     *v = None;
                     report(Invalid::Negative(name));
+                } else if f64::from(x) > f64::from(max) {
+                    *v = None;
+                    report(Invalid::Implausible(name, max));
                 }
             }
         }
@@ -119,10 +141,25 @@ impl Sample {
             "memory_bandwidth_utilization",
             &mut report,
         );
-        amount(&mut self.mem_used_mib, "memory_used", &mut report);
-        amount(&mut self.mem_total_mib, "memory_total", &mut report);
-        amount(&mut self.power_w, "power", &mut report);
-        amount(&mut self.power_limit_w, "power_limit", &mut report);
+        amount(
+            &mut self.mem_used_mib,
+            "memory_used",
+            MAX_MEMORY_MIB,
+            &mut report,
+        );
+        amount(
+            &mut self.mem_total_mib,
+            "memory_total",
+            MAX_MEMORY_MIB,
+            &mut report,
+        );
+        amount(&mut self.power_w, "power", MAX_POWER_W, &mut report);
+        amount(
+            &mut self.power_limit_w,
+            "power_limit",
+            MAX_POWER_W,
+            &mut report,
+        );
         if let (Some(used), Some(total)) = (self.mem_used_mib, self.mem_total_mib)
             && total > 0.0
             && used > total * 1.01
@@ -264,6 +301,7 @@ mod tests {
             mem_used_mib: Some(90_000.0),
             mem_total_mib: Some(81_559.0),
             power_w: Some(-3.0),
+            power_limit_w: Some(1e30),
             ..Sample::at(0)
         };
         let mut seen = Vec::new();
@@ -279,6 +317,7 @@ mod tests {
                 Invalid::PercentOutOfRange("utilization"),
                 Invalid::NotFinite("sm_active"),
                 Invalid::Negative("power"),
+                Invalid::Implausible("power_limit", MAX_POWER_W),
                 Invalid::MemoryUsedAboveTotal
             ]
         );

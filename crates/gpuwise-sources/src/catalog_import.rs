@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gpuwise_core::catalog::{Catalog, Instance};
+use gpuwise_core::catalog::{Catalog, Instance, Pricing};
 
 use crate::diag::IngestError;
 
@@ -412,6 +412,9 @@ fn skypilot_cloud(
         let acc = r.get(c_acc).unwrap_or("").trim();
         let region = clean_region(r.get(c_region).unwrap_or(""));
         let mut mem_mib = get(r, c_info).and_then(|i| gpu_info_mib(i, &mut s));
+        // A GCP host joined to an accelerator row whose spot price is not below its on-demand
+        // price: the source row is broken, so both joined prices are doubtful.
+        let mut source_suspect = false;
         let (name, count, od, spot, instance_type) = if cloud == "gcp" {
             if itype.is_empty() {
                 // An accelerator row: an attachable GPU becomes a GPU-only offer; the others
@@ -441,6 +444,10 @@ fn skypilot_cloud(
                 };
                 let h_od = price(r.get(c_price));
                 let h_spot = price(get(r, c_spot));
+                source_suspect = matches!((a_od, a_spot), (Some(o), Some(sp)) if sp >= o);
+                if source_suspect {
+                    s.note("GCP accelerator row with spot ≥ on-demand: the joined prices are flagged suspect");
+                }
                 let join = |a: Option<f64>, b: Option<f64>| Some(a? + b?);
                 mem_mib = None;
                 (
@@ -497,9 +504,132 @@ fn skypilot_cloud(
             commit_3y_usd_per_hour: None,
             as_of: as_of.to_owned(),
             source: source.to_owned(),
+            suspect: Vec::new(),
         });
+        if source_suspect && let Some(row) = out.last_mut() {
+            for p in [Pricing::OnDemand, Pricing::Spot] {
+                row.mark_suspect(p, "source_spot_not_below_on_demand");
+            }
+        }
     }
     Ok((out, s))
+}
+
+/// How far below the other clouds a price may lie before it is doubtful: under a quarter of
+/// the median of the other clouds' medians for the same GPU (at least two other clouds). Only
+/// the low side: a high price per GPU is usually a big host (a 64-vCPU T4 box), and a quote
+/// that is too high is never picked as the cheapest.
+pub const FAR_BELOW_OTHER_CLOUDS: f64 = 0.25;
+
+/// Flag doubtful prices after import (see `docs/catalog.md`), so that quotes leave them out
+/// until an overlay confirms them: a spot price not below the on-demand price; an on-demand
+/// price per GPU below that of a smaller-memory variant of the same GPU in the same cloud,
+/// region and GPU count (A100 80 GB cheaper than A100 40 GB); an on-demand price per GPU far
+/// below the same GPU's on other clouds. Returns how many prices each rule flagged.
+pub fn flag_suspects(rows: &mut [Instance], catalog: &Catalog) -> BTreeMap<&'static str, usize> {
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut flag = |row: &mut Instance, p: Pricing, why: &'static str| {
+        if row.listed_price(p).is_some() && row.suspect_reason(p).is_none() {
+            row.mark_suspect(p, why);
+            *counts.entry(why).or_default() += 1;
+        }
+    };
+    for r in rows.iter_mut() {
+        if let (Some(od), Some(sp)) = (r.on_demand_usd_per_hour, r.spot_usd_per_hour)
+            && sp >= od
+        {
+            flag(r, Pricing::Spot, "spot_not_below_on_demand");
+        }
+    }
+    // Per GPU on-demand price of each row, with the GPU's family and memory.
+    let od = |r: &Instance| r.listed_price(Pricing::OnDemand).map(|p| p / r.gpu_count);
+    let family_of = |gpu: &str| -> Option<(String, f64)> {
+        let spec = catalog.resolve(gpu)?;
+        // The family is the name without its memory suffix (`A100-SXM4-40GB` → `A100-SXM4`).
+        let fam = spec
+            .name
+            .rsplit_once('-')
+            .filter(|(_, m)| m.ends_with("GB"))
+            .map_or(spec.name.as_str(), |(f, _)| f)
+            .to_owned();
+        Some((fam, spec.memory_gb))
+    };
+    // (cloud, region, family, GPU count) → (memory GB, $/GPU-h) of each row.
+    type Place = (String, String, String, String);
+    let mut smaller: BTreeMap<Place, Vec<(f64, f64)>> = BTreeMap::new();
+    for r in rows.iter() {
+        if let (Some(p), Some((fam, mem))) = (od(r), family_of(&r.gpu)) {
+            smaller
+                .entry((
+                    r.cloud.clone(),
+                    r.region.clone(),
+                    fam,
+                    format!("{}", r.gpu_count),
+                ))
+                .or_default()
+                .push((mem, p));
+        }
+    }
+    for r in rows.iter_mut() {
+        let (Some(p), Some((fam, mem))) = (od(r), family_of(&r.gpu)) else {
+            continue;
+        };
+        let key = (
+            r.cloud.clone(),
+            r.region.clone(),
+            fam,
+            format!("{}", r.gpu_count),
+        );
+        if smaller
+            .get(&key)
+            .is_some_and(|v| v.iter().any(|(m, q)| *m < mem && *q > p))
+        {
+            flag(r, Pricing::OnDemand, "cheaper_than_smaller_memory_variant");
+        }
+    }
+    let mut by_cloud: BTreeMap<&str, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    let snapshot: Vec<(String, String, Option<f64>)> = rows
+        .iter()
+        .map(|r| (r.gpu.clone(), r.cloud.clone(), od(r)))
+        .collect();
+    for (gpu, cloud, p) in &snapshot {
+        if let Some(p) = p {
+            by_cloud
+                .entry(gpu.as_str())
+                .or_default()
+                .entry(cloud.as_str())
+                .or_default()
+                .push(*p);
+        }
+    }
+    let median = |v: &mut Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let mut medians: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for (gpu, clouds) in &by_cloud {
+        for (cloud, prices) in clouds {
+            let mut v = prices.clone();
+            medians.insert(((*gpu).to_owned(), (*cloud).to_owned()), median(&mut v));
+        }
+    }
+    for r in rows.iter_mut() {
+        let Some(p) = od(r) else { continue };
+        let mut others: Vec<f64> = medians
+            .iter()
+            .filter(|((g, c), _)| *g == r.gpu && *c != r.cloud)
+            .map(|(_, m)| *m)
+            .collect();
+        if others.len() >= 2 && p < FAR_BELOW_OTHER_CLOUDS * median(&mut others) {
+            flag(r, Pricing::OnDemand, "far_below_other_clouds");
+        }
+    }
+    counts
 }
 
 /// Import a SkyPilot-format catalog folder: every `<cloud>/vms.csv` below it.
@@ -614,6 +744,7 @@ pub fn aws_vantage(
             commit_3y_usd_per_hour: price(c_3y.and_then(|c| r.get(c))),
             as_of: as_of.to_owned(),
             source: source.to_owned(),
+            suspect: Vec::new(),
         });
     }
     Ok((out, s))
@@ -744,5 +875,68 @@ mod tests {
         assert_eq!(price(Some("700.0")), None);
         assert_eq!(price(Some("")), None);
         assert_eq!(price(Some("3.673")), Some(3.673));
+    }
+
+    fn row(cloud: &str, itype: &str, gpu: &str, od: f64, spot: Option<f64>) -> Instance {
+        Instance {
+            cloud: cloud.into(),
+            instance_type: itype.into(),
+            region: "r1".into(),
+            gpu: gpu.into(),
+            gpu_count: 1.0,
+            vcpus: None,
+            memory_gib: None,
+            on_demand_usd_per_hour: Some(od),
+            spot_usd_per_hour: spot,
+            commit_1y_usd_per_hour: None,
+            commit_3y_usd_per_hour: None,
+            as_of: "2026-01-01".into(),
+            source: "test".into(),
+            suspect: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn doubtful_prices_are_flagged() {
+        let catalog = Catalog::builtin();
+        let mut rows = vec![
+            // The 80 GB variant cheaper than the 40 GB one in the same place: doubtful.
+            row("gcp", "big", "A100-SXM4-80GB", 2.9, Some(1.0)),
+            row("gcp", "small", "A100-SXM4-40GB", 3.7, Some(1.2)),
+            // Spot at on-demand: doubtful spot.
+            row("azure", "h200", "H200-SXM-141GB", 10.0, Some(10.0)),
+            // Far below three other clouds.
+            row("aws", "l4", "L4", 0.8, None),
+            row("gcp", "l4", "L4", 0.7, None),
+            row("azure", "l4", "L4", 0.9, None),
+            row("vast", "l4", "L4", 0.1, None),
+        ];
+        let counts = flag_suspects(&mut rows, &catalog);
+        assert_eq!(
+            rows[0].suspect_reason(Pricing::OnDemand),
+            Some("cheaper_than_smaller_memory_variant")
+        );
+        assert_eq!(rows[0].price(Pricing::OnDemand), None);
+        assert_eq!(rows[0].price(Pricing::Spot), Some(1.0));
+        assert!(rows[1].suspect.is_empty());
+        assert_eq!(
+            rows[2].suspect_reason(Pricing::Spot),
+            Some("spot_not_below_on_demand")
+        );
+        assert_eq!(rows[2].price(Pricing::OnDemand), Some(10.0));
+        assert_eq!(
+            rows[6].suspect_reason(Pricing::OnDemand),
+            Some("far_below_other_clouds")
+        );
+        assert!(rows[3..6].iter().all(|r| r.suspect.is_empty()));
+        assert_eq!(counts.values().sum::<usize>(), 3);
+        // Written and read back, the flags stay.
+        let text = format!(
+            "{}\n{}\n",
+            gpuwise_core::catalog::INSTANCES_HEADER,
+            rows[0].to_csv()
+        );
+        let back = gpuwise_core::catalog::parse_instances(&text, "t").expect("parses");
+        assert_eq!(back[0], rows[0]);
     }
 }

@@ -526,10 +526,26 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
     )?;
     let metrics_present = present.series.len();
     let sh = s as f64 / 3_600_000.0;
+    let window_samples = (q.end_ms - q.start_ms) as f64 / s as f64 + 1.0;
     let profiles = devs
         .into_iter()
         .filter(|(_, a)| a.n > 0.0)
-        .map(|(key, a)| finish(key, a, s, sh, q))
+        .filter_map(|(key, mut a)| match plausible(&mut a, window_samples, s) {
+            Ok(dropped) => {
+                warnings.extend(dropped.into_iter().map(|what| {
+                    format!(
+                        "implausible value from the store for `{key}`: {what} (value left empty)"
+                    )
+                }));
+                Some(finish(key, a, s, sh, q))
+            }
+            Err(why) => {
+                warnings.push(format!(
+                    "implausible counts from the store for `{key}`: {why}; the device is left out"
+                ));
+                None
+            }
+        })
         .collect();
     Ok(Pushed {
         profiles,
@@ -538,6 +554,82 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
         warnings,
         metrics_present,
     })
+}
+
+/// The plausibility rules of file samples (`Sample::sanitize`), applied to what the store
+/// computed: percentages within 0–100, memory and power within what a GPU has, and sample
+/// counts no larger than the window (or hour) holds at the scrape interval. A percentage or
+/// amount out of range is left empty and named; a count out of range makes every hour of the
+/// device doubtful, so the device is left out (`Err`) rather than reported wrong.
+fn plausible(a: &mut Acc, window_samples: f64, step_ms: i64) -> Result<Vec<String>, String> {
+    let mut dropped = Vec::new();
+    let limit = window_samples * 1.001 + 1.0;
+    if !(0.0..=limit).contains(&a.n) {
+        return Err(format!(
+            "{} samples in a window that holds at most {window_samples:.0} at the scrape interval",
+            a.n
+        ));
+    }
+    for (what, v) in [
+        ("below-threshold count", a.below[0]),
+        ("band count", a.below[1]),
+        ("band count", a.below[2]),
+        ("band count", a.below[3]),
+        ("idle count", a.idle),
+        ("held-idle count", a.held),
+    ] {
+        if !(0.0..=a.n * 1.001 + 1.0).contains(&v) {
+            return Err(format!("a {what} of {v} against {} samples", a.n));
+        }
+    }
+    let per_hour = 3_600_000.0 / step_ms as f64 + 1.0;
+    for (start, (n, mean, idle)) in &a.hours {
+        if !(0.0..=per_hour * 1.001 + 1.0).contains(n)
+            || !(0.0..=n * 1.001 + 1.0).contains(idle)
+            || !(0.0..=100.0).contains(mean)
+        {
+            return Err(format!(
+                "the hour at {} has {n} samples, mean {mean}, {idle} idle",
+                crate::diag::show_time(*start)
+            ));
+        }
+    }
+    let mut pct = |name: &str, v: &mut Option<f64>| {
+        if v.is_some_and(|x| !(0.0..=100.0).contains(&x)) {
+            dropped.push(format!("{name} {}", v.unwrap_or_default()));
+            *v = None;
+        }
+    };
+    pct("mean utilization %", &mut a.mean);
+    pct("median utilization %", &mut a.p50);
+    pct("p95 utilization %", &mut a.p95);
+    pct("maximum utilization %", &mut a.max);
+    pct("SM activity %", &mut a.sm);
+    pct("SM occupancy %", &mut a.occ);
+    pct("tensor activity %", &mut a.tensor);
+    pct("DRAM activity %", &mut a.dram);
+    let mut amount = |name: &str, max: u32, v: &mut Option<f64>| {
+        if v.is_some_and(|x| !(0.0..=f64::from(max)).contains(&x)) {
+            dropped.push(format!("{name} {}", v.unwrap_or_default()));
+            *v = None;
+        }
+    };
+    let mem = gpuwise_core::sample::MAX_MEMORY_MIB;
+    let pw = gpuwise_core::sample::MAX_POWER_W;
+    amount("peak memory MiB", mem, &mut a.mem_peak);
+    amount("mean memory MiB", mem, &mut a.mem_mean);
+    amount("p95 memory MiB", mem, &mut a.mem_p95);
+    amount("memory total MiB", mem, &mut a.mem_total);
+    amount("mean power W", pw, &mut a.power_mean);
+    amount("peak power W", pw, &mut a.power_peak);
+    amount("power limit W", pw, &mut a.power_limit);
+    if a.mean.is_none() {
+        // Without a plausible mean the utilization figures say nothing.
+        a.p50 = None;
+        a.p95 = None;
+        a.max = None;
+    }
+    Ok(dropped)
 }
 
 fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
@@ -781,5 +873,48 @@ mod tests {
         assert_eq!(info.index, Some(3));
         assert_eq!(info.label("namespace"), Some("team-a"));
         assert_eq!(info.label("team"), Some("vision"));
+    }
+
+    #[test]
+    fn implausible_aggregates_are_left_empty_or_the_device_out() {
+        // A week at 30 s holds 20,161 samples.
+        let window = 7.0 * 86_400.0 / 30.0 + 1.0;
+        let mut a = Acc {
+            n: 20_000.0,
+            mean: Some(250.0),
+            p95: Some(99.0),
+            power_mean: Some(3e15),
+            mem_peak: Some(40_000.0),
+            ..Acc::default()
+        };
+        let dropped = plausible(&mut a, window, 30_000).expect("counts are fine");
+        assert_eq!(a.mean, None);
+        assert_eq!(a.p95, None, "no mean, no percentiles");
+        assert_eq!(a.power_mean, None);
+        assert_eq!(a.mem_peak, Some(40_000.0));
+        assert_eq!(
+            dropped,
+            vec!["mean utilization % 250", "mean power W 3000000000000000"]
+        );
+        // A count of 1e300 would be 6e297 GPU-hours: the device is left out.
+        let mut a = Acc {
+            n: 1e300,
+            ..Acc::default()
+        };
+        assert!(plausible(&mut a, window, 30_000).is_err());
+        // An idle count above the sample count: left out too.
+        let mut a = Acc {
+            n: 100.0,
+            idle: 500.0,
+            ..Acc::default()
+        };
+        assert!(plausible(&mut a, window, 30_000).is_err());
+        // An hour with more samples than an hour holds.
+        let mut a = Acc {
+            n: 100.0,
+            ..Acc::default()
+        };
+        a.hours.insert(0, (1_000.0, 50.0, 0.0));
+        assert!(plausible(&mut a, window, 30_000).is_err());
     }
 }

@@ -182,10 +182,10 @@ fn instances(a: &InstancesArgs) -> anyhow::Result<()> {
                     i.region.clone(),
                     i.gpu.clone(),
                     format!("{}", i.gpu_count),
-                    num(i.on_demand_usd_per_hour, 4),
-                    num(i.spot_usd_per_hour, 4),
-                    num(i.commit_1y_usd_per_hour, 4),
-                    num(i.commit_3y_usd_per_hour, 4),
+                    listed(i, Pricing::OnDemand),
+                    listed(i, Pricing::Spot),
+                    listed(i, Pricing::Commit1y),
+                    listed(i, Pricing::Commit3y),
                     num(i.per_gpu(key), 4),
                     i.as_of.clone(),
                 ]
@@ -212,7 +212,23 @@ fn instances(a: &InstancesArgs) -> anyhow::Result<()> {
         )
     };
     emit(&out, None)?;
+    let suspect = rows.iter().filter(|i| !i.suspect.is_empty()).count();
+    if suspect > 0 && f != Format::Json {
+        printer::warn(&format!(
+            "{suspect} row(s) carry a price marked `?`: the importer found it doubtful (a spot price not below on-demand, a bigger GPU cheaper than its smaller variant, or far below other clouds); it is listed but never quoted — confirm it with `[[confirm]]` in an --overlay (docs/catalog.md)"
+        ));
+    }
     warn_stale(&rows, a.query.source.stale_price_days.unwrap_or(180))
+}
+
+/// A listed price, marked `?` when suspect.
+fn listed(i: &Instance, p: Pricing) -> String {
+    let v = num(i.listed_price(p), 4);
+    if i.suspect_reason(p).is_some() {
+        format!("{v}?")
+    } else {
+        v
+    }
 }
 
 /// One row of `catalog price`.
@@ -349,7 +365,8 @@ fn import(a: &ImportArgs) -> anyhow::Result<()> {
         rows.extend(r);
         summaries.push(s);
     }
-    let rows = catalog_import::collapse(rows);
+    let mut rows = catalog_import::collapse(rows);
+    let suspects = catalog_import::flag_suspects(&mut rows, &catalog);
     let mut out = String::from(gpuwise_core::catalog::INSTANCES_HEADER);
     out.push('\n');
     for r in &rows {
@@ -374,5 +391,10 @@ fn import(a: &ImportArgs) -> anyhow::Result<()> {
         "{} instance rows (one per cloud, instance type, region)",
         rows.len()
     ));
+    for (why, n) in &suspects {
+        printer::info(&format!(
+            "    {n:>7}  prices flagged suspect: {why} (listed, not quoted; confirm in an overlay)"
+        ));
+    }
     Ok(())
 }

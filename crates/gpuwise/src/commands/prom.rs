@@ -160,6 +160,8 @@ pub(crate) fn build(
             .map(|m| Warning {
                 kind: if m.starts_with("partial result") {
                     "partial_result".into()
+                } else if m.starts_with("implausible") {
+                    "implausible_value".into()
                 } else {
                     "missing_metric".into()
                 },

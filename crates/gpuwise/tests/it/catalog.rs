@@ -116,9 +116,19 @@ fn importer_on_every_price_file() {
     let sky = s.join("prices/skypilot-format/anycloud-mirror");
     let aws = s.join("prices/aws-vantage/aws_gpu_instances_ondemand_reserved.csv");
     let aws_s = aws.display().to_string();
+    // The command of docs/catalog.md, sources included.
     let (rows, log) = import(
         &sky,
-        &["--aws-vantage", &aws_s, "--aws-as-of", "2026-01-21"],
+        &[
+            "--skypilot-source",
+            "SkyPilot catalog (anycloud-sh/catalog@62ff0a98)",
+            "--aws-vantage",
+            &aws_s,
+            "--aws-source",
+            "instances.vantage.sh (tsaol/aws-gpu@77fcd9fe)",
+            "--aws-as-of",
+            "2026-01-21",
+        ],
     );
     for cloud in ["aws", "gcp", "azure", "lambda", "vast"] {
         let n = rows.iter().filter(|r| r.cloud == cloud).count();
@@ -239,10 +249,37 @@ fn importer_on_every_price_file() {
         log.contains("not a GPU instance") && log.contains("is not in the catalog"),
         "the import summary counts skips: {log}"
     );
+    // GCP's A100 80GB accelerator row has a spot price above its on-demand price: the
+    // joined a2-ultragpu prices ($2.95 on demand, below the 40 GB a2-highgpu's $3.67) are
+    // flagged, listed and never quoted.
+    let ultra = rows
+        .iter()
+        .find(|r| {
+            r.cloud == "gcp" && r.instance_type == "a2-ultragpu-1g" && r.region == "us-central1"
+        })
+        .expect("a2-ultragpu-1g");
+    use gpuwise_core::catalog::Pricing;
+    assert_eq!(
+        ultra.suspect_reason(Pricing::OnDemand),
+        Some("source_spot_not_below_on_demand")
+    );
+    assert_eq!(ultra.price(Pricing::OnDemand), None);
+    assert!(ultra.listed_price(Pricing::OnDemand).is_some());
+    assert!(
+        rows.iter()
+            .filter(|r| r.spot_usd_per_hour.is_some() && r.on_demand_usd_per_hour.is_some())
+            .all(|r| r.price(Pricing::Spot).is_none()
+                || r.spot_usd_per_hour < r.on_demand_usd_per_hour),
+        "no quotable spot price at or above on-demand"
+    );
+    assert!(
+        log.contains("prices flagged suspect: spot_not_below_on_demand"),
+        "{log}"
+    );
     // The built-in file is exactly what this command produces from the shared data.
     assert_eq!(
-        rows.len(),
-        Catalog::builtin().instances.len(),
+        rows,
+        Catalog::builtin().instances,
         "crates/gpuwise-core/data/instances.csv is up to date (docs/catalog.md)"
     );
 }
@@ -492,7 +529,7 @@ fn bad_catalog_files_give_clear_errors() {
     std::fs::write(
         &bad,
         format!(
-            "{}\naws,x,r,T4,1,,,abc,,,,2026-01-01,s\n",
+            "{}\naws,x,r,T4,1,,,abc,,,,2026-01-01,s,\n",
             gpuwise_core::catalog::INSTANCES_HEADER
         ),
     )
@@ -570,5 +607,48 @@ fn bad_catalog_files_give_clear_errors() {
         o.stderr.contains("no `AcceleratorName` column"),
         "{}",
         o.stderr
+    );
+}
+
+#[test]
+fn suspect_prices_are_quoted_only_once_confirmed() {
+    // GCP us-central1 a2-ultragpu-1g: $2.95 on demand from a broken accelerator row.
+    let central = |v: &serde_json::Value| {
+        v.as_array().expect("rows").iter().any(|r| {
+            r["cloud"] == "gcp" && r["region"] == "us-central1" && r["pricing"] == "on-demand"
+        })
+    };
+    let plain = json(&["catalog", "price", "A100-SXM4-80GB", "--format", "json"]);
+    assert!(!central(&plain), "{plain}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let overlay = dir.path().join("overlay.toml");
+    std::fs::write(
+        &overlay,
+        "[[confirm]]\ncloud = \"gcp\"\ninstance_type = \"a2-ultragpu-1g\"\nregion = \"us-central1\"\nnote = \"checked\"\n",
+    )
+    .expect("write");
+    let o = overlay.display().to_string();
+    let confirmed = json(&[
+        "catalog",
+        "price",
+        "A100-SXM4-80GB",
+        "--overlay",
+        &o,
+        "--format",
+        "json",
+    ]);
+    assert!(central(&confirmed), "{confirmed}");
+    // A confirmation of a row that does not exist is an error.
+    std::fs::write(
+        &overlay,
+        "[[confirm]]\ncloud = \"gcp\"\ninstance_type = \"a9-imaginary\"\n",
+    )
+    .expect("write");
+    let out = run(&["catalog", "price", "A100-SXM4-80GB", "--overlay", &o]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("a9-imaginary` is not in the catalog"),
+        "{}",
+        out.stderr
     );
 }
