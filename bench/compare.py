@@ -58,6 +58,17 @@ def generate(bin_, out, days, fmt, name):
     return path
 
 
+def generate_dir(bin_, out, name, gpus, days, interval):
+    """A directory of per-host nvidia-smi logs (the generator's layout: one file per host)."""
+    path = os.path.join(out, name)
+    if os.path.exists(path):
+        return path
+    sh([bin_, "generate", "--out", path, "--gpus", str(gpus), "--days", str(days), "--interval", interval,
+        "--format", "nvidia-smi", "--seed", "7"], stderr=subprocess.DEVNULL)
+    os.remove(os.path.join(path, "truth.json"))
+    return path
+
+
 def timed(cmd):
     """Wall seconds and peak RSS (MB) of a command, via GNU time."""
     t0 = time.perf_counter()
@@ -72,7 +83,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--sizes", default="1m,10m")
+    ap.add_argument("--sizes", default="1m,10m,many")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     env_note = f"{platform.node()} · {os.cpu_count()} cores · {platform.processor() or platform.machine()}"
@@ -85,6 +96,34 @@ def main():
     print(f"machine: {env_note}; date: {time.strftime('%Y-%m-%d')}", file=sys.stderr)
     rows = []
     for size in a.sizes.split(","):
+        if size in ("many", "100k"):
+            # many: 9,216 GPUs in 1,772 per-host files, 10M samples (DuckDB reads the glob).
+            # 100k: 100,000 GPUs, one day at 10 minutes: the memory of per-device state.
+            gpus, interval = (9216, "80s") if size == "many" else (100_000, "600s")
+            d_ = generate_dir(a.bin, a.out, f"dir-{size}", gpus, 1, interval)
+            files = sorted(os.listdir(d_))
+            for p in files:
+                with open(os.path.join(d_, p), "rb") as f:
+                    while f.read(1 << 24):
+                        pass
+            g, d = [], []
+            report = None
+            for _ in range(a.runs):
+                w, r, out = timed([a.bin, "report", d_, "--format", "json", "--no-progress"])
+                g.append((w, r))
+                report = json.loads(out)
+                if size == "many":
+                    w, r, out = timed([sys.executable, "-c", DUCK, os.path.join(d_, "*.csv")])
+                    d.append((w, r))
+                    assert int(out.decode().strip()) == report["fleet"]["devices"], "both see the same devices"
+            gw = statistics.median(x[0] for x in g)
+            name = (f"{len(files):,} nvidia-smi files, {report['fleet']['devices']:,} GPUs, "
+                    f"{report['ingest']['samples']:,} samples, {sum(os.path.getsize(os.path.join(d_, p)) for p in files) / 1e9:.2f} GB")
+            if d:
+                rows.append((name, gw, max(x[1] for x in g), statistics.median(x[0] for x in d), max(x[1] for x in d)))
+            else:
+                rows.append((name, gw, max(x[1] for x in g), None, None))
+            continue
         days = {"1m": 7, "10m": 70}[size]
         csv = generate(a.bin, a.out, days, "nvidia-smi", f"smi-{size}.csv")
         with open(csv, "rb") as f:  # warm the page cache

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gpuwise against DuckDB on the same telemetry, same machine, same run.
 #
-#   bench/run.sh                 # 1M and 10M samples, 3 alternating runs each
+#   bench/run.sh                 # 1M and 10M samples in one file, 10M in 1,772 files; 3 runs each
 #   bench/run.sh --sizes 1m      # quicker
+#   bench/run.sh --sizes 100k    # 100,000 GPUs (memory of per-device state; gpuwise only)
 #   bench/run.sh --runs 5
 #
 # Generates inputs with `gpuwise generate` (100 GPUs, 60 s samples: 7 days = 1M samples,

@@ -529,7 +529,7 @@ pub fn advise(
         // 2. schedule_off_hours: bins idle for all of their observed time.
         let strict: Vec<HowBin> = d
             .stats
-            .hour_of_week
+            .hour_of_week()
             .iter()
             .map(|b| HowBin {
                 idle_hours: if b.covered_hours > 0.0 && b.idle_hours + 1e-6 >= b.covered_hours {

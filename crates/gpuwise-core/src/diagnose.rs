@@ -113,7 +113,7 @@ pub struct Diagnosis {
 pub fn diagnose(s: &DeviceStats, st: &DiagnoseSettings) -> Diagnosis {
     let (class, class_reason) = classify(s, st);
     let bottleneck = bottleneck(s, class);
-    let (idle_windows, recurring) = idle_windows(&s.hour_of_week, st.recurring_idle_share_pct);
+    let (idle_windows, recurring) = idle_windows(&s.hour_of_week(), st.recurring_idle_share_pct);
     let idle_pattern = describe(&idle_windows);
     Diagnosis {
         class,

@@ -81,14 +81,26 @@ impl SparseBins {
     }
 }
 
-/// Utilization in 0.1 % bins over `0..=100 %`: 1,001 possible bins of milliseconds, stored
-/// sparsely (only the bins with weight).
+/// Utilization in 0.1 % bins over `0..=100 %`: 1,001 bins of milliseconds.
 ///
 /// Quantiles are exact to the bin (0.1 %), which is finer than any GPU utilization counter
-/// reports (nvidia-smi and DCGM `GPU_UTIL` are integers).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// reports (nvidia-smi and DCGM `GPU_UTIL` are integers). Whole percents — what nvidia-smi and
+/// `GPU_UTIL` report — go to a dense array of 101 bins (808 bytes, one add per sample); the
+/// fractional bins that DCGM's profiling ratios fill are stored sparsely. 1,001 dense bins
+/// would cost 8 KB a device, which 100k devices cannot afford.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UtilHist {
-    bins: SparseBins,
+    whole: Box<[u64; 101]>,
+    fractional: SparseBins,
+}
+
+impl Default for UtilHist {
+    fn default() -> Self {
+        Self {
+            whole: Box::new([0; 101]),
+            fractional: SparseBins::default(),
+        }
+    }
 }
 
 /// Number of bins of [`UtilHist`].
@@ -98,7 +110,12 @@ impl UtilHist {
     /// Add `ms` milliseconds at `pct` percent (`0..=100`).
     #[allow(clippy::cast_possible_truncation)]
     pub fn add(&mut self, pct: f32, ms: u64) {
-        self.bins.add(Self::bin(pct) as u32, ms);
+        let bin = Self::bin(pct);
+        if bin.is_multiple_of(10) {
+            self.whole[bin / 10] += ms;
+        } else {
+            self.fractional.add(bin as u32, ms);
+        }
     }
 
     /// The bin of `pct`: 0.1 % steps, rounded to nearest.
@@ -110,39 +127,77 @@ impl UtilHist {
         ((f64::from(pct * 10.0) + 0.5) as usize).min(UTIL_BINS - 1)
     }
 
+    /// (bin, weight) of every bin with weight, ascending: the dense whole percents merged
+    /// with the sparse fractional bins.
+    fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let mut out = Vec::with_capacity(101 + self.fractional.keys.len());
+        let mut frac = self.fractional.iter().peekable();
+        for (w, &v) in (0u32..).zip(self.whole.iter()) {
+            if v > 0 {
+                out.push((w * 10, v));
+            }
+            while let Some(&(k, fv)) = frac.peek() {
+                if k >= (w + 1) * 10 {
+                    break;
+                }
+                out.push((k, fv));
+                frac.next();
+            }
+        }
+        out.into_iter()
+    }
+
     /// Add all of `other`.
     pub fn merge(&mut self, other: &UtilHist) {
-        self.bins.merge(&other.bins);
+        for (a, b) in self.whole.iter_mut().zip(other.whole.iter()) {
+            *a += b;
+        }
+        self.fractional.merge(&other.fractional);
     }
 
     /// Total weight.
     #[must_use]
     pub fn total(&self) -> u64 {
-        self.bins.total()
+        self.whole.iter().sum::<u64>() + self.fractional.total()
     }
 
     /// The smallest value `v` such that at least `q` of the weight is at or below `v`
     /// (`q` in `0..=1`). `None` when empty.
     #[must_use]
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        self.bins.quantile_key(q).map(|k| f64::from(k) / 10.0)
+        let total = self.total();
+        if total == 0 {
+            return None;
+        }
+        let target = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut acc = 0u64;
+        let mut last = 0;
+        for (k, w) in self.iter() {
+            acc += w;
+            last = k;
+            if acc >= target {
+                return Some(f64::from(k) / 10.0);
+            }
+        }
+        Some(f64::from(last) / 10.0)
     }
 
     /// The largest value with weight, `None` when empty.
     #[must_use]
     pub fn max(&self) -> Option<f64> {
-        self.bins
-            .iter()
-            .rev()
-            .find(|(_, w)| *w > 0)
-            .map(|(k, _)| f64::from(k) / 10.0)
+        self.iter().last().map(|(k, _)| f64::from(k) / 10.0)
     }
 
     /// Weight per whole percent (101 buckets, `[0, 0.5)` → 0 … `[99.5, 100]` → 100), for charts.
     #[must_use]
     pub fn by_percent(&self) -> Vec<u64> {
         let mut out = vec![0u64; 101];
-        for (k, w) in self.bins.iter() {
+        for (k, w) in self.iter() {
             out[(k as usize + 5) / 10] += w;
         }
         out
@@ -151,7 +206,9 @@ impl UtilHist {
     /// Bytes held on the heap (for the memory budget per device).
     #[must_use]
     pub fn heap_bytes(&self) -> usize {
-        self.bins.keys.capacity() * 4 + self.bins.weights.capacity() * 8
+        std::mem::size_of::<[u64; 101]>()
+            + self.fractional.keys.capacity() * 4
+            + self.fractional.weights.capacity() * 8
     }
 }
 
@@ -286,11 +343,13 @@ mod tests {
         }
         a.merge(&b);
         let mut got = vec![0u64; UTIL_BINS];
-        for (k, w) in a.bins.iter() {
+        let mut prev = None;
+        for (k, w) in a.iter() {
             got[k as usize] += w;
+            assert!(prev < Some(k), "ascending, each bin once");
+            prev = Some(k);
         }
         assert_eq!(got, dense);
-        assert!(a.bins.keys.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

@@ -308,7 +308,7 @@ pub struct DeviceAcc {
     idle: IdleState,
     timeline: Timeline,
     /// Count of gaps between samples by ⌊log2(ms)⌋, for the sampling-interval estimate.
-    interval_log2: [u32; 48],
+    interval_log2: [u64; 48],
 }
 
 fn max_opt(a: Option<f32>, b: Option<f32>) -> Option<f32> {
@@ -441,6 +441,18 @@ impl DeviceAcc {
     /// into `out_of_order`. (A next sample behind the previous one is out of order as usual.) The first sample of an accumulator is treated
     /// the same way: when the second sample is earlier, the first is the outlier.
     pub fn push(&mut self, s: &Sample, st: &ProfileSettings) -> Result<Taken, Rejected> {
+        // The common case first: nothing held, the next sample within the maximum gap.
+        if self.pending.is_none() && self.samples > 1 {
+            let gap = s.ts_ms.saturating_sub(self.last.ts_ms);
+            #[allow(clippy::cast_sign_loss)]
+            if gap > 0 && gap as u64 <= st.max_gap_ms {
+                self.step(gap as u64, st);
+                self.take_peaks(s);
+                self.last = *s;
+                self.samples += 1;
+                return Ok(Taken::Sample);
+            }
+        }
         let mut taken = Taken::Sample;
         if let Some(p) = self.pending {
             if s.ts_ms <= self.last.ts_ms {
@@ -514,52 +526,67 @@ impl DeviceAcc {
 
     /// The interval after `self.last`, `gap` ms long.
     fn step(&mut self, gap: u64, st: &ProfileSettings) {
-        let bucket = &mut self.interval_log2[(63 - gap.leading_zeros() as usize).min(47)];
-        *bucket = bucket.saturating_add(1);
+        self.interval_log2[(63 - gap.leading_zeros() as usize).min(47)] += 1;
         if gap > st.max_gap_ms {
             self.gaps += 1;
             self.gap_ms += gap;
             self.idle.interrupt(st.min_idle_episode_ms);
             return;
         }
-        let s = self.last;
+        // Split borrows: the last sample is read in place, not copied.
+        let Self {
+            last: s,
+            covered_ms,
+            util,
+            util_hist,
+            below_ms,
+            below_held_ms,
+            idle,
+            sm,
+            occupancy,
+            tensor,
+            dram,
+            mem_bw,
+            mem,
+            mem_hist,
+            power,
+            timeline,
+            ..
+        } = self;
         let dt = gap;
-        self.covered_ms += dt;
+        *covered_ms += dt;
         if let Some(u) = s.util_pct {
-            self.util.add(u, dt);
-            self.util_hist
-                .get_or_insert_with(UtilHist::default)
-                .add(u, dt);
+            util.add(u, dt);
+            util_hist.get_or_insert_with(UtilHist::default).add(u, dt);
             if u < st.idle_threshold_pct {
                 let held = s.mem_used_mib.is_some_and(|m| m >= st.held_idle_min_mib);
-                self.below_ms += dt;
+                *below_ms += dt;
                 if held {
-                    self.below_held_ms += dt;
+                    *below_held_ms += dt;
                 }
-                self.idle.idle(s.ts_ms, dt, held);
+                idle.idle(s.ts_ms, dt, held);
             } else {
-                self.idle.interrupt(st.min_idle_episode_ms);
+                idle.interrupt(st.min_idle_episode_ms);
             }
         } else {
-            self.idle.interrupt(st.min_idle_episode_ms);
+            idle.interrupt(st.min_idle_episode_ms);
         }
-        for (w, v) in [
-            (&mut self.sm, s.sm_active_pct),
-            (&mut self.occupancy, s.sm_occupancy_pct),
-            (&mut self.tensor, s.tensor_active_pct),
-            (&mut self.dram, s.dram_active_pct),
-            (&mut self.mem_bw, s.mem_bw_util_pct),
-            (&mut self.mem, s.mem_used_mib),
-            (&mut self.power, s.power_w),
-        ] {
+        let add = |w: &mut Weighted, v: Option<f32>| {
             if let Some(v) = v {
                 w.add(v, dt);
             }
-        }
+        };
+        add(sm, s.sm_active_pct);
+        add(occupancy, s.sm_occupancy_pct);
+        add(tensor, s.tensor_active_pct);
+        add(dram, s.dram_active_pct);
+        add(mem_bw, s.mem_bw_util_pct);
+        add(mem, s.mem_used_mib);
+        add(power, s.power_w);
         if let Some(m) = s.mem_used_mib {
-            self.mem_hist.add(f64::from(m), dt);
+            mem_hist.add(f64::from(m), dt);
         }
-        self.timeline.add(s.ts_ms, dt, s.util_pct);
+        timeline.add(s.ts_ms, dt, s.util_pct);
     }
 
     /// Append `later`, an accumulator of the same device that starts after this one ends.
@@ -642,7 +669,7 @@ impl DeviceAcc {
             .iter_mut()
             .zip(later.interval_log2.iter())
         {
-            *a = a.saturating_add(*b);
+            *a += b;
         }
         if later.last.ts_ms >= self.last.ts_ms {
             self.last = later.last;
@@ -687,7 +714,6 @@ impl DeviceAcc {
                 t += piece;
             }
         }
-        let mut hour_of_week = vec![HowBin::default(); 168];
         let mut hourly = Vec::with_capacity(self.timeline.cells.len());
         for (i, c) in self.timeline.cells.iter().enumerate() {
             #[allow(clippy::cast_possible_wrap)]
@@ -696,24 +722,13 @@ impl DeviceAcc {
                 continue;
             }
             let idle = idle_by_hour.get(&hour).copied().unwrap_or(0);
-            let start_ms = hour * HOUR_MS;
             hourly.push(HourPoint {
-                start_ms,
+                start_ms: hour * HOUR_MS,
                 covered_hours: ms_to_h(u64::from(c.covered_ms)),
                 util_hours: ms_to_h(u64::from(c.util_ms)),
                 util_weighted: c.util_sum,
                 idle_hours: ms_to_h(idle),
             });
-            if let Some(how) = hour_of_week_index(start_ms, tz) {
-                let bin = &mut hour_of_week[how];
-                bin.covered_hours += ms_to_h(u64::from(c.covered_ms));
-                bin.util_hours += ms_to_h(u64::from(c.util_ms));
-                #[allow(clippy::cast_precision_loss)]
-                {
-                    bin.util_pct_hours += c.util_sum as f64 / 100.0 / 3_600_000.0;
-                }
-                bin.idle_hours += ms_to_h(idle);
-            }
         }
         DeviceStats {
             first_ts_ms: self.first_ts,
@@ -753,21 +768,21 @@ impl DeviceAcc {
             idle_hours: ms_to_h(idle_ms),
             held_idle_hours: ms_to_h(held_ms),
             idle_episodes: episodes,
-            hour_of_week,
             hourly,
+            tz: tz.clone(),
         }
     }
 
     /// Median gap between samples, from the log2 buckets (geometric middle of the bucket).
     #[allow(clippy::cast_precision_loss)]
     fn median_interval_s(&self) -> Option<f64> {
-        let total: u64 = self.interval_log2.iter().map(|n| u64::from(*n)).sum();
+        let total: u64 = self.interval_log2.iter().sum();
         if total == 0 {
             return None;
         }
         let mut acc = 0u64;
         for (i, n) in self.interval_log2.iter().enumerate() {
-            acc += u64::from(*n);
+            acc += n;
             if acc * 2 >= total {
                 return Some((2f64).powf(i as f64 + 0.5) / 1000.0);
             }
@@ -901,10 +916,34 @@ pub struct DeviceStats {
     pub held_idle_hours: f64,
     /// The idle episodes.
     pub idle_episodes: Vec<Episode>,
-    /// 168 hour-of-week bins, Monday 00:00 first, in the report's time zone.
-    pub hour_of_week: Vec<HowBin>,
     /// The hourly timeline (hours with data only).
     pub hourly: Vec<HourPoint>,
+    /// The zone hour-of-week bins are read in (the report's).
+    #[serde(skip)]
+    pub tz: jiff::tz::TimeZone,
+}
+
+impl DeviceStats {
+    /// 168 hour-of-week bins, Monday 00:00 first, in [`DeviceStats::tz`]: the hourly timeline
+    /// folded by hour of the week. Computed when asked rather than kept (5 KB a device that
+    /// 100k devices need not hold).
+    #[must_use]
+    pub fn hour_of_week(&self) -> Vec<HowBin> {
+        let mut bins = vec![HowBin::default(); 168];
+        for h in &self.hourly {
+            if let Some(i) = hour_of_week_index(h.start_ms, &self.tz) {
+                let b = &mut bins[i];
+                b.covered_hours += h.covered_hours;
+                b.util_hours += h.util_hours;
+                #[allow(clippy::cast_precision_loss)]
+                {
+                    b.util_pct_hours += h.util_weighted as f64 / 100.0 / 3_600_000.0;
+                }
+                b.idle_hours += h.idle_hours;
+            }
+        }
+        bins
+    }
 }
 
 /// The input a piece of data came from: its place in the list of inputs. Where two inputs
@@ -1037,10 +1076,12 @@ impl ProfileBuilder {
             return Err(Rejected::OutsideWindow);
         }
         let slot = &mut self.devices[id.0];
-        match slot.keep {
-            None => return Err(Rejected::Overlapped),
-            Some(Keep::After(t)) if s.ts_ms <= t => return Err(Rejected::Overlapped),
-            Some(_) => {}
+        if self.filter.is_some() {
+            match slot.keep {
+                None => return Err(Rejected::Overlapped),
+                Some(Keep::After(t)) if s.ts_ms <= t => return Err(Rejected::Overlapped),
+                Some(_) => {}
+            }
         }
         match &mut slot.acc {
             Some(acc) => acc.push(s, st),

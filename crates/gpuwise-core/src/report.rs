@@ -622,7 +622,7 @@ pub fn build(
             e.2 += h.util_hours;
             e.3 += h.idle_hours;
         }
-        for (i, b) in s.hour_of_week.iter().enumerate() {
+        for (i, b) in s.hour_of_week().iter().enumerate() {
             how[i].0 += b.covered_hours;
             how[i].1 += b.util_pct_hours;
             how[i].2 += b.util_hours;

@@ -101,15 +101,18 @@ impl Sample {
     /// above memory total drops memory used. The Prometheus pushdown applies the same limits to
     /// the aggregates it pulls.
     pub fn sanitize(&mut self, mut report: impl FnMut(Invalid)) {
+        // One range test per value on the common path (NaN fails it too); the reason is
+        // worked out only for a value that fails.
         fn pct(v: &mut Option<f32>, name: &'static str, report: &mut impl FnMut(Invalid)) {
-            if let Some(x) = *v {
-                if !x.is_finite() {
-                    *v = None;
-                    report(Invalid::NotFinite(name));
-                } else if !(0.0..=100.0).contains(&x) {
-                    *v = None;
-                    report(Invalid::PercentOutOfRange(name));
-                }
+            if let Some(x) = *v
+                && !(0.0..=100.0).contains(&x)
+            {
+                *v = None;
+                report(if x.is_finite() {
+                    Invalid::PercentOutOfRange(name)
+                } else {
+                    Invalid::NotFinite(name)
+                });
             }
         }
         fn amount(
@@ -118,17 +121,19 @@ impl Sample {
             max: u32,
             report: &mut impl FnMut(Invalid),
         ) {
-            if let Some(x) = *v {
-                if !x.is_finite() {
-                    *v = None;
-                    report(Invalid::NotFinite(name));
+            #[allow(clippy::cast_precision_loss)]
+            let top = max as f32;
+            if let Some(x) = *v
+                && !(0.0..=top).contains(&x)
+            {
+                *v = None;
+                report(if !x.is_finite() {
+                    Invalid::NotFinite(name)
                 } else if x < 0.0 {
-                    *v = None;
-                    report(Invalid::Negative(name));
-                } else if f64::from(x) > f64::from(max) {
-                    *v = None;
-                    report(Invalid::Implausible(name, max));
-                }
+                    Invalid::Negative(name)
+                } else {
+                    Invalid::Implausible(name, max)
+                });
             }
         }
         pct(&mut self.util_pct, "utilization", &mut report);

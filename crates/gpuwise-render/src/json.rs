@@ -8,3 +8,12 @@ pub fn render(report: &gpuwise_core::report::Report) -> String {
     s.push('\n');
     s
 }
+
+/// The same, streamed to `w`.
+pub fn write(
+    report: &gpuwise_core::report::Report,
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, report)?;
+    w.write_all(b"\n")
+}

@@ -72,6 +72,19 @@ impl Default for RenderOptions {
     }
 }
 
+/// Write `report` in `format` to `w`; JSON is streamed, not built in memory first.
+pub fn write(
+    report: &gpuwise_core::report::Report,
+    format: Format,
+    opts: &RenderOptions,
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    if format == Format::Json {
+        return json::write(report, w);
+    }
+    w.write_all(render(report, format, opts).as_bytes())
+}
+
 /// Render `report` in `format`.
 #[must_use]
 pub fn render(

@@ -110,3 +110,14 @@ pub fn csv(data: &[u8]) {
 pub fn prometheus(data: &[u8]) {
     let _ = crate::prometheus::parse(data);
 }
+
+/// File names: the host a name implies and the time stamped in it, for any text.
+pub fn file_names(data: &[u8]) {
+    let name = String::from_utf8_lossy(data);
+    let host = crate::input::host_of_file_name(&name);
+    assert!(
+        name.starts_with(host.as_str()),
+        "a host is a prefix of its file name"
+    );
+    let _ = crate::input::stamp_in_name(&name);
+}

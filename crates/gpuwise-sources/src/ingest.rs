@@ -189,11 +189,17 @@ pub fn read_all(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Ingested, IngestError> {
     let joiner = Mutex::new(Joiner::default());
-    inputs.par_iter().enumerate().for_each(|(i, input)| {
-        let job = Job::plain(source_id(i));
-        let part = read_job(input, opts, &job, progress);
-        lock(&joiner).add(i, part, inputs, opts);
-    });
+    // Each free worker takes the next input in order (not a half of the list each), so the
+    // joiner waits for at most one input per worker and memory stays bounded by the devices.
+    inputs
+        .iter()
+        .enumerate()
+        .par_bridge()
+        .for_each(|(i, input)| {
+            let job = Job::plain(source_id(i));
+            let part = read_job(input, opts, &job, progress);
+            lock(&joiner).add(i, part, inputs, opts);
+        });
     let joiner = joiner.into_inner().unwrap_or_else(PoisonError::into_inner);
     if let Some(e) = joiner.error {
         return Err(e);

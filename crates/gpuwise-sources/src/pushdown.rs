@@ -23,9 +23,7 @@
 
 use std::collections::BTreeMap;
 
-use gpuwise_core::profile::{
-    DeviceProfile, DeviceStats, Episode, HourPoint, HowBin, UtilStats, hour_of_week_index,
-};
+use gpuwise_core::profile::{DeviceProfile, DeviceStats, Episode, HourPoint, UtilStats};
 use gpuwise_core::sample::UtilSource;
 use gpuwise_core::settings::ProfileSettings;
 use gpuwise_core::{DeviceInfo, DeviceKey, EpochMs};
@@ -653,7 +651,6 @@ fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
         prev = cum[i];
     }
     let mut hourly = Vec::new();
-    let mut how = vec![HowBin::default(); 168];
     let mut episodes: Vec<Episode> = Vec::new();
     let held_share = if a.idle > 0.0 { a.held / a.idle } else { 0.0 };
     for (&start, &(n, mean, idle)) in &a.hours {
@@ -670,13 +667,6 @@ fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
             util_weighted: (mean * 100.0 * util_ms).round().max(0.0) as u64,
             idle_hours: idle_h,
         });
-        if let Some(bin) = hour_of_week_index(start, &q.tz) {
-            let b = &mut how[bin];
-            b.covered_hours += covered;
-            b.util_hours += covered;
-            b.util_pct_hours += mean * covered;
-            b.idle_hours += idle_h;
-        }
         // Episodes at hourly resolution: a run of hours with idle time.
         if idle_h > 0.0 {
             let dur = (idle_h * 3_600_000.0) as u64;
@@ -739,7 +729,7 @@ fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
             idle_hours: a.idle * sh,
             held_idle_hours: a.held * sh,
             idle_episodes: episodes,
-            hour_of_week: how,
+            tz: q.tz.clone(),
             hourly,
         },
     }

@@ -52,6 +52,12 @@ proptest! {
     }
 
     #[test]
+    fn any_file_name_is_handled(name in any::<String>(), bytes in prop::collection::vec(any::<u8>(), 0..80)) {
+        fuzzing::file_names(name.as_bytes());
+        fuzzing::file_names(&bytes);
+    }
+
+    #[test]
     fn damaged_lines_never_panic(data in prop_oneof![damaged(SMI), damaged(DMON), damaged(DCGM), damaged(CSV)]) {
         run_all(&data);
     }

@@ -1,6 +1,6 @@
 //! `gpuwise report`: inputs → profile → diagnosis and prices → rendered report.
 
-use std::io::Write as _;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -310,11 +310,32 @@ pub(crate) fn read_fleet(
 
 /// Write `text` to `output` or stdout.
 pub(crate) fn emit(text: &str, output: Option<&PathBuf>) -> anyhow::Result<()> {
+    emit_with(output, |w| w.write_all(text.as_bytes()))
+}
+
+/// Let `write` write to `output` (atomically) or stdout, buffered, without holding the whole
+/// text in memory (a JSON report of 100k devices is streamed).
+pub(crate) fn emit_with(
+    output: Option<&PathBuf>,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     match output {
-        Some(path) => crate::output::write(path, text.as_bytes())?,
+        Some(path) => {
+            let (file, pending) = crate::output::create(path)?;
+            let ctx = || format!("cannot write `{}`", path.display());
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
+            write(&mut w).with_context(ctx)?;
+            let file = w
+                .into_inner()
+                .map_err(|e| e.into_error())
+                .with_context(ctx)?;
+            file.sync_all().with_context(ctx)?;
+            drop(file);
+            pending.commit()?;
+        }
         None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            write(&mut out)?;
             out.flush()?;
         }
     }
@@ -337,16 +358,17 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         report.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&report, &advice);
         report.advice = Some(advice);
     }
+    // The profiles are in the report now: free them before the output is written.
+    drop(profiles);
     let color = args.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     let opts = RenderOptions {
         top: args.top.or(cfg.top).unwrap_or(20),
         color,
     };
-    emit(
-        &gpuwise_render::render(&report, format, &opts),
-        args.output.as_ref(),
-    )?;
+    emit_with(args.output.as_ref(), |w| {
+        gpuwise_render::write(&report, format, &opts, w)
+    })?;
     if format != Format::Table || args.output.is_some() {
         for w in &report.warnings {
             printer::warn(&format!("{}: {}", w.kind, w.message));

@@ -87,6 +87,13 @@ const SKIPS: &[(&str, &str, u64, u64, &str)] = &[
         "line 7: `power` is above 5000, more than any GPU has",
     ),
     (
+        "dcgm-far-timestamp.prom",
+        "implausible_timestamp",
+        1,
+        11,
+        "ms is before 2000 or more than a day in the future",
+    ),
+    (
         "far-future-line.csv",
         "implausible_timestamp",
         1,
@@ -245,6 +252,53 @@ fn very_long_line_is_skipped_and_the_rest_kept() {
         r["warnings"]
     );
     assert_eq!(r["ingest"]["samples"], 10);
+}
+
+#[test]
+fn long_lines_are_bounded_in_every_reader() {
+    // A 3 MiB line in a DCGM scrape and in a generic CSV: skipped and named, the rest kept.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prom = dir.path().join("scrape.prom");
+    let good = std::fs::read_to_string(data("bad/dcgm-far-timestamp.prom")).expect("fixture");
+    let mut lines: Vec<String> = good.lines().map(str::to_owned).collect();
+    lines[6] = format!(
+        "DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"{}\"}} 1 1",
+        "x".repeat(3 << 20)
+    );
+    std::fs::write(&prom, lines.join("\n") + "\n").expect("write");
+    let r = report_json(&[&prom.display().to_string()]);
+    assert_eq!(skips(&r, "line_too_long"), 1, "{:?}", r["warnings"]);
+    assert!(
+        r["warnings"].to_string().contains("scrape.prom` line 7"),
+        "{}",
+        r["warnings"]
+    );
+    assert_eq!(r["ingest"]["samples"], 11);
+    let csv = dir.path().join("export.csv");
+    let mut text = String::from("ts,gpu,util\n");
+    for i in 0..11 {
+        text.push_str(&format!("{},g0,50\n", 1_767_607_200 + i * 60));
+        if i == 4 {
+            text.push_str(&format!(
+                "{},g0,{}\n",
+                1_767_607_200 + 270,
+                "7".repeat(3 << 20)
+            ));
+        }
+    }
+    std::fs::write(&csv, text).expect("write");
+    let r = report_json(&[
+        &csv.display().to_string(),
+        "--map",
+        "timestamp=ts,device=gpu,util=util",
+    ]);
+    assert_eq!(skips(&r, "line_too_long"), 1, "{:?}", r["warnings"]);
+    assert!(
+        r["warnings"].to_string().contains("export.csv` line 7"),
+        "{}",
+        r["warnings"]
+    );
+    assert_eq!(r["ingest"]["samples"], 11);
 }
 
 #[test]
