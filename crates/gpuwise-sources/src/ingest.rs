@@ -702,6 +702,29 @@ fn blocks(
     Ok((joined.profile, joined.tally))
 }
 
+/// Place a parsed block after the `lines_before` lines ahead of it: its skips (numbered from
+/// 1 in the block) renumbered, and the over-long line cut after it counted.
+fn place_block(
+    t: &mut Tally,
+    lines_before: &mut u64,
+    lines: u64,
+    overlong_after: bool,
+    file: &str,
+) {
+    t.renumber(*lines_before);
+    *lines_before += lines;
+    if overlong_after {
+        *lines_before += 1;
+        t.lines += 1;
+        t.skip(
+            "line_too_long",
+            file,
+            *lines_before,
+            format!("line longer than {MAX_LINE} bytes"),
+        );
+    }
+}
+
 /// The blocks of one input parsed one after another into one builder: a re-read that must
 /// follow the sequential rule exactly (in-file disorder across blocks, clipped overlaps).
 fn sequential_blocks(
@@ -719,18 +742,7 @@ fn sequential_blocks(
     while let Some(block) = cutter.next(r)? {
         let mut t = Tally::default();
         let lines = parse(&block.data, &mut b, &mut t);
-        t.renumber(lines_before);
-        lines_before += lines;
-        if block.overlong_after {
-            lines_before += 1;
-            t.lines += 1;
-            t.skip(
-                "line_too_long",
-                file,
-                lines_before,
-                format!("line longer than {MAX_LINE} bytes"),
-            );
-        }
+        place_block(&mut t, &mut lines_before, lines, block.overlong_after, file);
         progress(block.data.len() as u64);
         tally.merge(t);
         cutter.recycle(block.data);
@@ -781,18 +793,13 @@ impl InOrder {
             progress(p.bytes);
             // Blocks are parsed before the lines ahead of them are counted: each numbers its
             // lines from 1, and its skips are renumbered here.
-            p.tally.renumber(self.lines_before);
-            self.lines_before += p.lines;
-            if p.overlong_after {
-                self.lines_before += 1;
-                p.tally.lines += 1;
-                p.tally.skip(
-                    "line_too_long",
-                    file,
-                    self.lines_before,
-                    format!("line longer than {MAX_LINE} bytes"),
-                );
-            }
+            place_block(
+                &mut p.tally,
+                &mut self.lines_before,
+                p.lines,
+                p.overlong_after,
+                file,
+            );
             let seams = self.profile.absorb(p.profile, st);
             if seams > 0 {
                 p.tally.skip(

@@ -57,6 +57,15 @@ fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
+/// One device and exactly `hours` GPU-hours in the report of `dir`.
+fn one_gpu(dir: &Path, hours: f64) -> serde_json::Value {
+    let r = report_json(&[&s(dir)]);
+    assert_eq!(r["fleet"]["devices"], 1, "{}", r["devices"]);
+    let got = f(&r["fleet"]["gpu_hours"]);
+    assert!((got - hours).abs() < 1e-12, "{got} GPU-hours, not {hours}");
+    r
+}
+
 #[test]
 fn a_file_named_twice_or_through_a_link_is_read_once() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -81,13 +90,7 @@ fn link_loops_end_and_count_nothing_twice() {
     std::os::unix::fs::symlink(".", logs.join("self")).expect("link");
     std::os::unix::fs::symlink("../b", logs.join("a/to-b")).expect("link");
     std::os::unix::fs::symlink("../a", logs.join("b/to-a")).expect("link");
-    let r = report_json(&[&s(&logs)]);
-    assert!(
-        (f(&r["fleet"]["gpu_hours"]) - 1.0).abs() < 1e-12,
-        "{}",
-        r["fleet"]
-    );
-    assert_eq!(r["fleet"]["devices"], 1);
+    one_gpu(&logs, 1.0);
 }
 
 #[test]
@@ -96,13 +99,7 @@ fn a_copy_under_another_name_is_the_same_gpu_counted_once() {
     let text = log(0, 3600, true);
     write(&dir.path().join("node.csv"), &text);
     write(&dir.path().join("node-copy.csv"), &text);
-    let r = report_json(&[&s(dir.path())]);
-    assert_eq!(r["fleet"]["devices"], 1);
-    assert!(
-        (f(&r["fleet"]["gpu_hours"]) - 1.0).abs() < 1e-12,
-        "{}",
-        r["fleet"]
-    );
+    let r = one_gpu(dir.path(), 1.0);
     let k = kinds(&r);
     assert!(k.contains(&"overlap".to_owned()), "{k:?}");
     assert!(k.contains(&"same_gpu_several_hosts".to_owned()), "{k:?}");
@@ -116,14 +113,8 @@ fn rotated_logs_are_one_device_and_one_timeline() {
     let dir = tempfile::tempdir().expect("tempdir");
     write(&dir.path().join("node.csv.1"), &log(0, 3600, false));
     write(&dir.path().join("node.csv"), &log(3630, 7200, false));
-    let r = report_json(&[&s(dir.path())]);
-    assert_eq!(r["fleet"]["devices"], 1, "{}", r["devices"]);
+    let r = one_gpu(dir.path(), 2.0);
     assert_eq!(r["devices"][0]["id"], "node/gpu0");
-    assert!(
-        (f(&r["fleet"]["gpu_hours"]) - 2.0).abs() < 1e-12,
-        "{}",
-        r["fleet"]
-    );
     assert!(!kinds(&r).contains(&"overlap".to_owned()));
 }
 
@@ -140,10 +131,7 @@ fn ha_collectors_of_one_gpu_count_each_hour_once() {
         &dir.path().join("collector-b/node.csv"),
         &log(15, 3615, true),
     );
-    let r = report_json(&[&s(dir.path())]);
-    assert_eq!(r["fleet"]["devices"], 1);
-    let hours = f(&r["fleet"]["gpu_hours"]);
-    assert!((hours - 3615.0 / 3600.0).abs() < 1e-12, "{hours}");
+    let r = one_gpu(dir.path(), 3615.0 / 3600.0);
     assert!(
         (f(&r["ingest"]["overlap"]["hours_covered_twice"]) - (3600.0 - 15.0) / 3600.0).abs() < 1e-9
     );
@@ -193,12 +181,6 @@ fn duplicate_scrape_directories_count_once() {
         write(&dir.path().join("scrapes").join(&name), &text);
         write(&dir.path().join("scrapes-backup").join(&name), &text);
     }
-    let r = report_json(&[&s(dir.path())]);
-    assert_eq!(r["fleet"]["devices"], 1);
-    assert!(
-        (f(&r["fleet"]["gpu_hours"]) - 1.0).abs() < 1e-12,
-        "{}",
-        r["fleet"]
-    );
+    let r = one_gpu(dir.path(), 1.0);
     assert_eq!(r["ingest"]["overlap"]["samples_dropped"], 121);
 }
