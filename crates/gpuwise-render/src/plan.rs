@@ -408,7 +408,11 @@ pub fn render_models(models: &[Model], format: Format) -> String {
                 m.heads.to_string(),
                 m.kv_heads.to_string(),
                 m.ffn.to_string(),
-                m.vocab.to_string(),
+                if m.vocab == 0 {
+                    "–".to_owned()
+                } else {
+                    m.vocab.to_string()
+                },
                 m.max_context
                     .map_or_else(|| "–".to_owned(), |c| c.to_string()),
                 if m.experts > 1 {
