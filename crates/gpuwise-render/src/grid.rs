@@ -11,10 +11,25 @@ use crate::Format;
 pub fn render(headers: &[&str], right: &[usize], rows: &[Vec<String>], format: Format) -> String {
     match format {
         Format::Csv => {
-            let mut out = headers.join(",");
+            // Machine CSV: snake_case headers, empty cells for missing values (the report's
+            // CSV does the same).
+            let mut out = headers
+                .iter()
+                .map(|h| machine_name(h))
+                .collect::<Vec<_>>()
+                .join(",");
             out.push('\n');
             for r in rows {
-                let cells: Vec<String> = r.iter().map(|v| crate::escape::csv(v)).collect();
+                let cells: Vec<String> = r
+                    .iter()
+                    .map(|v| {
+                        if v == "–" {
+                            String::new()
+                        } else {
+                            crate::escape::csv(v)
+                        }
+                    })
+                    .collect();
                 out.push_str(&cells.join(","));
                 out.push('\n');
             }
@@ -68,5 +83,51 @@ pub fn render(headers: &[&str], right: &[usize], rows: &[Vec<String>], format: F
             }
             out
         }
+    }
+}
+
+/// A display header as a machine column name: `$/GPU-H ON-DEMAND` → `usd_per_gpu_h_on_demand`,
+/// `MEM GB` → `mem_gb`, `TOK/S` → `tok_per_s`.
+#[must_use]
+pub fn machine_name(header: &str) -> String {
+    let words = header
+        .to_lowercase()
+        .replace("$/", "usd_per_")
+        .replace('$', "usd")
+        .replace('/', "_per_")
+        .replace('%', "pct")
+        .replace('#', "rank");
+    let mut out = String::with_capacity(words.len());
+    for c in words.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('_') && !out.is_empty() {
+            out.push('_');
+        }
+    }
+    out.trim_end_matches('_').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn display_headers_become_machine_names() {
+        for (h, m) in [
+            ("$/GPU-H ON-DEMAND", "usd_per_gpu_h_on_demand"),
+            ("MEM GB", "mem_gb"),
+            ("ON-DEMAND $/H", "on_demand_usd_per_h"),
+            ("TOK/S", "tok_per_s"),
+            ("#", "rank"),
+            ("1Y $/H", "1y_usd_per_h"),
+        ] {
+            assert_eq!(super::machine_name(h), m);
+        }
+        let csv = super::render(
+            &["GPU", "MEM GB"],
+            &[1],
+            &[vec!["T4".into(), "–".into()]],
+            crate::Format::Csv,
+        );
+        assert_eq!(csv, "gpu,mem_gb\nT4,\n");
     }
 }

@@ -182,12 +182,17 @@ fn instances(a: &InstancesArgs) -> anyhow::Result<()> {
                     i.region.clone(),
                     i.gpu.clone(),
                     format!("{}", i.gpu_count),
-                    listed(i, Pricing::OnDemand),
-                    listed(i, Pricing::Spot),
-                    listed(i, Pricing::Commit1y),
-                    listed(i, Pricing::Commit3y),
+                    listed(i, Pricing::OnDemand, f == Format::Csv),
+                    listed(i, Pricing::Spot, f == Format::Csv),
+                    listed(i, Pricing::Commit1y, f == Format::Csv),
+                    listed(i, Pricing::Commit3y, f == Format::Csv),
                     num(i.per_gpu(key), 4),
                     i.as_of.clone(),
+                    i.suspect
+                        .iter()
+                        .map(|x| format!("{}:{}", x.pricing, x.reason))
+                        .collect::<Vec<_>>()
+                        .join(";"),
                 ]
             })
             .collect();
@@ -205,6 +210,7 @@ fn instances(a: &InstancesArgs) -> anyhow::Result<()> {
                 "3Y $/H",
                 per.as_str(),
                 "AS OF",
+                "SUSPECT",
             ],
             &[4, 5, 6, 7, 8, 9],
             &table,
@@ -221,10 +227,10 @@ fn instances(a: &InstancesArgs) -> anyhow::Result<()> {
     warn_stale(&rows, a.query.source.stale_price_days.unwrap_or(180))
 }
 
-/// A listed price, marked `?` when suspect.
-fn listed(i: &Instance, p: Pricing) -> String {
+/// A listed price, marked `?` when suspect (the SUSPECT column says why).
+fn listed(i: &Instance, p: Pricing, csv: bool) -> String {
     let v = num(i.listed_price(p), 4);
-    if i.suspect_reason(p).is_some() {
+    if i.suspect_reason(p).is_some() && !csv {
         format!("{v}?")
     } else {
         v

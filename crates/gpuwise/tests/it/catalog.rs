@@ -448,7 +448,13 @@ fn csv_and_table_queries() {
         "csv",
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stdout.starts_with("CLOUD,INSTANCE,REGION,GPU,"));
+    assert!(
+        o.stdout
+            .starts_with("cloud,instance,region,gpu,gpus,on_demand_usd_per_h,spot_usd_per_h,"),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains('–'), "missing values are empty cells");
     assert!(
         o.stdout
             .lines()
