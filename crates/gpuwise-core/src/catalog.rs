@@ -699,6 +699,37 @@ impl Catalog {
         self.names.get(&normalize(name)).map(|i| &self.gpus[*i])
     }
 
+    /// Check a cloud and region a user named against the catalog: an unknown one is an error
+    /// that lists the valid ones (never a silent fallback to another place).
+    pub fn check_place(&self, cloud: Option<&str>, region: Option<&str>) -> Result<(), String> {
+        let clouds: std::collections::BTreeSet<&str> =
+            self.instances.iter().map(|i| i.cloud.as_str()).collect();
+        if let Some(c) = cloud
+            && !clouds.contains(c)
+        {
+            return Err(format!(
+                "--cloud: `{c}` is not a cloud in the catalog (clouds: {})",
+                clouds.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if let Some(r) = region {
+            let regions: std::collections::BTreeSet<&str> = self
+                .instances
+                .iter()
+                .filter(|i| cloud.is_none_or(|c| c == i.cloud))
+                .map(|i| i.region.as_str())
+                .collect();
+            if !regions.contains(r) {
+                return Err(format!(
+                    "--region: `{r}` is not a region{} in the catalog (regions: {})",
+                    cloud.map_or(String::new(), |c| format!(" of {c}")),
+                    regions.into_iter().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Every GPU whose canonical name starts with `prefix` after [`normalize`] (`H100` → the
     /// SXM, PCIe and NVL entries), or the one GPU `prefix` names exactly.
     #[must_use]

@@ -148,6 +148,8 @@ fn instances(a: &InstancesArgs) -> anyhow::Result<()> {
     let c = load(&a.query.source)?;
     let f = format(&a.query.format)?;
     let gpus = a.gpu.as_deref().map(|g| gpu_filter(&c, g)).transpose()?;
+    c.check_place(a.cloud.as_deref(), a.region.as_deref())
+        .map_err(|e| anyhow!(e))?;
     let pricing = a
         .pricing
         .as_deref()

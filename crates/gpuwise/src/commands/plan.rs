@@ -205,6 +205,9 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     {
         bail!("--mfu: {m} is not a share between 0 and 1");
     }
+    for c in &a.cloud {
+        catalog.check_place(Some(c), None).map_err(|e| anyhow!(e))?;
+    }
     let req = Request {
         model,
         workload: w.clone(),

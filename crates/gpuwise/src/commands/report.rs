@@ -130,20 +130,9 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
         region: a.region.clone().or_else(|| cfg.region.clone()),
         pricing,
     };
-    if let Some(cloud) = &context.cloud {
-        anyhow::ensure!(
-            catalog.instances.iter().any(|i| &i.cloud == cloud),
-            "--cloud: `{cloud}` has no instances in the catalog (clouds: {})",
-            catalog
-                .instances
-                .iter()
-                .map(|i| i.cloud.as_str())
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    catalog
+        .check_place(context.cloud.as_deref(), context.region.as_deref())
+        .map_err(|e| anyhow!(e))?;
     let mut prices = PriceBook::new(catalog, context);
     if let Some(path) = a.prices.clone().or_else(|| cfg.prices.clone()) {
         let text = fs_err::read_to_string(&path)?;

@@ -300,3 +300,41 @@ fn stdin_is_read_with_dash() {
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(r["devices"][0]["host"], "piped");
 }
+
+#[test]
+fn unknown_clouds_and_regions_are_errors_listing_the_valid_ones() {
+    let smi = crate::common::data("smi/two-gpus.csv");
+    for (args, needle) in [
+        (
+            vec!["catalog", "instances", "--cloud", "oracle"],
+            "`oracle` is not a cloud in the catalog (clouds: aws, azure, gcp, lambda, vast)",
+        ),
+        (
+            vec![
+                "report",
+                smi.as_str(),
+                "--cloud",
+                "gcp",
+                "--region",
+                "mars-1",
+            ],
+            "`mars-1` is not a region of gcp in the catalog (regions: asia-east1,",
+        ),
+        (
+            vec![
+                "plan",
+                "--model",
+                "llama-3.1-8b",
+                "--mode",
+                "infer",
+                "--cloud",
+                "oracle",
+            ],
+            "`oracle` is not a cloud in the catalog",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.code, 2, "{args:?}");
+        assert!(o.stderr.contains(needle), "{args:?}: {}", o.stderr);
+    }
+}
