@@ -53,3 +53,30 @@ pub(crate) fn progress(enabled: bool) -> Option<indicatif::ProgressBar> {
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     Some(bar)
 }
+
+/// How to run this program again, for hints: `gpuwise` when it was started by that name (it is
+/// on PATH), else the path it was started by (`target/release/gpuwise` after `cargo run`),
+/// relative to the working directory when it is below it — so a printed hint runs as printed.
+pub(crate) fn me() -> String {
+    let Some(arg0) = std::env::args_os().next() else {
+        return "gpuwise".to_owned();
+    };
+    let path = std::path::PathBuf::from(&arg0);
+    if path.components().count() <= 1 {
+        return path.to_string_lossy().into_owned();
+    }
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| {
+            path.strip_prefix(&cwd)
+                .ok()
+                .map(std::path::Path::to_path_buf)
+        })
+        .unwrap_or(path);
+    let text = shown.to_string_lossy().into_owned();
+    if text.contains(' ') {
+        format!("'{text}'")
+    } else {
+        text
+    }
+}

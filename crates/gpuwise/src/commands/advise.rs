@@ -115,7 +115,8 @@ pub(crate) fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
     let format = output_format(args.format.as_deref(), &cfg)?;
     anyhow::ensure!(
         matches!(format, Format::Table | Format::Json | Format::Markdown),
-        "--format: advise prints table, json or markdown (the HTML report has it: `gpuwise report --advise --format html`)"
+        "--format: advise prints table, json or markdown (the HTML report has it: `{} report --advise --format html`)",
+        printer::me()
     );
     let (report, profiles) = read_fleet(
         &args.inputs,

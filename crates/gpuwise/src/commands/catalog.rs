@@ -63,7 +63,8 @@ fn warn_stale(rows: &[&Instance], days: u32) -> anyhow::Result<()> {
     }
     for (date, n) in old {
         printer::warn(&format!(
-            "{n} price(s) as of {date} are older than {days} days: refresh with `gpuwise catalog import`"
+            "{n} price(s) as of {date} are older than {days} days: refresh with `{} catalog import` (docs/catalog.md)",
+            printer::me()
         ));
     }
     Ok(())
@@ -139,7 +140,10 @@ pub(crate) fn run(cmd: &CatalogCommand) -> anyhow::Result<ExitCode> {
 fn gpu_filter(c: &Catalog, want: &str) -> anyhow::Result<Vec<String>> {
     let hits: Vec<String> = c.family(want).iter().map(|g| g.name.clone()).collect();
     if hits.is_empty() {
-        bail!("`{want}` is not a GPU in the catalog (see `gpuwise catalog gpus`)");
+        bail!(
+            "`{want}` is not a GPU in the catalog (see `{} catalog gpus`)",
+            printer::me()
+        );
     }
     Ok(hits)
 }

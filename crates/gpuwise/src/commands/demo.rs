@@ -73,10 +73,11 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let advice = super::advise::advice(&rep, &profiles, &settings, &AdviseOpts::default())?;
     rep.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&rep, &advice);
     let summary = format!(
-        "Advice: {} actions; the combined plan saves ${:.0} of ${:.0} a month (details: gpuwise advise {} --prices {}, or the HTML report)",
+        "Advice: {} actions; the combined plan saves ${:.0} of ${:.0} a month (details: {} advise {} --prices {}, or the HTML report)",
         advice.actions.len(),
         advice.total_monthly_savings_usd,
         advice.current_monthly_usd,
+        printer::me(),
         data.display(),
         args.out.join("prices.toml").display()
     );
@@ -104,7 +105,8 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         args.out.join("truth.json").display()
     ));
     printer::info(&format!(
-        "Run it yourself: gpuwise report {} --prices {} --teams {} --group-by team",
+        "Run it yourself: {} report {} --prices {} --teams {} --group-by team",
+        printer::me(),
         data.display(),
         args.out.join("prices.toml").display(),
         args.out.join("teams.toml").display()

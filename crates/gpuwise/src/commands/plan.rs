@@ -137,7 +137,10 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         model = Some(Model::from_params(p)?);
     }
     let model = model.ok_or_else(|| {
-        anyhow!("name a model: --model NAME (see `gpuwise plan models`), --config config.json or --params 7b")
+        anyhow!(
+            "name a model: --model NAME (see `{} plan models`), --config config.json or --params 7b",
+            printer::me()
+        )
     })?;
     let flags: [(&str, &Option<String>); 19] = [
         ("mode", &a.mode),
@@ -181,7 +184,10 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         for g in &a.gpu {
             let fam = catalog.family(g);
             if fam.is_empty() {
-                bail!("--gpu: `{g}` is not a GPU in the catalog (see `gpuwise catalog gpus`)");
+                bail!(
+                    "--gpu: `{g}` is not a GPU in the catalog (see `{} catalog gpus`)",
+                    printer::me()
+                );
             }
             names.extend(fam.iter().map(|s| s.name.clone()));
         }

@@ -338,3 +338,32 @@ fn unknown_clouds_and_regions_are_errors_listing_the_valid_ones() {
         assert!(o.stderr.contains(needle), "{args:?}: {}", o.stderr);
     }
 }
+
+#[test]
+fn printed_hints_run_as_printed() {
+    // Started by a path (as `cargo run` does), the demo's hint names that path, not a
+    // `gpuwise` that may not be on PATH.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("demo");
+    let o = run(&["demo", "--out", &out.display().to_string()]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let bin = env!("CARGO_BIN_EXE_gpuwise");
+    let hint = o
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("Run it yourself: "))
+        .expect("a hint");
+    let cmd = hint.trim_start_matches("Run it yourself: ");
+    // The tests run in the repository: the path is shown relative to it.
+    let program = cmd.split_whitespace().next().expect("a program");
+    assert_eq!(
+        std::fs::canonicalize(repo().join(program)).expect("the hint's program exists"),
+        std::fs::canonicalize(bin).expect("the binary"),
+        "{cmd}"
+    );
+    let args: Vec<&str> = cmd.split_whitespace().skip(1).collect();
+    let mut all = args.clone();
+    all.extend_from_slice(&["--format", "json", "--no-progress"]);
+    let again = run(&all);
+    assert_eq!(again.code, 0, "the hint runs: {}", again.stderr);
+}
