@@ -452,7 +452,7 @@ pub fn advise(
         let Some(p) = by_id.get(&row.id) else {
             continue;
         };
-        let Some(price) = row.usd_per_gpu_hour else {
+        let (Some(price), Some(cost)) = (row.usd_per_gpu_hour, row.cost_usd) else {
             unpriced.push(row.id.clone());
             continue;
         };
@@ -461,7 +461,7 @@ pub fn advise(
             stats: &p.stats,
             spec: row.model.as_deref().and_then(|m| catalog.resolve(m)),
             usd_per_gpu_hour: price,
-            monthly: row.cost_usd * scale,
+            monthly: cost * scale,
             hint: hints.find(p),
         });
     }

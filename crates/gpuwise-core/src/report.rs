@@ -418,12 +418,12 @@ pub struct DeviceRow {
     pub idle_pattern: Option<String>,
     /// $/GPU-hour used.
     pub usd_per_gpu_hour: Option<f64>,
-    /// Cost.
-    pub cost_usd: f64,
-    /// Idle cost.
-    pub idle_cost_usd: f64,
-    /// Held-idle cost.
-    pub held_idle_cost_usd: f64,
+    /// Cost (`null`: unpriced, never $0).
+    pub cost_usd: Option<f64>,
+    /// Idle cost (`null`: unpriced).
+    pub idle_cost_usd: Option<f64>,
+    /// Held-idle cost (`null`: unpriced).
+    pub held_idle_cost_usd: Option<f64>,
     /// Where the price came from (`null`: unpriced).
     pub price_source: Option<String>,
 }
@@ -441,12 +441,14 @@ pub struct GroupRow {
     pub mean_utilization_pct: Option<f64>,
     /// Idle GPU-hours.
     pub idle_gpu_hours: f64,
-    /// Cost.
+    /// Cost of the group's priced devices.
     pub cost_usd: f64,
-    /// Idle cost.
+    /// Idle cost of the group's priced devices.
     pub idle_cost_usd: f64,
-    /// Held-idle cost.
+    /// Held-idle cost of the group's priced devices.
     pub held_idle_cost_usd: f64,
+    /// Devices of the group without a price (their cost is not in the figures above).
+    pub unpriced_devices: usize,
 }
 
 /// The fleet in one UTC hour.
@@ -487,6 +489,11 @@ struct Sums {
     cost: f64,
     idle_cost: f64,
     held_cost: f64,
+    /// GPU-hours and busy GPU-hours (utilization × hours) of priced devices: the
+    /// denominators of cost per GPU-hour, which unpriced hours must not dilute.
+    priced_gpu_hours: f64,
+    priced_busy_hours: f64,
+    unpriced: usize,
 }
 
 impl Sums {
@@ -565,9 +572,9 @@ pub fn build(
         let d: Diagnosis = diagnose::diagnose(s, &opts.diagnose);
         let price = quote.as_ref().map(|q| q.usd_per_gpu_hour);
         let gpu_hours = s.observed_hours * share;
-        let cost = price.map_or(0.0, |pr| gpu_hours * pr);
-        let idle_cost = price.map_or(0.0, |pr| s.idle_hours * share * pr);
-        let held_cost = price.map_or(0.0, |pr| s.held_idle_hours * share * pr);
+        let cost = price.map(|pr| gpu_hours * pr);
+        let idle_cost = price.map(|pr| s.idle_hours * share * pr);
+        let held_cost = price.map(|pr| s.held_idle_hours * share * pr);
         let namespace = p.info.label("namespace").map(str::to_owned);
         let pod = p.info.label("pod").map(str::to_owned);
         let team = teams
@@ -604,9 +611,18 @@ pub fn build(
                 acc.util_den += u.observed_hours * share;
             }
             acc.idle += s.idle_hours * share;
-            acc.cost += cost;
-            acc.idle_cost += idle_cost;
-            acc.held_cost += held_cost;
+            match (cost, idle_cost, held_cost) {
+                (Some(c), Some(i), Some(h)) => {
+                    acc.cost += c;
+                    acc.idle_cost += i;
+                    acc.held_cost += h;
+                    acc.priced_gpu_hours += gpu_hours;
+                    if let Some(u) = &s.util {
+                        acc.priced_busy_hours += u.mean_pct / 100.0 * u.observed_hours * share;
+                    }
+                }
+                _ => acc.unpriced += 1,
+            }
         }
         *by_class.entry(d.class.as_str().to_owned()).or_default() += gpu_hours;
         *count_by_class
@@ -730,8 +746,13 @@ pub fn build(
 
     devices.sort_by(|a, b| {
         b.idle_cost_usd
-            .total_cmp(&a.idle_cost_usd)
-            .then(b.cost_usd.total_cmp(&a.cost_usd))
+            .unwrap_or(0.0)
+            .total_cmp(&a.idle_cost_usd.unwrap_or(0.0))
+            .then(
+                b.cost_usd
+                    .unwrap_or(0.0)
+                    .total_cmp(&a.cost_usd.unwrap_or(0.0)),
+            )
             .then(b.idle_hours.total_cmp(&a.idle_hours))
             .then_with(|| a.id.cmp(&b.id))
     });
@@ -857,6 +878,7 @@ pub fn build(
             cost_usd: g.cost,
             idle_cost_usd: g.idle_cost,
             held_idle_cost_usd: g.held_cost,
+            unpriced_devices: g.unpriced,
         })
         .collect();
     group_rows.sort_by(|a, b| {
@@ -865,15 +887,15 @@ pub fn build(
             .then_with(|| a.key.cmp(&b.key))
     });
 
-    let busy_gpu_hours = fleet.util_num / 100.0;
+    // Costs per hour over priced devices only: unpriced hours are not free hours.
     let kpis = Kpis {
         utilization_rate_pct: fleet.mean(),
         idle_share_pct: (fleet.gpu_hours > 0.0).then(|| 100.0 * fleet.idle / fleet.gpu_hours),
         waste_share_pct: (fleet.cost > 0.0).then(|| 100.0 * fleet.idle_cost / fleet.cost),
-        cost_per_busy_gpu_hour_usd: (busy_gpu_hours > 0.0 && fleet.cost > 0.0)
-            .then(|| fleet.cost / busy_gpu_hours),
-        cost_per_gpu_hour_usd: (fleet.gpu_hours > 0.0 && fleet.cost > 0.0)
-            .then(|| fleet.cost / fleet.gpu_hours),
+        cost_per_busy_gpu_hour_usd: (fleet.priced_busy_hours > 0.0 && fleet.cost > 0.0)
+            .then(|| fleet.cost / fleet.priced_busy_hours),
+        cost_per_gpu_hour_usd: (fleet.priced_gpu_hours > 0.0 && fleet.cost > 0.0)
+            .then(|| fleet.cost / fleet.priced_gpu_hours),
         rightsized_share_pct: None,
     };
     let held_idle_gpu_hours: f64 = devices

@@ -98,9 +98,9 @@ fn row(d: &DeviceRow) -> Vec<String> {
             .unwrap_or_default(),
         s(&d.idle_pattern),
         num(d.usd_per_gpu_hour),
-        num(Some(d.cost_usd)),
-        num(Some(d.idle_cost_usd)),
-        num(Some(d.held_idle_cost_usd)),
+        num(d.cost_usd),
+        num(d.idle_cost_usd),
+        num(d.held_idle_cost_usd),
         s(&d.price_source),
     ]
 }

@@ -40,7 +40,10 @@ pub fn render(r: &Report) -> String {
     h.push_str("<div class=\"cards\">");
     for (label, value) in [
         ("GPU-hours", format!("{:.0}", f.gpu_hours)),
-        ("cost", usd(f.cost_usd)),
+        (
+            "cost",
+            crate::text::group_usd(f.cost_usd, f.unpriced_devices, f.devices),
+        ),
         ("mean utilization", pct(f.mean_utilization_pct)),
         ("idle GPU-hours", format!("{:.0}", f.idle_gpu_hours)),
         ("idle cost", usd(f.idle_cost_usd)),
@@ -87,10 +90,26 @@ pub fn render(r: &Report) -> String {
         .collect();
     h.push_str(&svg::heatmap(&bins, &r.window.timezone));
     h.push_str("<h2>Cost and waste by group</h2>");
-    let groups: Vec<(String, f64, f64)> = r
+    let groups: Vec<(String, f64, f64, String)> = r
         .groups
         .iter()
-        .map(|g| (g.key.clone(), g.cost_usd, g.idle_cost_usd))
+        .map(|g| {
+            let text = if g.unpriced_devices >= g.devices {
+                "unpriced".to_owned()
+            } else {
+                format!(
+                    "{} (idle {}){}",
+                    usd(g.cost_usd),
+                    usd(g.idle_cost_usd),
+                    if g.unpriced_devices > 0 {
+                        format!(" + {} unpriced", g.unpriced_devices)
+                    } else {
+                        String::new()
+                    }
+                )
+            };
+            (g.key.clone(), g.cost_usd, g.idle_cost_usd, text)
+        })
         .collect();
     h.push_str(&svg::cost_bars(
         &groups,

@@ -3,7 +3,7 @@
 use gpuwise_core::diagnose::{BottleneckKind, Class};
 use gpuwise_core::report::Report;
 
-use crate::text::{gib, hours, model, pct, short_id, usd};
+use crate::text::{gib, group_usd, hours, model, pct, short_id, usd, usd_or_unpriced};
 
 /// A titled table.
 pub(crate) struct Section {
@@ -71,7 +71,10 @@ fn report_sections(r: &Report, top: usize) -> Vec<Section> {
             ],
             vec!["GPU-hours".into(), hours(f.gpu_hours)],
             vec!["Mean utilization".into(), pct(f.mean_utilization_pct)],
-            vec!["Cost".into(), usd(f.cost_usd)],
+            vec![
+                "Cost".into(),
+                group_usd(f.cost_usd, f.unpriced_devices, f.devices),
+            ],
             vec![
                 "Idle GPU-hours".into(),
                 format!("{}{idle_share}", hours(f.idle_gpu_hours)),
@@ -162,16 +165,8 @@ fn report_sections(r: &Report, top: usize) -> Vec<Section> {
                         gib(d.memory_total_mib).trim_end_matches(".0")
                     ),
                     hours(d.idle_hours),
-                    if d.price_source.is_some() {
-                        usd(d.cost_usd)
-                    } else {
-                        "unpriced".into()
-                    },
-                    if d.price_source.is_some() {
-                        usd(d.idle_cost_usd)
-                    } else {
-                        "–".into()
-                    },
+                    usd_or_unpriced(d.cost_usd),
+                    d.idle_cost_usd.map_or_else(|| "–".into(), usd),
                 ]
             })
             .collect(),
@@ -193,8 +188,8 @@ fn report_sections(r: &Report, top: usize) -> Vec<Section> {
                     hours(g.gpu_hours),
                     pct(g.mean_utilization_pct),
                     hours(g.idle_gpu_hours),
-                    usd(g.cost_usd),
-                    usd(g.idle_cost_usd),
+                    group_usd(g.cost_usd, g.unpriced_devices, g.devices),
+                    group_usd(g.idle_cost_usd, g.unpriced_devices, g.devices),
                 ]
             })
             .collect(),
@@ -205,7 +200,7 @@ fn report_sections(r: &Report, top: usize) -> Vec<Section> {
         .filter_map(|d| d.idle_pattern.as_ref().map(|p| (d, p)))
         .filter(|(d, _)| !matches!(d.class, Class::Idle))
         .take(top)
-        .map(|(d, p)| vec![short_id(d), p.clone(), usd(d.idle_cost_usd)])
+        .map(|(d, p)| vec![short_id(d), p.clone(), usd_or_unpriced(d.idle_cost_usd)])
         .collect();
     if !patterns.is_empty() {
         out.push(Section {

@@ -236,7 +236,9 @@ pub(crate) fn bands(rows: &[(String, [f64; 5])]) -> String {
 }
 
 /// Horizontal bars of cost per group, the idle part in orange.
-pub(crate) fn cost_bars(rows: &[(String, f64, f64)], title: &str) -> String {
+/// Bars of cost and idle cost per group; each row's value text is given (an unpriced group
+/// reads `unpriced`, never `$0`).
+pub(crate) fn cost_bars(rows: &[(String, f64, f64, String)], title: &str) -> String {
     let (l, bar, gap, w) = (200.0, 18.0, 6.0, 900.0);
     #[allow(clippy::cast_precision_loss)]
     let h = 40.0 + rows.len() as f64 * (bar + gap) + 10.0;
@@ -253,7 +255,7 @@ pub(crate) fn cost_bars(rows: &[(String, f64, f64)], title: &str) -> String {
         l + 60.0,
         l + 74.0
     );
-    for (i, (label, cost, idle)) in rows.iter().enumerate() {
+    for (i, (label, cost, idle, text)) in rows.iter().enumerate() {
         #[allow(clippy::cast_precision_loss)]
         let y = 42.0 + i as f64 * (bar + gap);
         let span = w - l - 120.0;
@@ -261,12 +263,14 @@ pub(crate) fn cost_bars(rows: &[(String, f64, f64)], title: &str) -> String {
         let iw = idle / max * span;
         let _ = write!(
             s,
-            r##"<text x="{}" y="{:.1}" class="a" text-anchor="end">{}</text><rect x="{l}" y="{y:.1}" width="{cw:.1}" height="{bar}" fill="#5b8db8"/><rect x="{l}" y="{y:.1}" width="{iw:.1}" height="{bar}" fill="#e76f51"><title>idle ${idle:.2}</title></rect><text x="{:.1}" y="{:.1}" class="a">${cost:.0} (idle ${idle:.0})</text>"##,
+            r##"<text x="{}" y="{:.1}" class="a" text-anchor="end">{}</text><rect x="{l}" y="{y:.1}" width="{cw:.1}" height="{bar}" fill="#5b8db8"/><rect x="{l}" y="{y:.1}" width="{iw:.1}" height="{bar}" fill="#e76f51"><title>idle {}</title></rect><text x="{:.1}" y="{:.1}" class="a">{}</text>"##,
             l - 6.0,
             y + bar - 4.0,
             esc(label),
+            esc(&crate::text::usd(*idle)),
             l + cw + 6.0,
-            y + bar - 4.0
+            y + bar - 4.0,
+            esc(text)
         );
     }
     s.push_str("</svg>");

@@ -26,6 +26,20 @@ pub(crate) fn usd(v: f64) -> String {
     format!("{}${out}", if v < 0.0 { "-" } else { "" })
 }
 
+/// A cost that may be unknown: `unpriced`, never `$0.00`.
+pub(crate) fn usd_or_unpriced(v: Option<f64>) -> String {
+    v.map_or_else(|| "unpriced".to_owned(), usd)
+}
+
+/// A group's cost: of its priced devices, with how many are unpriced.
+pub(crate) fn group_usd(v: f64, unpriced: usize, devices: usize) -> String {
+    match unpriced {
+        0 => usd(v),
+        n if n >= devices => "unpriced".to_owned(),
+        n => format!("{} + {n} unpriced", usd(v)),
+    }
+}
+
 pub(crate) fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_owned(), |x| format!("{x:.1}%"))
 }

@@ -367,3 +367,48 @@ fn printed_hints_run_as_printed() {
     let again = run(&all);
     assert_eq!(again.code, 0, "the hint runs: {}", again.stderr);
 }
+
+#[test]
+fn unpriced_devices_are_never_zero_dollars() {
+    let Some(s) = crate::common::shared() else {
+        return;
+    };
+    let dmon = s.join("fixtures/nvidia-smi/dmon-s-mutc-o-TD__2024__thirdparty.txt");
+    let r = report_json(&[&data("smi/two-gpus.csv"), &dmon.display().to_string()]);
+    let devices = r["devices"].as_array().expect("devices");
+    let unpriced: Vec<_> = devices
+        .iter()
+        .filter(|d| d["price_source"].is_null())
+        .collect();
+    assert_eq!(unpriced.len(), 1);
+    for k in ["cost_usd", "idle_cost_usd", "held_idle_cost_usd"] {
+        assert!(unpriced[0][k].is_null(), "{k}: {}", unpriced[0][k]);
+    }
+    assert_eq!(r["fleet"]["unpriced_devices"], 1);
+    let group = r["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["unpriced_devices"] == 1)
+        .expect("the unpriced group");
+    assert_eq!(group["devices"], 1);
+    // Cost per GPU-hour is over priced hours only.
+    let priced_hours: f64 = devices
+        .iter()
+        .filter(|d| !d["cost_usd"].is_null())
+        .map(|d| f(&d["gpu_hours"]))
+        .sum();
+    let kpi = f(&r["fleet"]["kpis"]["cost_per_gpu_hour_usd"]);
+    assert!(
+        (kpi - f(&r["fleet"]["cost_usd"]) / priced_hours).abs() < 1e-9,
+        "{kpi}"
+    );
+    // Tables say `unpriced`, never `$0.00`, for that device and its group.
+    let o = run(&[
+        "report",
+        &data("smi/two-gpus.csv"),
+        &dmon.display().to_string(),
+    ]);
+    assert!(o.stdout.contains("unpriced  unpriced"), "{}", o.stdout);
+    assert!(o.stdout.contains("(1 unpriced)"), "{}", o.stdout);
+}
