@@ -790,7 +790,7 @@ pub fn build(
         warnings.push(Warning {
             kind: "stale_price".into(),
             message: format!(
-                "{n} device(s) priced with prices older than {} days (as of {}): check them, or pass --prices",
+                "{n} device(s) priced with prices older than {} days (as of {}): refresh the catalog (`gpuwise catalog import`, docs/catalog.md), or pass --prices",
                 opts.stale_price_days,
                 dates.join(", ")
             ),

@@ -72,6 +72,13 @@ impl Default for RenderOptions {
     }
 }
 
+/// Dollars with thousands separators (`$1,234,568`, `$12.35`): how every renderer and message
+/// prints money.
+#[must_use]
+pub fn usd(v: f64) -> String {
+    text::usd(v)
+}
+
 /// Write `report` in `format` to `w`; JSON is streamed, not built in memory first.
 pub fn write(
     report: &gpuwise_core::report::Report,

@@ -61,22 +61,24 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let teams = args.out.join("teams.toml");
     crate::output::write(&prices, PRICES.as_bytes())?;
     crate::output::write(&teams, TEAMS.as_bytes())?;
-    let analysis = AnalysisArgs {
+    let mut analysis = AnalysisArgs {
         prices: Some(prices),
         teams: Some(teams),
         group_by: Some("team".into()),
         ..AnalysisArgs::default()
     };
+    // The demo says once how old its catalog prices are, instead of warning about them.
+    analysis.catalog.stale_price_days = Some(u32::MAX);
     let settings = report::resolve(&ReadArgs::default(), &analysis, &Config::default())?;
     let (mut rep, profiles) = report::build(&[data.display().to_string()], &settings, true)?;
     let plain = rep.clone();
     let advice = super::advise::advice(&rep, &profiles, &settings, &AdviseOpts::default())?;
     rep.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&rep, &advice);
     let summary = format!(
-        "Advice: {} actions; the combined plan saves ${:.0} of ${:.0} a month (details: {} advise {} --prices {}, or the HTML report)",
+        "Advice: {} actions; the combined plan saves {} of {} a month (details: {} advise {} --prices {}, or the HTML report)",
         advice.actions.len(),
-        advice.total_monthly_savings_usd,
-        advice.current_monthly_usd,
+        gpuwise_render::usd(advice.total_monthly_savings_usd),
+        gpuwise_render::usd(advice.current_monthly_usd),
         printer::me(),
         data.display(),
         args.out.join("prices.toml").display()
@@ -98,6 +100,12 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         None,
     )?;
     printer::info(&summary);
+    if let Some(as_of) = catalog_dates(&rep) {
+        printer::info(&format!(
+            "Prices: the built-in catalog's, as of {as_of} (a demo; for your fleet refresh them with `{} catalog import` or pass --prices)",
+            printer::me()
+        ));
+    }
     printer::info(&format!("HTML report: {}", html.display()));
     printer::info(&format!(
         "JSON report: {}   planted truth: {}",
@@ -112,4 +120,16 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         args.out.join("teams.toml").display()
     ));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The as-of dates of the catalog prices the demo's devices used.
+fn catalog_dates(rep: &gpuwise_core::report::Report) -> Option<String> {
+    let dates: std::collections::BTreeSet<&str> = rep
+        .devices
+        .iter()
+        .filter_map(|d| d.price_source.as_deref())
+        .filter_map(|s| s.rsplit_once(", ").map(|(_, d)| d.trim_end_matches(')')))
+        .filter(|d| d.len() == 10 && d.as_bytes()[4] == b'-')
+        .collect();
+    (!dates.is_empty()).then(|| dates.into_iter().collect::<Vec<_>>().join(", "))
 }

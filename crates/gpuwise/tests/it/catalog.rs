@@ -522,7 +522,8 @@ fn overlay_and_cloud_context_reach_the_report() {
     ]);
     assert_eq!(o.code, 2);
     assert!(
-        o.stderr.contains("--cloud: `ibm` is not a cloud in the catalog"),
+        o.stderr
+            .contains("--cloud: `ibm` is not a cloud in the catalog"),
         "{}",
         o.stderr
     );

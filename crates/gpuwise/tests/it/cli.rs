@@ -347,6 +347,24 @@ fn printed_hints_run_as_printed() {
     let out = dir.path().join("demo");
     let o = run(&["demo", "--out", &out.display().to_string()]);
     assert_eq!(o.code, 0, "{}", o.stderr);
+    // The demo says how old its prices are once, and does not warn about them.
+    assert!(!o.stdout.contains("stale_price"), "{}", o.stdout);
+    assert_eq!(
+        o.stderr
+            .matches("Prices: the built-in catalog's, as of")
+            .count(),
+        1,
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("saves $"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .lines()
+            .any(|l| l.starts_with("Advice:") && l.contains(',')),
+        "thousands separators: {}",
+        o.stderr
+    );
     let bin = env!("CARGO_BIN_EXE_gpuwise");
     let hint = o
         .stderr
