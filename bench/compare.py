@@ -42,7 +42,7 @@ def generate(bin_, out, days, fmt, name):
     if os.path.exists(path):
         return path
     tmp = os.path.join(out, name + ".parts")
-    sh([bin_, "generate", "--out", tmp, "--gpus", "100", "--days", str(days), "--interval", "60s", "--format", fmt, "--seed", "7"],
+    sh([bin_, "generate", "--out", tmp, "--gpus", "100", "--days", str(days), "--interval", "60s", "--format", fmt, "--seed", "7", "--yes"],
        stderr=subprocess.DEVNULL)
     parts = sorted(p for p in os.listdir(tmp) if p != "truth.json")
     with open(path, "wb") as o:
@@ -64,7 +64,7 @@ def generate_dir(bin_, out, name, gpus, days, interval):
     if os.path.exists(path):
         return path
     sh([bin_, "generate", "--out", path, "--gpus", str(gpus), "--days", str(days), "--interval", interval,
-        "--format", "nvidia-smi", "--seed", "7"], stderr=subprocess.DEVNULL)
+        "--format", "nvidia-smi", "--seed", "7", "--yes"], stderr=subprocess.DEVNULL)
     os.remove(os.path.join(path, "truth.json"))
     return path
 

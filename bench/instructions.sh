@@ -19,7 +19,7 @@ mkdir -p bench/out
 src=bench/out/smi-1m.csv
 if [ ! -f "$src" ]; then
   parts=$(mktemp -d)
-  "$bin" generate --out "$parts" --gpus 100 --days 7 --interval 60s --format nvidia-smi --seed 7 2>/dev/null
+  "$bin" generate --out "$parts" --gpus 100 --days 7 --interval 60s --format nvidia-smi --seed 7 --yes 2>/dev/null
   first=1
   for f in $(ls "$parts" | grep -v truth.json | sort); do
     if [ $first = 1 ]; then cat "$parts/$f"; first=0; else tail -n +2 "$parts/$f"; fi

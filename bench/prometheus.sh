@@ -30,7 +30,7 @@ out="bench/out/prometheus-${gpus}x${days}d-${interval}"
 rm -rf "$out" && mkdir -p "$out/tsdb"
 echo "generating ${gpus} GPUs × ${days} days at ${interval} as OpenMetrics…" >&2
 /usr/bin/time -f "generate: %e s" "$bin" generate --out "$out/om" --gpus "$gpus" --days "$days" \
-  --interval "$interval" --format openmetrics --seed 7
+  --interval "$interval" --format openmetrics --seed 7 --yes
 ls -l "$out/om/fleet.om.txt" >&2
 /usr/bin/time -f "promtool backfill: %e s" promtool tsdb create-blocks-from openmetrics \
   --max-block-duration=168h --quiet "$out/om/fleet.om.txt" "$out/tsdb"

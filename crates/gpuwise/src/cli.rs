@@ -516,6 +516,9 @@ pub(crate) struct GenerateArgs {
     /// Compress files: none, gzip or zstd.
     #[arg(long, default_value = "none")]
     pub compress: String,
+    /// Write even when the output is estimated above 2 GB (asked only on a terminal).
+    #[arg(long)]
+    pub yes: bool,
 }
 
 const CATALOG_EXAMPLES: &str = "Examples:

@@ -87,6 +87,44 @@ pub(crate) fn write_truth(fleet: &Fleet, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Above this, `generate` on a terminal asks for `--yes` first.
+const BIG_OUTPUT_BYTES: u64 = 2_000_000_000;
+
+/// Bytes per device-sample of each format, measured on generated files (16 GPUs, a day at
+/// 60 s, 2026-11-26): DCGM text repeats its label set on every line.
+fn bytes_per_sample(format: &str, openmetrics: bool) -> u64 {
+    match (format, openmetrics) {
+        (_, true) => 2_504,
+        ("dcgm", _) => 2_496,
+        ("dmon", _) => 91,
+        _ => 162,
+    }
+}
+
+/// The uncompressed size `fleet` will take on disk, from the formats of its hosts.
+fn estimated_bytes(fleet: &Fleet, openmetrics: bool) -> u64 {
+    let samples = fleet.samples_per_device();
+    fleet
+        .hosts()
+        .iter()
+        .map(|(_, format, devices)| {
+            devices.len() as u64 * samples * bytes_per_sample(format, openmetrics)
+        })
+        .sum()
+}
+
+fn human_bytes(b: u64) -> String {
+    #[allow(clippy::cast_precision_loss)]
+    let v = b as f64;
+    if v >= 1e9 {
+        format!("{:.1} GB", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.0} MB", v / 1e6)
+    } else {
+        format!("{:.0} kB", v / 1e3)
+    }
+}
+
 pub(crate) fn run(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
     let interval_ms = duration::parse_ms(&args.interval).map_err(|e| anyhow!("--interval: {e}"))?;
     if interval_ms < 1000 || interval_ms % 1000 != 0 {
@@ -123,6 +161,26 @@ pub(crate) fn run(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
         start_ms: parse_start(args.start.as_deref())?,
         format,
     });
+    let estimate = estimated_bytes(&fleet, args.format == "openmetrics");
+    let size = if args.compress == "none" {
+        format!("about {}", human_bytes(estimate))
+    } else {
+        format!("about {} before compression", human_bytes(estimate))
+    };
+    printer::info(&format!(
+        "writing {} GPUs × {} samples to {}: {size}",
+        fleet.devices.len(),
+        fleet.samples_per_device(),
+        args.out.display()
+    ));
+    if estimate > BIG_OUTPUT_BYTES
+        && !args.yes
+        && std::io::IsTerminal::is_terminal(&std::io::stdin())
+    {
+        bail!(
+            "that is {size}: pass --yes to write it (or fewer --gpus, --days, a longer --interval, --compress zstd)"
+        );
+    }
     let files = if args.format == "openmetrics" {
         anyhow::ensure!(
             args.compress == "none",

@@ -430,3 +430,50 @@ fn unpriced_devices_are_never_zero_dollars() {
     assert!(o.stdout.contains("unpriced  unpriced"), "{}", o.stdout);
     assert!(o.stdout.contains("(1 unpriced)"), "{}", o.stdout);
 }
+
+#[test]
+fn big_outputs_are_announced_and_need_yes_on_a_terminal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let small = dir.path().join("small");
+    let o = run(&[
+        "generate",
+        "--out",
+        &small.display().to_string(),
+        "--gpus",
+        "4",
+        "--days",
+        "1",
+        "--format",
+        "nvidia-smi",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stderr.contains(": about "),
+        "the size is said first: {}",
+        o.stderr
+    );
+    // On a terminal (a pseudo-terminal from `script`), 10 GB needs --yes; nothing is written.
+    let has_script = std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_script {
+        eprintln!("skipping the terminal half: `script` (util-linux) is not installed");
+        return;
+    }
+    let big = dir.path().join("big");
+    let cmd = format!(
+        "'{}' generate --out '{}' --gpus 200 --days 7 --format dcgm",
+        env!("CARGO_BIN_EXE_gpuwise"),
+        big.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("script runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("about 10.1 GB: pass --yes"), "{text}");
+    assert!(!big.exists(), "nothing written");
+}
