@@ -60,8 +60,7 @@ pub fn render(headers: &[&str], right: &[usize], rows: &[Vec<String>], format: F
         _ => {
             let mut t = Table::new();
             t.load_style(NOTHING)
-                .set_content_arrangement(ContentArrangement::Dynamic)
-                .set_width(120);
+                .set_content_arrangement(ContentArrangement::Dynamic);
             t.set_header(headers.iter().map(Cell::new));
             for r in rows {
                 t.add_row(r.iter().enumerate().map(|(i, v)| {
@@ -73,6 +72,7 @@ pub fn render(headers: &[&str], right: &[usize], rows: &[Vec<String>], format: F
                     }
                 }));
             }
+            crate::fit(&mut t, rows);
             let mut out: String = t
                 .to_string()
                 .lines()

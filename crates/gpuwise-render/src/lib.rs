@@ -72,6 +72,35 @@ impl Default for RenderOptions {
     }
 }
 
+/// Fit a terminal table: the width of `COLUMNS` when set, else of the terminal when standard
+/// output is one, else 100 columns (pipes, files, snapshots stay stable); and never break a
+/// name — a column whose cells have no spaces (device ids, regions, instance types, numbers)
+/// keeps its full width, and only text with spaces wraps.
+pub(crate) fn fit(t: &mut comfy_table::Table, rows: &[Vec<String>]) {
+    use comfy_table::ColumnConstraint;
+    match std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+    {
+        Some(w) if w >= 20 => {
+            t.set_width(w);
+        }
+        _ if t.is_tty() => {}
+        _ => {
+            t.set_width(100);
+        }
+    }
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    for i in 0..columns {
+        let unbreakable = rows
+            .iter()
+            .all(|r| r.get(i).is_none_or(|c| !c.contains(char::is_whitespace)));
+        if unbreakable && let Some(c) = t.column_mut(i) {
+            c.set_constraint(ColumnConstraint::ContentWidth);
+        }
+    }
+}
+
 /// Dollars with thousands separators (`$1,234,568`, `$12.35`): how every renderer and message
 /// prints money.
 #[must_use]

@@ -28,8 +28,7 @@ pub(crate) fn render_sections(
         }
         let mut t = Table::new();
         t.load_style(NOTHING)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(100);
+            .set_content_arrangement(ContentArrangement::Dynamic);
         if s.headers.iter().any(|h| !h.is_empty()) {
             t.set_header(s.headers.iter().map(|h| {
                 let c = Cell::new(h);
@@ -50,6 +49,7 @@ pub(crate) fn render_sections(
                 }
             }));
         }
+        crate::fit(&mut t, &s.rows);
         for line in t.to_string().lines() {
             out.push_str(line.trim_end());
             out.push('\n');

@@ -477,3 +477,28 @@ fn big_outputs_are_announced_and_need_yes_on_a_terminal() {
     assert!(text.contains("about 10.1 GB: pass --yes"), "{text}");
     assert!(!big.exists(), "nothing written");
 }
+
+#[test]
+fn tables_follow_columns_and_never_break_a_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let long = dir.path().join("northamerica-northeast1-gpu-node-0042.csv");
+    std::fs::copy(data("smi/two-gpus.csv"), &long).expect("copy");
+    for columns in ["60", "200"] {
+        let o = crate::common::cmd()
+            .args(["report", &long.display().to_string(), "--no-progress"])
+            .env("COLUMNS", columns)
+            .output()
+            .expect("runs");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.lines()
+                .any(|l| l.contains("northamerica-northeast1-gpu-node-0042/gpu0")),
+            "COLUMNS={columns}: the device name is whole on one line:\n{out}"
+        );
+        // Text with spaces wraps to the width asked: at 200 columns the settings fit on a line.
+        let longest = out.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        if columns == "200" {
+            assert!(longest > 100, "{longest}");
+        }
+    }
+}
