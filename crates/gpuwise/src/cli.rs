@@ -72,25 +72,32 @@ pub(crate) struct AdviseArgs {
         long,
         short = 'f',
         env = "GPUWISE_FORMAT",
-        value_name = "table|json|markdown"
+        value_name = "table|json|markdown",
+        help_heading = "Output"
     )]
     pub format: Option<String>,
     /// Write to FILE instead of stdout.
-    #[arg(long, short = 'o', value_name = "FILE")]
+    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
     pub output: Option<PathBuf>,
     /// Actions shown in detail in table and markdown output.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Output")]
     pub top: Option<usize>,
     /// Config file (default: $GPUWISE_CONFIG, else ./gpuwise.toml if present).
-    #[arg(long, env = "GPUWISE_CONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "GPUWISE_CONFIG",
+        value_name = "FILE",
+        help_heading = "Output"
+    )]
     pub config: Option<PathBuf>,
     /// No progress display.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub no_progress: bool,
 }
 
 /// What the advice may assume and propose.
 #[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Advice")]
 pub(crate) struct AdviseOpts {
     /// Workload hints (TOML): kind, interruptible, latency target, model per device, host or
     /// label. See docs/advise.md.
@@ -117,7 +124,7 @@ const PLAN_EXAMPLES: &str = "Examples:
   gpuwise plan --model llama-3-70b --mode infer --precision int4 --batch 8 --context 8192
   gpuwise plan --model llama-3.1-8b --mode train --tokens 2e9 --checkpointing full
   gpuwise plan --model mistral-7b --mode lora --gpu A100 --gpu L40S --format json
-  gpuwise plan --config ./config.json --max-latency-ms 30 --cloud aws --cloud gcp
+  gpuwise plan --hf-config ./config.json --max-latency-ms 30 --cloud aws --cloud gcp
   gpuwise plan --params 13b --mode qlora --budget 500
   gpuwise plan --workload job.toml
   gpuwise plan models
@@ -179,13 +186,13 @@ pub(crate) struct PlanArgs {
     /// A built-in model (`gpuwise plan models` lists them).
     #[arg(long, group = "model_source")]
     pub model: Option<String>,
-    /// A Hugging Face config.json.
+    /// A Hugging Face config.json (`--config` is the gpuwise config file everywhere).
     #[arg(long, group = "model_source", value_name = "PATH")]
-    pub config: Option<PathBuf>,
+    pub hf_config: Option<PathBuf>,
     /// A bare parameter count (7b, 350m); the shape is assumed and said so.
     #[arg(long, group = "model_source", value_name = "COUNT")]
     pub params: Option<String>,
-    /// Workload file (TOML): the keys below, plus model / config / params.
+    /// Workload file (TOML): the keys below, plus model / hf_config / params.
     #[arg(long, value_name = "FILE")]
     pub workload: Option<PathBuf>,
     /// train, lora, qlora or infer [default: infer].
@@ -212,9 +219,10 @@ pub(crate) struct PlanArgs {
     /// Prompt tokens [default: 512].
     #[arg(long)]
     pub prompt: Option<String>,
-    /// Generated tokens per request [default: 256].
-    #[arg(long)]
-    pub output: Option<String>,
+    /// Generated tokens per request [default: 256] (`-o/--output` is the output file
+    /// everywhere).
+    #[arg(long, value_name = "N")]
+    pub output_tokens: Option<String>,
     /// KV cache tokens per sequence [default: prompt + output].
     #[arg(long)]
     pub context: Option<String>,
@@ -283,6 +291,9 @@ pub(crate) struct PlanArgs {
     /// Options shown in table and markdown output.
     #[arg(long, default_value_t = 15)]
     pub top: usize,
+    /// Write to FILE instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
     #[command(flatten)]
     pub catalog: CatalogSourceArgs,
 }
@@ -303,26 +314,32 @@ pub(crate) struct ReportArgs {
         long,
         short = 'f',
         env = "GPUWISE_FORMAT",
-        value_name = "table|json|csv|markdown|html"
+        value_name = "table|json|csv|markdown|html",
+        help_heading = "Output"
     )]
     pub format: Option<String>,
     /// Write the report to FILE instead of stdout.
-    #[arg(long, short = 'o', value_name = "FILE")]
+    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
     pub output: Option<PathBuf>,
     /// Rows of the device table in table and markdown output.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Output")]
     pub top: Option<usize>,
     /// Exit with code 1 when the fleet's idle share of GPU-hours is above PCT (for CI budgets).
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", help_heading = "Output")]
     pub max_idle_share: Option<f64>,
     /// Config file (default: $GPUWISE_CONFIG, else ./gpuwise.toml if present).
-    #[arg(long, env = "GPUWISE_CONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "GPUWISE_CONFIG",
+        value_name = "FILE",
+        help_heading = "Output"
+    )]
     pub config: Option<PathBuf>,
     /// No progress display.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub no_progress: bool,
     /// Add the advice (ranked actions with savings) to the report.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub advise: bool,
     #[command(flatten)]
     pub advise_opts: AdviseOpts,
@@ -330,6 +347,7 @@ pub(crate) struct ReportArgs {
 
 /// Reading from a Prometheus-compatible store (Prometheus, Thanos, Mimir, VictoriaMetrics).
 #[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Prometheus")]
 pub(crate) struct PromArgs {
     /// Base URL of the Prometheus HTTP API (instead of files), e.g. http://prometheus:9090.
     #[arg(
@@ -389,6 +407,7 @@ pub(crate) struct PromArgs {
 
 /// How inputs are read.
 #[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Reading inputs")]
 pub(crate) struct ReadArgs {
     /// Force the input format instead of detecting it.
     #[arg(long, value_name = "nvidia-smi|dmon|dcgm|csv")]
@@ -418,6 +437,7 @@ pub(crate) struct ReadArgs {
 
 /// Where the catalog comes from.
 #[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Catalog and prices")]
 pub(crate) struct CatalogSourceArgs {
     /// Instances file to use instead of the built-in one (from `gpuwise catalog import`).
     #[arg(long, env = "GPUWISE_INSTANCES", value_name = "FILE")]
@@ -448,31 +468,36 @@ pub(crate) struct AnalysisArgs {
     #[arg(long, env = "GPUWISE_PRICES", value_name = "FILE")]
     pub prices: Option<PathBuf>,
     /// Team file (TOML): hosts, namespaces and pods to teams. See docs/teams.md.
-    #[arg(long, env = "GPUWISE_TEAMS", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "GPUWISE_TEAMS",
+        value_name = "FILE",
+        help_heading = "Grouping"
+    )]
     pub teams: Option<PathBuf>,
     /// Group devices by host, model, namespace, team, or label:NAME.
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", help_heading = "Grouping")]
     pub group_by: Option<String>,
     /// Utilization below this is idle [default: 5].
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", help_heading = "Thresholds")]
     pub idle_threshold: Option<f32>,
     /// Shortest idle episode [default: 10m].
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", help_heading = "Thresholds")]
     pub min_idle: Option<String>,
     /// Memory in use that makes idle time "held" [default: 1024].
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_name = "MIB", help_heading = "Thresholds")]
     pub held_idle_mib: Option<f32>,
     /// A longer gap between samples is no data [default: 5m].
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", help_heading = "Thresholds")]
     pub max_gap: Option<String>,
     /// A device idle this share of its time is idle [default: 80].
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", help_heading = "Thresholds")]
     pub idle_share: Option<f64>,
     /// Mean utilization below this is underutilized [default: 50].
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", help_heading = "Thresholds")]
     pub underutilized_below: Option<f64>,
     /// Mean utilization above this is saturated [default: 85].
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", help_heading = "Thresholds")]
     pub saturated_above: Option<f64>,
 }
 

@@ -414,7 +414,7 @@ impl Workload {
             "global_batch" => self.global_batch = Some(uint(key, v)?),
             "seq" => self.seq = Some(uint(key, v)?),
             "prompt" => self.prompt = Some(uint(key, v)?),
-            "output" => self.output = Some(uint(key, v)?),
+            "output_tokens" | "output" => self.output = Some(uint(key, v)?),
             "context" => {
                 // `context=0`: no prompt in the KV cache (llama-bench tg128).
                 self.context = Some(uint(key, v)?);

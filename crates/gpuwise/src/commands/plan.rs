@@ -95,7 +95,7 @@ fn read_workload_file(
         match key.as_str() {
             "model" => *model = Some(Model::preset(&v).with_context(|| origin.clone())?),
             "params" => *model = Some(Model::from_params(&v).with_context(|| origin.clone())?),
-            "config" => {
+            "hf_config" | "config" => {
                 let p = path.parent().unwrap_or(Path::new(".")).join(&v);
                 *model = Some(hf_config(&p)?);
             }
@@ -131,14 +131,14 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(m) = &a.model {
         model = Some(Model::preset(m)?);
-    } else if let Some(c) = &a.config {
+    } else if let Some(c) = &a.hf_config {
         model = Some(hf_config(c)?);
     } else if let Some(p) = &a.params {
         model = Some(Model::from_params(p)?);
     }
     let model = model.ok_or_else(|| {
         anyhow!(
-            "name a model: --model NAME (see `{} plan models`), --config config.json or --params 7b",
+            "name a model: --model NAME (see `{} plan models`), --hf-config config.json or --params 7b",
             printer::me()
         )
     })?;
@@ -151,7 +151,7 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         ("ga", &a.ga),
         ("seq", &a.seq),
         ("prompt", &a.prompt),
-        ("output", &a.output),
+        ("output_tokens", &a.output_tokens),
         ("context", &a.context),
         ("checkpointing", &a.checkpointing),
         ("flash_attention", &a.flash_attention),
@@ -236,7 +236,7 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         },
     };
     let p = rank::plan(&req, &catalog);
-    emit(&render::render(&p, f, a.top), None)?;
+    emit(&render::render(&p, f, a.top), a.output.as_ref())?;
     if p.options.is_empty() {
         printer::warn(
             "no GPU in the catalog fits this workload at the counts tried (raise --max-gpus, quantize, or shorten the context)",

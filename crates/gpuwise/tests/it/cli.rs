@@ -502,3 +502,43 @@ fn tables_follow_columns_and_never_break_a_name() {
         }
     }
 }
+
+#[test]
+fn one_meaning_per_flag_and_help_under_headings() {
+    let o = run(&["report", "--help"]);
+    for heading in [
+        "Prometheus:",
+        "Reading inputs:",
+        "Catalog and prices:",
+        "Grouping:",
+        "Thresholds:",
+        "Output:",
+    ] {
+        assert!(o.stdout.contains(heading), "{heading}\n{}", o.stdout);
+    }
+    // In plan, tokens and the Hugging Face config have their own names; -o and --config mean
+    // the output file and the gpuwise config file, as everywhere.
+    let o = run(&["plan", "--help"]);
+    assert!(o.stdout.contains("--hf-config <PATH>"), "{}", o.stdout);
+    assert!(o.stdout.contains("--output-tokens <N>"), "{}", o.stdout);
+    assert!(o.stdout.contains("-o, --output <FILE>"), "{}", o.stdout);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("plan.json");
+    let o = run(&[
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "L4",
+        "--output-tokens",
+        "128",
+        "--format",
+        "json",
+        "-o",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("written")).expect("json");
+    assert_eq!(v["setup"]["workload"]["output"], 128);
+}

@@ -204,7 +204,7 @@ fn workload_file_and_flags_agree() {
 fn hf_config_and_bare_parameter_counts() {
     let v = json(&[
         "plan",
-        "--config",
+        "--hf-config",
         &data("plan/llama-3-8b.config.json"),
         "--gpu",
         "L4",
