@@ -98,6 +98,8 @@ pub struct Action {
     pub kind: Kind,
     /// Device ids.
     pub targets: Vec<String>,
+    /// The targets' display names (the report's `name`), in the same order.
+    pub target_names: Vec<String>,
     /// What the targets cost per month now (the part the action touches).
     pub current_monthly_usd: f64,
     /// What they would cost with this action alone.
@@ -127,6 +129,8 @@ pub struct Action {
 pub struct DevicePlan {
     /// Device id.
     pub id: String,
+    /// Display name (the report's `name`).
+    pub name: String,
     /// Monthly cost now.
     pub current_monthly_usd: f64,
     /// Monthly cost under the plan.
@@ -497,6 +501,7 @@ pub fn advise(
                 actions.push(Action {
                     kind: Kind::ShutdownIdle,
                     targets: vec![r.id.clone()],
+                    target_names: Vec::new(),
                     current_monthly_usd: d.monthly,
                     projected_monthly_usd: d.monthly - saved,
                     monthly_savings_usd: saved,
@@ -515,7 +520,7 @@ pub fn advise(
                     ],
                     how: vec![format!(
                         "release {} (stop the instance or scale its node pool to zero); start capacity on demand for the {:.0} busy hours a month",
-                        r.id,
+                        r.name,
                         (1.0 - idle) * d.stats.observed_hours * scale
                     )],
                     target: None,
@@ -553,6 +558,7 @@ pub fn advise(
             actions.push(Action {
                 kind: Kind::ScheduleOffHours,
                 targets: vec![r.id.clone()],
+                target_names: Vec::new(),
                 current_monthly_usd: d.monthly,
                 projected_monthly_usd: d.monthly * (1.0 - share),
                 monthly_savings_usd: d.monthly * share,
@@ -567,7 +573,7 @@ pub fn advise(
                     format!("the week repeats; hours in {} time", report.window.timezone),
                     "the instance is not billed while stopped".to_owned(),
                 ],
-                how: schedule_steps(&windows, &r.id, &report.window.timezone),
+                how: schedule_steps(&windows, &r.name, &report.window.timezone),
                 target: None,
                 schedule: windows,
                 in_plan: false,
@@ -598,6 +604,7 @@ pub fn advise(
                 actions.push(Action {
                     kind: Kind::ReleaseHeldIdle,
                     targets: vec![r.id.clone()],
+                    target_names: Vec::new(),
                     current_monthly_usd: d.monthly,
                     projected_monthly_usd: d.monthly - saved,
                     monthly_savings_usd: saved,
@@ -623,7 +630,7 @@ pub fn advise(
                             st.idle_timeout_h * 3600.0,
                             st.idle_timeout_h * 60.0
                         ),
-                        format!("let {}'s node pool scale to zero when no session holds the GPU", r.id),
+                        format!("let {}'s node pool scale to zero when no session holds the GPU", r.name),
                     ],
                     target: None,
                     schedule: Vec::new(),
@@ -775,6 +782,7 @@ pub fn advise(
             placed.insert(di);
         }
         plans.push(DevicePlan {
+            name: String::new(),
             id: d.row.id.clone(),
             current_monthly_usd: d.monthly,
             projected_monthly_usd: projected,
@@ -817,7 +825,27 @@ pub fn advise(
     for (new, &old) in order.iter().enumerate() {
         new_index[old] = new;
     }
-    let actions: Vec<Action> = order.iter().map(|&i| actions[i].clone()).collect();
+    let names: BTreeMap<&str, &str> = report
+        .devices
+        .iter()
+        .map(|d| (d.id.as_str(), d.name.as_str()))
+        .collect();
+    let name_of = |id: &String| {
+        names
+            .get(id.as_str())
+            .map_or_else(|| id.clone(), |n| (*n).to_owned())
+    };
+    let actions: Vec<Action> = order
+        .iter()
+        .map(|&i| {
+            let mut a = actions[i].clone();
+            a.target_names = a.targets.iter().map(name_of).collect();
+            a
+        })
+        .collect();
+    for p in &mut plans {
+        p.name = name_of(&p.id);
+    }
     for p in &mut plans {
         for i in &mut p.actions {
             *i = new_index[*i];
@@ -1024,11 +1052,12 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
     let saved = d.monthly * (1.0 - m);
     evidence.insert(
         0,
-        format!("{} class {}: {}", r.id, r.class.as_str(), r.class_reason),
+        format!("{} class {}: {}", r.name, r.class.as_str(), r.class_reason),
     );
     Some(Action {
         kind: Kind::Rightsize,
         targets: vec![r.id.clone()],
+        target_names: Vec::new(),
         current_monthly_usd: d.monthly,
         projected_monthly_usd: d.monthly * m,
         monthly_savings_usd: saved,
@@ -1164,6 +1193,7 @@ fn use_spot(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Actio
     Some(Action {
         kind: Kind::UseSpot,
         targets: vec![r.id.clone()],
+        target_names: Vec::new(),
         current_monthly_usd: d.monthly,
         projected_monthly_usd: d.monthly * m,
         monthly_savings_usd: d.monthly * (1.0 - m),
@@ -1200,7 +1230,7 @@ fn use_spot(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Actio
         how: vec![
             format!(
                 "run {} on spot ({} {} {}); checkpoint every {:.0} minutes (τ = √(2 × {:.0} min × {:.0} h))",
-                r.id,
+                r.name,
                 q.cloud,
                 q.instance_type,
                 q.region,
@@ -1247,6 +1277,7 @@ fn move_cheaper(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<A
     Some(Action {
         kind: Kind::MoveCheaper,
         targets: vec![r.id.clone()],
+        target_names: Vec::new(),
         current_monthly_usd: d.monthly,
         projected_monthly_usd: d.monthly * m,
         monthly_savings_usd: d.monthly * (1.0 - m),
@@ -1362,9 +1393,9 @@ fn consolidate(
             format!(
                 "GPU {} ({}): {}",
                 i + 1,
-                devs[items[b.2[0]].0].row.id,
+                devs[items[b.2[0]].0].row.name,
                 b.2.iter()
-                    .map(|&k| format!("{} ← {}", items[k].3, devs[items[k].0].row.id))
+                    .map(|&k| format!("{} ← {}", items[k].3, devs[items[k].0].row.name))
                     .collect::<Vec<_>>()
                     .join(", ")
             )
@@ -1386,7 +1417,7 @@ fn consolidate(
         "release {}",
         freed
             .iter()
-            .map(|&d| devs[d].row.id.as_str())
+            .map(|&d| devs[d].row.name.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     ));
@@ -1394,6 +1425,7 @@ fn consolidate(
         Action {
             kind: Kind::Consolidate,
             targets: members.iter().map(|&d| devs[d].row.id.clone()).collect(),
+            target_names: Vec::new(),
             current_monthly_usd: current,
             projected_monthly_usd: current - saved,
             monthly_savings_usd: saved,
@@ -1411,7 +1443,7 @@ fn consolidate(
                     let r = devs[d].row;
                     format!(
                         "{}: p95 {:.0} %, peak {}",
-                        r.id,
+                        r.name,
                         r.p95_utilization_pct.unwrap_or(0.0),
                         r.peak_memory_used_mib.map_or_else(|| "–".to_owned(), gib)
                     )
@@ -1511,6 +1543,7 @@ fn commit_baseline(
     Some(Action {
         kind: Kind::CommitBaseline,
         targets: members.iter().map(|&d| devs[d].row.id.clone()).collect(),
+        target_names: Vec::new(),
         current_monthly_usd: current,
         projected_monthly_usd: projected,
         monthly_savings_usd: current - projected,

@@ -192,6 +192,22 @@ pub struct Suspect {
     pub reason: String,
 }
 
+/// Levenshtein distance (for "did you mean"; the names are short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 /// The highest price per GPU-hour taken as real: no GPU rents for more (in 2026 the dearest
 /// list prices are near $15). Above it a price is a typo or a unit error, not a quote.
 pub const MAX_USD_PER_GPU_HOUR: f64 = 1_000.0;
@@ -697,6 +713,55 @@ impl Catalog {
     #[must_use]
     pub fn resolve(&self, name: &str) -> Option<&GpuSpec> {
         self.names.get(&normalize(name)).map(|i| &self.gpus[*i])
+    }
+
+    /// The GPUs a name a person typed means: an exact name or alias, a family (`A100`), or the
+    /// GPUs whose name or an alias contains every word typed (`a100-80gb`, `h100-sxm`,
+    /// `rtx4090`), case-insensitively. A miss is an error with the nearest names.
+    pub fn lookup(&self, typed: &str) -> Result<Vec<&GpuSpec>, String> {
+        let fam = self.family(typed);
+        if !fam.is_empty() {
+            return Ok(fam);
+        }
+        let compact = |s: &str| -> String {
+            crate::gpu::normalize(s)
+                .chars()
+                .filter(char::is_ascii_alphanumeric)
+                .collect()
+        };
+        let words: Vec<String> = crate::gpu::normalize(typed)
+            .split_whitespace()
+            .map(compact)
+            .filter(|w| !w.is_empty())
+            .collect();
+        if !words.is_empty() {
+            let hits: Vec<&GpuSpec> = self
+                .gpus
+                .iter()
+                .filter(|g| {
+                    std::iter::once(&g.name).chain(g.aliases.iter()).any(|n| {
+                        let c = compact(n);
+                        words.iter().all(|w| c.contains(w.as_str()))
+                    })
+                })
+                .collect();
+            if !hits.is_empty() {
+                return Ok(hits);
+            }
+        }
+        // Nearest by edit distance of the compacted names.
+        let want = compact(typed);
+        let mut near: Vec<(usize, &str)> = self
+            .gpus
+            .iter()
+            .map(|g| (edit_distance(&want, &compact(&g.name)), g.name.as_str()))
+            .collect();
+        near.sort_unstable();
+        let shown: Vec<&str> = near.iter().take(3).map(|(_, n)| *n).collect();
+        Err(format!(
+            "`{typed}` is not a GPU in the catalog; did you mean {}?",
+            shown.join(", ")
+        ))
     }
 
     /// Check a cloud and region a user named against the catalog: an unknown one is an error

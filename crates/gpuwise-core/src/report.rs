@@ -324,6 +324,9 @@ pub struct Kpis {
 pub struct DeviceRow {
     /// `host/uuid[/migN]`.
     pub id: String,
+    /// The one name every output shows: `host/gpuN` from the index (MIG: `host/gpuN/migM`),
+    /// else `host/` and the first 8 hex digits of the UUID (see [`display_name`]).
+    pub name: String,
     /// Host.
     pub host: String,
     /// GPU UUID or index.
@@ -500,6 +503,23 @@ impl Sums {
     fn mean(&self) -> Option<f64> {
         (self.util_den > 0.0).then(|| self.util_num / self.util_den)
     }
+}
+
+/// A device's display name: `host/gpuN` from its index (MIG: `host/gpuN/migM`), else `host/`
+/// and the first 8 hex digits of its UUID (`host/5fd7a1c2…`), else `host/<gpu>`.
+#[must_use]
+pub fn display_name(key: &crate::sample::DeviceKey, index: Option<u32>) -> String {
+    let gpu = match (index, key.gpu.strip_prefix("GPU-")) {
+        (Some(i), _) => format!("gpu{i}"),
+        (None, Some(rest)) => format!("{}…", rest.get(..8).unwrap_or(rest)),
+        (None, None) => key.gpu.clone(),
+    };
+    let mut s = format!("{}/{gpu}", key.host);
+    if let Some(m) = &key.mig {
+        s.push_str("/mig");
+        s.push_str(m);
+    }
+    s
 }
 
 fn rfc3339(ms: EpochMs) -> Option<String> {
@@ -683,6 +703,7 @@ pub fn build(
         let longest = s.idle_episodes.iter().map(|e| e.dur_ms).max().unwrap_or(0);
         devices.push(DeviceRow {
             id: p.key.to_string(),
+            name: display_name(&p.key, p.info.index),
             host: p.key.host.clone(),
             gpu: p.key.gpu.clone(),
             index: p.info.index,

@@ -6,23 +6,12 @@ use crate::sections::Section;
 use crate::text::usd;
 use crate::{Format, RenderOptions};
 
-/// `host/GPU-1a2b3c4d…` for long UUIDs.
-fn short(id: &str) -> String {
-    match id.find("/GPU-") {
-        Some(i) if id.len() > i + 13 => {
-            let (head, tail) = id.split_at(i + 13);
-            let mig = tail.find("/mig").map_or("", |j| &tail[j..]);
-            format!("{head}…{mig}")
-        }
-        _ => id.to_owned(),
-    }
-}
-
+/// The action's targets by their display names (the report's), the first and a count.
 fn targets(a: &Action) -> String {
-    match a.targets.as_slice() {
+    match a.target_names.as_slice() {
         [] => String::new(),
-        [one] => short(one),
-        [first, rest @ ..] => format!("{} +{} more", short(first), rest.len()),
+        [one] => one.clone(),
+        [first, rest @ ..] => format!("{first} +{} more", rest.len()),
     }
 }
 

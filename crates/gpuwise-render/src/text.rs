@@ -56,20 +56,9 @@ pub(crate) fn gib(mib: Option<f64>) -> String {
     mib.map_or_else(|| "–".to_owned(), |m| format!("{:.1}", m / 1024.0))
 }
 
-/// A short device label: `host/gpuN` from the index (MIG: `host/gpuN/mig7`), else
-/// `host/` and the first 8 hex digits of the UUID.
+/// The device's display name (the report's `name`, the same in every output).
 pub(crate) fn short_id(d: &DeviceRow) -> String {
-    let gpu = match (d.index, d.gpu.strip_prefix("GPU-")) {
-        (Some(i), _) => format!("gpu{i}"),
-        (None, Some(rest)) => format!("{}…", &rest[..rest.len().min(8)]),
-        (None, None) => d.gpu.clone(),
-    };
-    let mut s = format!("{}/{}", d.host, gpu);
-    if let Some(m) = &d.mig_instance {
-        s.push_str("/mig");
-        s.push_str(m);
-    }
-    s
+    d.name.clone()
 }
 
 pub(crate) fn model(d: &DeviceRow) -> String {

@@ -138,13 +138,12 @@ pub(crate) fn run(cmd: &CatalogCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn gpu_filter(c: &Catalog, want: &str) -> anyhow::Result<Vec<String>> {
-    let hits: Vec<String> = c.family(want).iter().map(|g| g.name.clone()).collect();
-    if hits.is_empty() {
-        bail!(
-            "`{want}` is not a GPU in the catalog (see `{} catalog gpus`)",
-            printer::me()
-        );
-    }
+    let hits: Vec<String> = c
+        .lookup(want)
+        .map_err(|e| anyhow!("{e} (see `{} catalog gpus`)", printer::me()))?
+        .iter()
+        .map(|g| g.name.clone())
+        .collect();
     Ok(hits)
 }
 

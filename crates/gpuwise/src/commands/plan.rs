@@ -182,13 +182,9 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     } else {
         let mut names = Vec::new();
         for g in &a.gpu {
-            let fam = catalog.family(g);
-            if fam.is_empty() {
-                bail!(
-                    "--gpu: `{g}` is not a GPU in the catalog (see `{} catalog gpus`)",
-                    printer::me()
-                );
-            }
+            let fam = catalog
+                .lookup(g)
+                .map_err(|e| anyhow!("--gpu: {e} (see `{} catalog gpus`)", printer::me()))?;
             names.extend(fam.iter().map(|s| s.name.clone()));
         }
         Some(names)

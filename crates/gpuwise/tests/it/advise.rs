@@ -208,6 +208,29 @@ fn planted_best_answers() {
 /// The plan's invariants on the JSON form.
 fn invariants_json(a: &serde_json::Value, rep: &serde_json::Value) {
     let catalog = Catalog::builtin();
+    // One name per device: the advice names its targets as the report does (the ids stay too).
+    let names: std::collections::BTreeMap<&str, &str> = rep["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .map(|d| {
+            (
+                d["id"].as_str().expect("id"),
+                d["name"].as_str().expect("name"),
+            )
+        })
+        .collect();
+    for x in a["actions"].as_array().expect("actions") {
+        let ids = x["targets"].as_array().expect("targets");
+        let shown = x["target_names"].as_array().expect("target_names");
+        assert_eq!(ids.len(), shown.len());
+        for (id, name) in ids.iter().zip(shown) {
+            assert_eq!(
+                Some(&name.as_str().expect("name")),
+                names.get(id.as_str().expect("id"))
+            );
+        }
+    }
     let mut projected = 0.0;
     for d in a["devices"].as_array().expect("devices") {
         assert!(f(&d["projected_monthly_usd"]) <= f(&d["current_monthly_usd"]) + 1e-6);

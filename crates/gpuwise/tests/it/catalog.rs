@@ -659,3 +659,35 @@ fn suspect_prices_are_quoted_only_once_confirmed() {
         out.stderr
     );
 }
+
+#[test]
+fn gpu_names_as_people_type_them() {
+    // Aliases, case, separators and word order do not matter; a miss suggests names.
+    for (typed, want) in [
+        ("h100-sxm", "H100-SXM5-80GB"),
+        ("A10G", "A10G"),
+        ("a10g", "A10G"),
+        ("a100-sxm4-80gb", "A100-SXM4-80GB"),
+        ("80gb sxm a100", "A100-SXM4-80GB"),
+    ] {
+        let v = json(&["catalog", "price", typed, "--format", "json"]);
+        let rows = v.as_array().expect("rows");
+        assert!(!rows.is_empty(), "{typed}");
+        assert!(rows.iter().all(|r| r["gpu"] == want), "{typed}: {v}");
+    }
+    let o = run(&["catalog", "price", "a100-80gb"]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("matches A100-SXM4-80GB, A100-PCIE-80GB"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["catalog", "price", "Voodoo2"]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr
+            .contains("is not a GPU in the catalog; did you mean"),
+        "{}",
+        o.stderr
+    );
+}
