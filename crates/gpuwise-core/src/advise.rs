@@ -583,22 +583,27 @@ pub fn advise(
         // 3. release_held_idle
         if d.stats.held_idle_hours > 0.0 {
             let sched = scheduled.get(&di);
-            let mut saved_h = 0.0;
+            // Culled hours on their own (what the action saves alone), and those outside the
+            // off-hours schedule (what it adds to the schedule in the combined plan).
+            let (mut alone_h, mut saved_h) = (0.0, 0.0);
             let mut episodes = 0;
             for e in &d.stats.idle_episodes {
                 if e.held_ms == 0 {
                     continue;
                 }
                 let held_frac = e.held_ms as f64 / e.dur_ms.max(1) as f64;
-                let outside = outside_hours(e.start_ms, e.dur_ms, sched, tz);
-                let h = (outside * held_frac - st.idle_timeout_h).max(0.0);
-                if h > 0.0 {
-                    saved_h += h;
+                let all = outside_hours(e.start_ms, e.dur_ms, None, tz);
+                let h_alone = (all * held_frac - st.idle_timeout_h).max(0.0);
+                if h_alone > 0.0 {
+                    alone_h += h_alone;
                     episodes += 1;
                 }
+                let outside = outside_hours(e.start_ms, e.dur_ms, sched, tz);
+                saved_h += (outside * held_frac - st.idle_timeout_h).max(0.0);
             }
             let share = (saved_h / d.observed()).min(idle);
-            let saved = d.monthly * share;
+            let alone_share = (alone_h / d.observed()).min(idle);
+            let saved = d.monthly * alone_share;
             if saved > 0.0 {
                 idle_of.entry(di).or_default().push((actions.len(), share));
                 actions.push(Action {
@@ -618,7 +623,7 @@ pub fn advise(
                         d.stats.mem_used_peak_mib.map_or_else(|| "–".to_owned(), gib),
                         d.stats.observed_hours,
                         st.idle_timeout_h * 60.0,
-                        if sched.is_some() { " (hours inside the off-hours schedule not counted again)" } else { "" }
+                        if sched.is_some() { " (in the combined plan, hours inside the off-hours schedule are not counted again)" } else { "" }
                     )],
                     assumptions: vec![
                         "a culled session's GPU is released (autoscaled pool) until the next session".to_owned(),

@@ -325,11 +325,39 @@ fn longest_circular_run(hours: &[bool]) -> Option<(u8, u8)> {
     best.map(|(s, l)| (s as u8, ((s + l) % n) as u8))
 }
 
-/// Windows in words: `idle 19:00–08:00 on weekdays and all weekend`.
+/// An idle window this long (of 24 h) is said the other way round: by its busy hours.
+const MOSTLY_IDLE_HOURS: i32 = 18;
+
+/// Windows in words: `idle 19:00–08:00 on weekdays and all weekend`; a device idle all but a
+/// few hours reads `busy only 14:00–15:00 on weekdays`.
 #[must_use]
 pub fn describe(windows: &[IdleWindow]) -> Option<String> {
     if windows.is_empty() {
         return None;
+    }
+    // Idle all but a few hours: say when it is busy (`busy only 14:00–15:00 on weekdays`),
+    // not `idle 15:00–14:00 on weekdays and all weekend`.
+    let span = |w: &IdleWindow| (i32::from(w.end_hour) - i32::from(w.start_hour)).rem_euclid(24);
+    let mostly = |w: &IdleWindow| w.start_hour != w.end_hour && span(w) >= MOSTLY_IDLE_HOURS;
+    let busy = |w: &IdleWindow, days: &str| {
+        format!(
+            "busy only {:02}:00–{:02}:00 {days}",
+            w.end_hour, w.start_hour
+        )
+    };
+    match windows {
+        [w] if w.days == "every day" && mostly(w) => return Some(busy(w, "every day")),
+        [a, b] => {
+            let (wd, we) = if a.days == "weekdays" { (a, b) } else { (b, a) };
+            if wd.days == "weekdays"
+                && we.days == "weekend"
+                && we.start_hour == we.end_hour
+                && mostly(wd)
+            {
+                return Some(busy(wd, "on weekdays"));
+            }
+        }
+        _ => {}
     }
     let mut parts = Vec::new();
     for w in windows {
@@ -388,6 +416,31 @@ mod tests {
     fn every_night_and_always() {
         let (w, _) = idle_windows(&how(|_, h| h < 6), 90.0);
         assert_eq!(describe(&w).as_deref(), Some("idle 00:00–06:00 every day"));
+        let w = vec![
+            IdleWindow {
+                days: "weekdays".into(),
+                start_hour: 15,
+                end_hour: 14,
+            },
+            IdleWindow {
+                days: "weekend".into(),
+                start_hour: 0,
+                end_hour: 0,
+            },
+        ];
+        assert_eq!(
+            describe(&w).as_deref(),
+            Some("busy only 14:00–15:00 on weekdays")
+        );
+        let w = vec![IdleWindow {
+            days: "every day".into(),
+            start_hour: 22,
+            end_hour: 20,
+        }];
+        assert_eq!(
+            describe(&w).as_deref(),
+            Some("busy only 20:00–22:00 every day")
+        );
         let (w, _) = idle_windows(&how(|_, _| true), 90.0);
         assert_eq!(describe(&w).as_deref(), Some("idle around the clock"));
         let (w, _) = idle_windows(&how(|_, _| false), 90.0);

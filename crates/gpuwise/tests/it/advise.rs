@@ -95,6 +95,25 @@ fn planted_best_answers() {
             .as_f64()
             .is_some()
     );
+    // A notebook whose held-idle hours also lie in an off-hours schedule: culling alone saves
+    // (nearly) all of them; in the combined plan it adds only the hours the schedule misses.
+    let actions = a["actions"].as_array().expect("actions");
+    let scheduled: Vec<&serde_json::Value> = actions
+        .iter()
+        .filter(|x| x["kind"] == "schedule_off_hours")
+        .flat_map(|x| x["targets"].as_array().expect("targets"))
+        .collect();
+    let culled: Vec<&serde_json::Value> = actions
+        .iter()
+        .filter(|x| x["kind"] == "release_held_idle" && scheduled.contains(&&x["targets"][0]))
+        .collect();
+    assert!(!culled.is_empty(), "the fleet has scheduled notebooks");
+    for x in culled {
+        assert!(
+            f(&x["monthly_savings_usd"]) > 10.0 * f(&x["plan_savings_usd"]),
+            "alone means alone: {x}"
+        );
+    }
     let catalog = Catalog::builtin();
     let scale = 730.0 / f(&a["window_hours"]);
     let mut seen = BTreeMap::new();
@@ -221,6 +240,12 @@ fn invariants_json(a: &serde_json::Value, rep: &serde_json::Value) {
         })
         .collect();
     for x in a["actions"].as_array().expect("actions") {
+        // "Alone" means alone: an action saves at least as much by itself as it adds to the
+        // combined plan (where other actions may already cover some of its hours).
+        assert!(
+            f(&x["monthly_savings_usd"]) + 1e-6 >= f(&x["plan_savings_usd"]),
+            "{x}"
+        );
         let ids = x["targets"].as_array().expect("targets");
         let shown = x["target_names"].as_array().expect("target_names");
         assert_eq!(ids.len(), shown.len());
