@@ -29,6 +29,9 @@ pub struct Quote {
     pub source: String,
     /// Date of the price, when known (`YYYY-MM-DD`).
     pub as_of: Option<String>,
+    /// How the catalog's answer differs from the question (another region, cloud or pricing
+    /// model), when it does.
+    pub fallback: Option<String>,
 }
 
 /// Where devices without a price rule are priced: cloud, region, pricing model.
@@ -282,6 +285,7 @@ impl PriceBook {
                     usd_per_gpu_hour: usd,
                     source,
                     as_of,
+                    fallback: None,
                 },
             });
         }
@@ -320,7 +324,8 @@ impl PriceBook {
         Some(Quote {
             usd_per_gpu_hour: q.usd_per_gpu_hour,
             source: format!("catalog: {}", q.describe()),
-            as_of: Some(q.as_of),
+            as_of: Some(q.as_of.clone()),
+            fallback: q.note.clone(),
         })
     }
 }

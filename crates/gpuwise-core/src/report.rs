@@ -155,6 +155,15 @@ pub struct IngestSummary {
     pub overlap: OverlapSummary,
 }
 
+/// A price fallback: what the catalog used instead of what was asked.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PriceFallback {
+    /// What differs (`not offered in mars-1; cheapest gcp region used`).
+    pub note: String,
+    /// Devices priced this way.
+    pub devices: usize,
+}
+
 /// Overlapping inputs, resolved: see `docs/input-formats.md`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct OverlapSummary {
@@ -298,6 +307,10 @@ pub struct Fleet {
     pub devices_by_class: BTreeMap<String, usize>,
     /// Devices without a price.
     pub unpriced_devices: usize,
+    /// Where the catalog answered another question than the one asked (a region, cloud or
+    /// pricing model it does not have), with how many devices each answer priced. Renderers
+    /// state these at the top.
+    pub price_fallbacks: Vec<PriceFallback>,
     /// Key performance indicators.
     pub kpis: Kpis,
 }
@@ -542,6 +555,7 @@ pub fn build(
     let mut unknown_models: BTreeMap<String, u64> = BTreeMap::new();
     let mut no_model = 0u64;
     let mut unpriced: Vec<String> = Vec::new();
+    let mut fallbacks: BTreeMap<String, usize> = BTreeMap::new();
     let mut stale: BTreeMap<String, u64> = BTreeMap::new();
     let mut devices = Vec::with_capacity(profiles.len());
     let mut fleet = Sums::default();
@@ -588,6 +602,9 @@ pub fn build(
         }
         if quote.is_none() {
             unpriced.push(p.key.to_string());
+        }
+        if let Some(note) = quote.as_ref().and_then(|q| q.fallback.clone()) {
+            *fallbacks.entry(note).or_default() += 1;
         }
         let d: Diagnosis = diagnose::diagnose(s, &opts.diagnose);
         let price = quote.as_ref().map(|q| q.usd_per_gpu_hour);
@@ -935,6 +952,10 @@ pub fn build(
         gpu_hours_by_class: by_class,
         devices_by_class: count_by_class,
         unpriced_devices: unpriced.len(),
+        price_fallbacks: fallbacks
+            .into_iter()
+            .map(|(note, devices)| PriceFallback { note, devices })
+            .collect(),
         kpis,
     };
     let mut all_warnings = ingest.warnings.clone();

@@ -10,7 +10,7 @@ use crate::text::{pct, short_id, usd};
 
 const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1000px;color:#1d2733;padding:0 16px}\
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde3ea;padding-bottom:4px}\
-.sub{color:#5a6877}.cards{display:flex;flex-wrap:wrap;gap:10px;margin:16px 0}.card{border:1px solid #dde3ea;border-radius:8px;padding:10px 14px;min-width:150px}\
+.sub{color:#5a6877}.notice{background:#fff4e5;border:1px solid #f0c36d;border-radius:6px;padding:6px 10px}.cards{display:flex;flex-wrap:wrap;gap:10px;margin:16px 0}.card{border:1px solid #dde3ea;border-radius:8px;padding:10px 14px;min-width:150px}\
 .card b{display:block;font-size:20px}.card span{color:#5a6877;font-size:12px}table{border-collapse:collapse;width:100%;font-size:13px}\
 th,td{border-bottom:1px solid #eef1f4;padding:4px 6px;text-align:left;vertical-align:top}th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}\
 svg{width:100%;height:auto;margin:8px 0}svg .t{font-size:14px;font-weight:600;fill:#1d2733}svg .a{font-size:11px;fill:#5a6877}svg .g{stroke:#e5e9ee}\
@@ -37,6 +37,13 @@ pub fn render(r: &Report) -> String {
         esc(&r.window.timezone),
         r.schema
     );
+    if !f.price_fallbacks.is_empty() {
+        let _ = write!(
+            h,
+            "<p class=\"notice\" id=\"price-fallbacks\">Prices: {}</p>",
+            esc(&crate::sections::price_fallbacks(r))
+        );
+    }
     h.push_str("<div class=\"cards\">");
     for (label, value) in [
         ("GPU-hours", format!("{:.0}", f.gpu_hours)),

@@ -15,6 +15,17 @@ pub(crate) struct Section {
     pub rows: Vec<Vec<String>>,
 }
 
+/// The price fallbacks in one line: `2 devices: not offered in us-west1; cheapest gcp region
+/// used`.
+pub(crate) fn price_fallbacks(r: &Report) -> String {
+    r.fleet
+        .price_fallbacks
+        .iter()
+        .map(|p| format!("{} device(s): {}", p.devices, p.note))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn bottleneck_name(k: BottleneckKind) -> &'static str {
     match k {
         BottleneckKind::InputBound => "input_bound",
@@ -50,13 +61,19 @@ fn report_sections(r: &Report, top: usize) -> Vec<Section> {
         .kpis
         .waste_share_pct
         .map_or(String::new(), |p| format!(" ({p:.0}% of cost)"));
+    let mut fleet_rows = vec![vec![
+        "Window".into(),
+        format!("{window} ({})", r.window.timezone),
+    ]];
+    if !f.price_fallbacks.is_empty() {
+        fleet_rows.push(vec!["Prices".into(), price_fallbacks(r)]);
+    }
     out.push(Section {
         title: "Fleet".into(),
         note: None,
         headers: vec!["", ""],
         right: vec![],
         rows: vec![
-            vec!["Window".into(), format!("{window} ({})", r.window.timezone)],
             vec![
                 "Devices".into(),
                 format!(
@@ -104,7 +121,12 @@ fn report_sections(r: &Report, top: usize) -> Vec<Section> {
                     },
                 ),
             ],
-        ],
+        ]
+        .into_iter()
+        .fold(fleet_rows, |mut all, row| {
+            all.push(row);
+            all
+        }),
     });
     let mut class_rows = Vec::new();
     for c in Class::ALL {

@@ -542,3 +542,47 @@ fn one_meaning_per_flag_and_help_under_headings() {
         serde_json::from_str(&std::fs::read_to_string(&out).expect("written")).expect("json");
     assert_eq!(v["setup"]["workload"]["output"], 128);
 }
+
+#[test]
+fn price_fallbacks_are_stated_at_the_top() {
+    let smi = data("smi/two-gpus.csv");
+    let o = run(&[
+        "report",
+        &smi,
+        "--cloud",
+        "gcp",
+        "--region",
+        "us-west2",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let top: Vec<&str> = o.stdout.lines().take(4).collect();
+    assert!(
+        top.iter()
+            .any(|l| l.contains("Prices") && l.contains("not offered in us-west2")),
+        "{}",
+        o.stdout
+    );
+    let r = report_json(&[&smi, "--cloud", "aws", "--pricing", "spot"]);
+    let fb = r["fleet"]["price_fallbacks"].as_array().expect("fallbacks");
+    assert_eq!(fb.len(), 2, "{fb:?}");
+    assert!(fb.iter().all(|p| {
+        p["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("on-demand used"))
+    }));
+    let o = run(&[
+        "report",
+        &smi,
+        "--cloud",
+        "aws",
+        "--pricing",
+        "spot",
+        "--format",
+        "html",
+    ]);
+    assert!(
+        o.stdout.contains("id=\"price-fallbacks\""),
+        "html states them too"
+    );
+}
