@@ -46,7 +46,7 @@ pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
 }
 
 #[allow(clippy::too_many_lines)]
-fn report_sections(r: &Report, top: usize) -> Vec<Section> {
+pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
     let f = &r.fleet;
     let mut out = Vec::new();
     let window = match (&r.window.start, &r.window.end) {

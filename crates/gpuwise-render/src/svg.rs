@@ -55,8 +55,16 @@ pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> Strin
             y1 = sy(y)
         );
     }
-    // Day ticks.
+    // Day ticks: the first day is labelled where the data starts, then every midnight.
     let day = 86_400_000i64;
+    let first = jiff::Timestamp::from_millisecond(points[0].0)
+        .map(|ts| ts.strftime("%a %m-%d").to_string())
+        .unwrap_or_default();
+    let _ = write!(
+        s,
+        r##"<text x="{l:.1}" y="{}" class="a" text-anchor="start">{first}</text>"##,
+        h - b + 16.0
+    );
     let mut d = (points[0].0 / day + 1) * day;
     let step = ((points[points.len() - 1].0 - points[0].0) / day / 10 + 1) * day;
     while d <= points[points.len() - 1].0 {
@@ -72,9 +80,22 @@ pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> Strin
         );
         d += step;
     }
+    // The idle share is a value per hour: drawn as a step (flat across each hour), so a one-hour
+    // change is a step, not a spike between two neighbours.
+    let hour = 3_600_000i64;
     let mut area = format!("M{:.1},{:.1}", sx(points[0].0), sy(0.0));
-    for p in points {
-        let _ = write!(area, " L{:.1},{:.1}", sx(p.0), sy(p.2));
+    for (i, p) in points.iter().enumerate() {
+        let next = points
+            .get(i + 1)
+            .map_or(p.0 + hour, |q| q.0.min(p.0 + hour));
+        let _ = write!(
+            area,
+            " L{:.1},{:.1} L{:.1},{:.1}",
+            sx(p.0),
+            sy(p.2),
+            sx(next.min(points[points.len() - 1].0)),
+            sy(p.2)
+        );
     }
     let _ = write!(
         area,
@@ -123,7 +144,8 @@ pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> Strin
 pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> String {
     let (cell, l, t) = (30.0, 44.0, 40.0);
     let w = l + 24.0 * cell + 10.0;
-    let h = t + 7.0 * cell + 10.0;
+    // Room below the grid for the colour scale.
+    let h = t + 7.0 * cell + 44.0;
     let title = format!("Mean utilization by hour of week ({tz})");
     let mut s = format!(
         r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
@@ -176,6 +198,38 @@ pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> Str
             );
         }
     }
+    // The colour scale: what the shades mean, no data included.
+    let ly = t + 7.0 * cell + 14.0;
+    let _ = write!(
+        s,
+        r##"<g class="legend"><rect x="{l}" y="{ly:.1}" width="14" height="14" fill="{}"/><text x="{:.1}" y="{:.1}" class="a">no data</text>"##,
+        util_color(None),
+        l + 18.0,
+        ly + 11.0
+    );
+    for k in 0..=10u8 {
+        let pct = f64::from(k) * 10.0;
+        let x = l + 90.0 + f64::from(k) * 28.0;
+        let _ = write!(
+            s,
+            r##"<rect x="{x:.1}" y="{ly:.1}" width="28" height="14" fill="{}"/>"##,
+            util_color(Some(pct))
+        );
+        if k % 5 == 0 {
+            let _ = write!(
+                s,
+                r##"<text x="{:.1}" y="{:.1}" class="a" text-anchor="middle">{pct:.0}%</text>"##,
+                x + 14.0,
+                ly + 27.0
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        r##"<text x="{:.1}" y="{:.1}" class="a">mean utilization</text></g>"##,
+        l + 90.0 + 11.0 * 28.0 + 6.0,
+        ly + 11.0
+    );
     s.push_str("</svg>");
     s
 }
@@ -258,7 +312,8 @@ pub(crate) fn cost_bars(rows: &[(String, f64, f64, String)], title: &str) -> Str
     for (i, (label, cost, idle, text)) in rows.iter().enumerate() {
         #[allow(clippy::cast_precision_loss)]
         let y = 42.0 + i as f64 * (bar + gap);
-        let span = w - l - 120.0;
+        // Room right of the longest bar for its label (`$19,498 (idle $4,816) + 2 unpriced`).
+        let span = w - l - 260.0;
         let cw = cost / max * span;
         let iw = idle / max * span;
         let _ = write!(

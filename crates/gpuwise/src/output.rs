@@ -22,9 +22,13 @@ pub(crate) struct Pending {
 
 /// Start writing `path`: the file to write to, and what commits it.
 pub(crate) fn create(path: &Path) -> anyhow::Result<(std::fs::File, Pending)> {
-    let tmp = tempfile::Builder::new()
-        .prefix(".gpuwise-")
-        .suffix(".tmp")
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".gpuwise-").suffix(".tmp");
+    // A temporary file is private (0600); the file it becomes is an ordinary one: 0666 less
+    // the umask, as if created directly.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let tmp = builder
         .tempfile_in(dir_of(path))
         .with_context(|| format!("cannot write `{}`", path.display()))?;
     let (file, temp) = tmp.into_parts();
@@ -73,6 +77,18 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("report.html")]);
+        #[cfg(unix)]
+        {
+            // The same mode as a file created directly (0666 less the umask), not 0600.
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &std::path::Path| {
+                std::fs::metadata(p).expect("meta").permissions().mode() & 0o777
+            };
+            let plain = dir.path().join("plain");
+            std::fs::write(&plain, b"x").expect("write");
+            assert_eq!(mode(&p), mode(&plain));
+            std::fs::remove_file(&plain).expect("rm");
+        }
         // A target whose folder does not exist: an error naming it, nothing written.
         let e = super::write(&dir.path().join("no/such/dir/r.html"), b"x").expect_err("no dir");
         assert!(e.to_string().contains("no/such/dir/r.html"), "{e}");

@@ -5,6 +5,7 @@
 
 mod advise;
 mod bad_input;
+mod browser;
 mod catalog;
 mod cli;
 mod common;

@@ -1,0 +1,126 @@
+//! The HTML report as a person sees it: the demo's report loaded in headless Chromium (Debian
+//! `chromium`, installed by `.ci/run`) at desktop and phone widths. Screenshots are kept under
+//! `target/screenshots/`; the DOM is checked by a small script run in a copy of the page (the
+//! report itself carries no script): the answer leads, and nothing is wider than the screen.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{repo, run};
+
+fn chromium() -> Option<&'static str> {
+    for name in ["chromium", "chromium-browser", "google-chrome"] {
+        if Command::new(name)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            return Some(name);
+        }
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "chromium must be installed in CI (.ci/run installs Debian's `chromium`)"
+    );
+    eprintln!("skipping: chromium is not installed (apt-get install chromium)");
+    None
+}
+
+fn headless(browser: &str, width: u32, args: &[&str], page: &Path) -> String {
+    let o = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--virtual-time-budget=5000",
+            &format!("--window-size={width},1600"),
+        ])
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// What the checking script finds, from the page's title after it ran.
+fn check(browser: &str, width: u32, html: &str, dir: &Path) -> String {
+    let script = r#"<script>
+window.addEventListener('load', () => {
+  const out = [];
+  const h = document.getElementById('headline');
+  out.push(h && h.textContent.trim().length > 20 ? 'headline' : 'NO-HEADLINE');
+  // The headline comes before every section heading.
+  const first = document.querySelector('h2');
+  out.push(h && first && (h.compareDocumentPosition(first) & Node.DOCUMENT_POSITION_FOLLOWING) ? 'first' : 'NOT-FIRST');
+  const vw = document.documentElement.clientWidth;
+  out.push(document.documentElement.scrollWidth <= vw ? 'fits' : 'PAGE-WIDER:' + document.documentElement.scrollWidth);
+  // Elements outside the sideways-scrolling table boxes may not stick out of the screen.
+  let wide = 0;
+  for (const e of document.body.querySelectorAll('*')) {
+    if (e.closest('.scroll')) continue;
+    const r = e.getBoundingClientRect();
+    if (r.right > vw + 1) wide++;
+  }
+  out.push(wide === 0 ? 'none-wider' : 'WIDER:' + wide);
+  out.push('details:' + document.querySelectorAll('details').length);
+  out.push('right-th:' + document.querySelectorAll('th.n').length);
+  document.title = out.join(' ');
+});
+</script>"#;
+    let copy = dir.join(format!("check-{width}.html"));
+    std::fs::write(&copy, html.replace("</body>", &format!("{script}</body>"))).expect("copy");
+    let dom = headless(browser, width, &["--dump-dom"], &copy);
+    let start = dom.find("<title>").expect("a title") + 7;
+    let end = dom[start..].find("</title>").expect("title end") + start;
+    dom[start..end].to_owned()
+}
+
+#[test]
+fn the_html_report_leads_with_the_answer_at_every_width() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("demo");
+    let o = run(&["demo", "--out", &out.display().to_string()]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let report = out.join("report.html");
+    let html = std::fs::read_to_string(&report).expect("report.html");
+    assert!(
+        !html.contains("<script"),
+        "the report itself runs no script"
+    );
+    let shots: PathBuf = repo().join("target/screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshots dir");
+    for width in [1400u32, 420] {
+        let png = shots.join(format!("report-{width}.png"));
+        let _ = std::fs::remove_file(&png);
+        headless(
+            browser,
+            width,
+            &[&format!("--screenshot={}", png.display())],
+            &report,
+        );
+        assert!(
+            std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
+            "screenshot {}",
+            png.display()
+        );
+        let found = check(browser, width, &html, dir.path());
+        for want in ["headline", "first", "fits", "none-wider"] {
+            assert!(
+                found.split(' ').any(|w| w == want),
+                "at {width} px: {found}"
+            );
+        }
+        // Each action's details are collapsed; number columns are right-aligned with their
+        // headers.
+        let details: usize = found
+            .split(' ')
+            .find_map(|w| w.strip_prefix("details:"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(details >= 10, "at {width} px: {found}");
+        assert!(!found.contains("right-th:0"), "at {width} px: {found}");
+    }
+}
