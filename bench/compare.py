@@ -78,6 +78,22 @@ def timed(cmd):
     return wall, rss_kb / 1024.0, r.stdout
 
 
+def measure(bin_, target, duck_input, runs):
+    """gpuwise on `target` and, when `duck_input` is given, DuckDB on it, alternately `runs`
+    times: ([(wall, rss)] of gpuwise, [(wall, rss)] of DuckDB, gpuwise's last report)."""
+    g, d = [], []
+    report = None
+    for _ in range(runs):
+        w, r, out = timed([bin_, "report", target, "--format", "json", "--no-progress"])
+        g.append((w, r))
+        report = json.loads(out)
+        if duck_input is not None:
+            w, r, out = timed([sys.executable, "-c", DUCK, duck_input])
+            d.append((w, r))
+            assert int(out.decode().strip()) == report["fleet"]["devices"], "both see the same devices"
+    return g, d, report
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -106,16 +122,7 @@ def main():
                 with open(os.path.join(d_, p), "rb") as f:
                     while f.read(1 << 24):
                         pass
-            g, d = [], []
-            report = None
-            for _ in range(a.runs):
-                w, r, out = timed([a.bin, "report", d_, "--format", "json", "--no-progress"])
-                g.append((w, r))
-                report = json.loads(out)
-                if size == "many":
-                    w, r, out = timed([sys.executable, "-c", DUCK, os.path.join(d_, "*.csv")])
-                    d.append((w, r))
-                    assert int(out.decode().strip()) == report["fleet"]["devices"], "both see the same devices"
+            g, d, report = measure(a.bin, d_, os.path.join(d_, "*.csv") if size == "many" else None, a.runs)
             gw = statistics.median(x[0] for x in g)
             name = (f"{len(files):,} nvidia-smi files, {report['fleet']['devices']:,} GPUs, "
                     f"{report['ingest']['samples']:,} samples, {sum(os.path.getsize(os.path.join(d_, p)) for p in files) / 1e9:.2f} GB")
@@ -129,15 +136,7 @@ def main():
         with open(csv, "rb") as f:  # warm the page cache
             while f.read(1 << 24):
                 pass
-        g, d = [], []
-        report = None
-        for _ in range(a.runs):
-            w, r, out = timed([a.bin, "report", csv, "--format", "json", "--no-progress"])
-            g.append((w, r))
-            report = json.loads(out)
-            w, r, out = timed([sys.executable, "-c", DUCK, csv])
-            d.append((w, r))
-            assert int(out.decode().strip()) == report["fleet"]["devices"], "both see the same devices"
+        g, d, report = measure(a.bin, csv, csv, a.runs)
         gw = statistics.median(x[0] for x in g)
         dw = statistics.median(x[0] for x in d)
         rows.append((f"nvidia-smi CSV, {report['ingest']['samples']:,} samples, {os.path.getsize(csv) / 1e9:.2f} GB",
