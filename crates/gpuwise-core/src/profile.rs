@@ -1160,6 +1160,8 @@ pub struct Rebuild {
     pub reads: Vec<(SourceId, BTreeMap<Identity, Keep>)>,
     /// Per device, hours that more than one input covered.
     overlap_ms: BTreeMap<Identity, u64>,
+    /// Per device, the inputs it keeps, in time order (the order its pieces are joined in).
+    order: BTreeMap<Identity, Vec<SourceId>>,
 }
 
 impl Rebuild {
@@ -1172,11 +1174,61 @@ impl Rebuild {
         let (_, devices) = self.reads.remove(i);
         for id in devices.keys() {
             self.overlap_ms.remove(id);
+            self.order.remove(id);
             for (_, keep) in &mut self.reads {
                 keep.remove(id);
             }
         }
         self.reads.retain(|(_, keep)| !keep.is_empty());
+    }
+}
+
+/// The re-read pieces of tangled devices, joined as they come: each device's pieces are
+/// disjoint after the re-reads' filters, and are joined in its inputs' time order; a piece that
+/// arrives before the ones ahead of it waits for them. Re-reads arrive roughly in time order,
+/// so memory stays near one accumulator per device, not one per re-read input.
+#[derive(Debug, Default)]
+pub struct Rebuilding {
+    devices: BTreeMap<Identity, Joining>,
+}
+
+type Part = (BTreeMap<String, u64>, DeviceInfo, DeviceAcc);
+
+#[derive(Debug, Default)]
+struct Joining {
+    /// Position (in the device's input order) of the next piece to join.
+    next: usize,
+    joined: Option<Part>,
+    waiting: BTreeMap<usize, Part>,
+}
+
+impl Rebuilding {
+    /// Take the tangled devices' pieces of one re-read input.
+    pub fn add(&mut self, plan: &Rebuild, piece: Profile, st: &ProfileSettings) {
+        for (id, d) in piece.devices {
+            let Some(order) = plan.order.get(&id) else {
+                continue;
+            };
+            let source = d.extents.first().map_or(0, |e| e.source);
+            let Some(pos) = order.iter().position(|s| *s == source) else {
+                continue;
+            };
+            let j = self.devices.entry(id).or_default();
+            j.waiting.insert(pos, (d.hosts, d.info, d.acc));
+            while let Some((hosts, info, acc)) = j.waiting.remove(&j.next) {
+                j.next += 1;
+                match &mut j.joined {
+                    None => j.joined = Some((hosts, info, acc)),
+                    Some((h, i, a)) => {
+                        a.merge(&acc, st);
+                        i.merge(&info);
+                        for (host, n) in hosts {
+                            *h.entry(host).or_default() += n;
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -1270,6 +1322,7 @@ impl Profile {
         let mut per_source: BTreeMap<SourceId, (EpochMs, BTreeMap<Identity, Keep>)> =
             BTreeMap::new();
         let mut overlap_ms = BTreeMap::new();
+        let mut order = BTreeMap::new();
         for (id, d) in &self.devices {
             if !d.tangled {
                 continue;
@@ -1278,6 +1331,7 @@ impl Profile {
             extents.sort_by_key(|e| (e.first, e.source));
             let mut covered: Option<EpochMs> = None;
             let mut twice = 0u64;
+            let mut kept = Vec::new();
             for e in extents {
                 let keep = match covered {
                     Some(f) if e.last <= f => None,
@@ -1292,6 +1346,7 @@ impl Profile {
                 }
                 covered = Some(covered.map_or(e.last, |f| f.max(e.last)));
                 if let Some(k) = keep {
+                    kept.push(e.source);
                     let entry = per_source
                         .entry(e.source)
                         .or_insert_with(|| (e.first, BTreeMap::new()));
@@ -1300,6 +1355,7 @@ impl Profile {
                 }
             }
             overlap_ms.insert(id.clone(), twice);
+            order.insert(id.clone(), kept);
         }
         if overlap_ms.is_empty() {
             return None;
@@ -1312,37 +1368,43 @@ impl Profile {
         Some(Rebuild {
             reads: reads.into_iter().map(|(_, s, k)| (s, k)).collect(),
             overlap_ms,
+            order,
         })
     }
 
     /// Replace the tangled devices of `plan` by what the re-reads gave (`pieces`, the profiles
-    /// of the inputs of `plan.reads`, in that order).
+    /// of the inputs of `plan.reads`).
     pub fn rebuild(&mut self, plan: &Rebuild, pieces: Vec<Profile>, st: &ProfileSettings) {
-        let mut fresh: BTreeMap<Identity, Vec<(DeviceKey, DeviceInfo, DeviceAcc)>> =
-            BTreeMap::new();
+        let mut r = Rebuilding::default();
         for p in pieces {
-            for (id, d) in p.devices {
-                if plan.overlap_ms.contains_key(&id) {
-                    fresh.entry(id).or_default().push((d.key, d.info, d.acc));
-                }
-            }
+            r.add(plan, p, st);
         }
+        self.finish_rebuild(plan, r, st);
+    }
+
+    /// Put the rebuilt devices of `r` in place of the tangled ones.
+    pub fn finish_rebuild(&mut self, plan: &Rebuild, r: Rebuilding, st: &ProfileSettings) {
+        let mut fresh = r.devices;
         for (id, twice) in &plan.overlap_ms {
             let Some(dev) = self.devices.get_mut(id) else {
                 continue;
             };
-            let Some(mut parts) = fresh.remove(id) else {
+            let Some(joining) = fresh.remove(id) else {
                 continue;
             };
-            parts.sort_by_key(|(_, _, a)| a.first_ts());
+            // Pieces whose inputs no longer had the device (changed since the first read) leave
+            // gaps in the order: join what arrived, in order.
+            let mut parts: Vec<Part> = joining.joined.into_iter().collect();
+            parts.extend(joining.waiting.into_values());
             let before = dev.samples_before_rebuild.max(dev.acc.samples());
             let mut it = parts.into_iter();
-            let Some((key, mut info, mut acc)) = it.next() else {
+            let Some((mut hosts, mut info, mut acc)) = it.next() else {
                 continue;
             };
-            let mut hosts = BTreeMap::from([(key.host.clone(), acc.samples())]);
-            for (k, i, a) in it {
-                *hosts.entry(k.host).or_default() += a.samples();
+            for (h, i, a) in it {
+                for (host, n) in h {
+                    *hosts.entry(host).or_default() += n;
+                }
                 info.merge(&i);
                 acc.merge(&a, st);
             }

@@ -11,7 +11,7 @@ use std::io::{BufRead, Read};
 use std::sync::{Mutex, PoisonError};
 
 use gpuwise_core::EpochMs;
-use gpuwise_core::profile::{Identity, Keep, Profile, ProfileBuilder, SourceId};
+use gpuwise_core::profile::{Identity, Keep, Profile, ProfileBuilder, Rebuilding, SourceId};
 use gpuwise_core::settings::ProfileSettings;
 use jiff::tz::TimeZone;
 use rayon::prelude::*;
@@ -215,26 +215,32 @@ pub fn read_all(
         for src in unreadable {
             plan.drop_source(src);
         }
-        let pieces: Vec<Result<Profile, IngestError>> = plan
-            .reads
-            .par_iter()
-            .map(|(src, keep)| {
-                let job = Job {
-                    source: *src,
-                    filter: Some(std::sync::Arc::new(keep.clone())),
-                    sequential: true,
-                };
-                read_job(&inputs[*src as usize], opts, &job, &|_| {}).and_then(|r| match r {
-                    Outcome::Data { profile, .. } => Ok(profile),
-                    Outcome::NotTelemetry(message) => Err(IngestError::Format {
-                        file: inputs[*src as usize].name.clone(),
-                        message,
-                    }),
+        // Re-read in waves of a few inputs at a time, joined as they come (memory stays near
+        // one accumulator per tangled device, whatever the number of inputs).
+        let mut rebuilt = Rebuilding::default();
+        for wave in plan.reads.chunks(REREAD_WAVE) {
+            let pieces: Vec<Result<Profile, IngestError>> = wave
+                .par_iter()
+                .map(|(src, keep)| {
+                    let job = Job {
+                        source: *src,
+                        filter: Some(std::sync::Arc::new(keep.clone())),
+                        sequential: true,
+                    };
+                    read_job(&inputs[*src as usize], opts, &job, &|_| {}).and_then(|r| match r {
+                        Outcome::Data { profile, .. } => Ok(profile),
+                        Outcome::NotTelemetry(message) => Err(IngestError::Format {
+                            file: inputs[*src as usize].name.clone(),
+                            message,
+                        }),
+                    })
                 })
-            })
-            .collect();
-        let pieces = pieces.into_iter().collect::<Result<Vec<_>, _>>()?;
-        out.profile.rebuild(&plan, pieces, &opts.profile);
+                .collect();
+            for p in pieces {
+                rebuilt.add(&plan, p?, &opts.profile);
+            }
+        }
+        out.profile.finish_rebuild(&plan, rebuilt, &opts.profile);
     }
     out.tally.samples = out.profile.samples();
     if opts.strict {
@@ -251,6 +257,9 @@ pub fn read_all(
     }
     Ok(out)
 }
+
+/// Inputs re-read at once when untangling overlaps.
+const REREAD_WAVE: usize = 64;
 
 fn source_id(i: usize) -> SourceId {
     SourceId::try_from(i).unwrap_or(SourceId::MAX)

@@ -184,3 +184,24 @@ fn duplicate_scrape_directories_count_once() {
     let r = one_gpu(dir.path(), 1.0);
     assert_eq!(r["ingest"]["overlap"]["samples_dropped"], 121);
 }
+
+#[test]
+fn ha_scrape_collectors_interleave_and_count_once() {
+    // Two collectors each scraping one GPU every 60 s into a file per scrape, 30 s apart: the
+    // device is covered once, sampled twice as often (the second collector's scrapes fall
+    // between the first's, so nothing is dropped), and the re-read keeps memory small.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (collector, offset) in [("a", 0), ("b", 30)] {
+        for i in 0..121 {
+            let t = jiff::Timestamp::from_second(1_767_607_200 + i * 60 + offset).expect("ts");
+            let name = format!("{}.prom", t.strftime("%Y-%m-%dT%H:%M:%SZ"));
+            let text =
+                format!("DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"{UUID}\",Hostname=\"node\"}} 60\n");
+            write(&dir.path().join(collector).join(&name), &text);
+        }
+    }
+    let r = one_gpu(dir.path(), 2.0 + 30.0 / 3600.0);
+    assert_eq!(r["ingest"]["samples"], 242);
+    assert_eq!(r["ingest"]["overlap"]["samples_dropped"], 0);
+    assert_eq!(r["devices"][0]["samples"], 242);
+}
