@@ -301,3 +301,24 @@ fn bad_input_gets_clear_errors() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("`Z9000` is not a GPU"), "{}", o.stderr);
 }
+
+#[test]
+fn every_preset_has_a_vocabulary() {
+    // An unknown vocabulary would read 0 and drop the embeddings from memory and FLOPs.
+    let v = json(&["plan", "models", "--format", "json"]);
+    for m in v.as_array().expect("models") {
+        assert!(
+            m["vocab"].as_u64().is_some_and(|n| n > 1000),
+            "{}: vocab {}",
+            m["name"],
+            m["vocab"]
+        );
+    }
+    let gpt3 = v
+        .as_array()
+        .expect("models")
+        .iter()
+        .find(|m| m["name"] == "gpt3-175b")
+        .expect("gpt3-175b");
+    assert_eq!(gpt3["vocab"], 50_257);
+}
