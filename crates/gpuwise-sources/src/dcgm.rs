@@ -167,6 +167,8 @@ pub fn is_sentinel(text: &str) -> bool {
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Partial {
+    /// The first line of the sample (what skips about the whole sample name).
+    line: u64,
     gr: Option<f32>,
     gpu_util: Option<f32>,
     sm: Option<f32>,
@@ -539,12 +541,27 @@ pub fn read(
             {
                 Ok(i) => i,
                 Err(i) => {
-                    d.pending.insert(i, (ts, Partial::default()));
+                    d.pending.insert(
+                        i,
+                        (
+                            ts,
+                            Partial {
+                                line: line_no,
+                                ..Partial::default()
+                            },
+                        ),
+                    );
                     i
                 }
             },
             _ => {
-                d.pending.push((ts, Partial::default()));
+                d.pending.push((
+                    ts,
+                    Partial {
+                        line: line_no,
+                        ..Partial::default()
+                    },
+                ));
                 d.pending.len() - 1
             }
         };
@@ -676,8 +693,8 @@ fn flush(d: &mut Dev, n: usize, file: &str, b: &mut ProfileBuilder, t: &mut Tall
             power_limit_w: p.limit,
             ..Sample::at(ts)
         };
-        t.sanitize(&mut s, file, 0);
-        t.taken(b.push(d.id, &s), file, 0, ts);
+        t.sanitize(&mut s, file, p.line);
+        t.taken(b.push(d.id, &s), file, p.line, ts);
         d.flushed = Some(ts);
     }
 }
