@@ -10,14 +10,17 @@
 //!
 //! **Order.** Samples of one device must arrive in non-decreasing time. A sample older than the
 //! previous one is dropped and counted in `reordered`; one with the same timestamp is dropped
-//! and counted in `duplicates`.
+//! and counted in `duplicates`; one far ahead of both its neighbours is an outlier, dropped and
+//! counted in `outliers` (see [`DeviceAcc::push`]). [`ProfileBuilder`] drops samples outside the
+//! plausible time window before they reach an accumulator.
 //!
 //! **Merging.** [`DeviceAcc::merge`] appends a later accumulator: the gap between the two is
 //! processed exactly as the sequential fold would have, so `merge(acc(a), acc(b)) == acc(a ++ b)`
 //! holds bit for bit (all sums are integers; a property test checks it). This is what lets a file
 //! be cut into chunks, and many files be read, in parallel. Accumulators that overlap in time
-//! (two logs of the same device covering the same hours) cannot be joined exactly: they are
-//! merged with a break between them and counted in `overlaps`.
+//! (two logs of the same device covering the same hours) cannot be joined exactly: [`Profile`]
+//! never merges them, but drops the covered piece or has the inputs read again by its overlap
+//! rule, so each device-hour counts once.
 //!
 //! **Idle episodes.** A run of consecutive intervals with utilization below the idle threshold
 //! is an idle episode when it lasts at least [`ProfileSettings::min_idle_episode_ms`]. A run is
