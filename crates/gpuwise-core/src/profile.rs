@@ -1290,21 +1290,25 @@ impl Profile {
         let mut outliers = 0;
         for (id, d) in other.devices {
             if d.tangled {
-                let mine = self.devices.entry(id).or_insert_with(|| Device {
-                    extents: Vec::new(),
-                    hosts: BTreeMap::new(),
-                    info: DeviceInfo::default(),
-                    ..d.clone()
-                });
-                if !mine.tangled {
-                    mine.tangled = true;
-                    mine.samples_before_rebuild = mine.acc.samples();
+                // Tangled inside its own input: it is read again whole, so only its extents,
+                // metadata and sample count matter here.
+                match self.devices.entry(id) {
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(d);
+                    }
+                    std::collections::btree_map::Entry::Occupied(o) => {
+                        let mine = o.into_mut();
+                        if !mine.tangled {
+                            mine.tangled = true;
+                            mine.samples_before_rebuild = mine.acc.samples();
+                        }
+                        mine.samples_before_rebuild += d.samples_before_rebuild;
+                        for e in d.extents {
+                            mine.note_extent(e);
+                        }
+                        mine.merge_meta(d.hosts, &d.info);
+                    }
                 }
-                mine.samples_before_rebuild += d.samples_before_rebuild;
-                for e in d.extents {
-                    mine.note_extent(e);
-                }
-                mine.merge_meta(d.hosts, &d.info);
                 continue;
             }
             let source = d.extents.first().map_or(0, |e| e.source);
@@ -1373,16 +1377,6 @@ impl Profile {
             overlap_ms,
             order,
         })
-    }
-
-    /// Replace the tangled devices of `plan` by what the re-reads gave (`pieces`, the profiles
-    /// of the inputs of `plan.reads`).
-    pub fn rebuild(&mut self, plan: &Rebuild, pieces: Vec<Profile>, st: &ProfileSettings) {
-        let mut r = Rebuilding::default();
-        for p in pieces {
-            r.add(plan, p, st);
-        }
-        self.finish_rebuild(plan, r, st);
     }
 
     /// Put the rebuilt devices of `r` in place of the tangled ones.
@@ -1464,7 +1458,7 @@ impl Profile {
     /// Summarize each device.
     #[must_use]
     pub fn finish(self, st: &ProfileSettings, tz: &jiff::tz::TimeZone) -> Vec<DeviceProfile> {
-        self.joined(st)
+        self.joined()
             .into_iter()
             .map(|(key, (info, acc))| DeviceProfile {
                 stats: acc.finish(st, tz),
@@ -1477,7 +1471,7 @@ impl Profile {
     /// The joined accumulator of each device (for tests and tools), under its display key: the
     /// host it was reported under most (a UUID seen under several hosts is one device).
     #[must_use]
-    pub fn joined(self, _st: &ProfileSettings) -> BTreeMap<DeviceKey, (DeviceInfo, DeviceAcc)> {
+    pub fn joined(self) -> BTreeMap<DeviceKey, (DeviceInfo, DeviceAcc)> {
         self.devices
             .into_values()
             .map(|d| {
@@ -1713,7 +1707,7 @@ mod tests {
         }
         // Input 1 lies inside input 0: dropped and counted, nothing to re-read.
         assert_eq!(p.tangled(), None);
-        let joined = p.clone().joined(&st());
+        let joined = p.clone().joined();
         let acc = &joined[&key].1;
         assert_eq!(acc.samples(), 61 + 60);
         assert_eq!((acc.overlaps, acc.overlap_samples), (1, 41));

@@ -6,7 +6,7 @@ use gpuwise_core::report::Report;
 
 use crate::sections::{Section, report_sections};
 use crate::svg::{self, esc};
-use crate::text::{pct, short_id, usd};
+use crate::text::{pct, usd};
 
 const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1000px;color:#1d2733;padding:0 16px}\
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde3ea;padding-bottom:4px}\
@@ -147,7 +147,7 @@ pub fn render(r: &Report) -> String {
         .devices
         .iter()
         .take(80)
-        .map(|d| (short_id(d), d.utilization_bands_hours))
+        .map(|d| (d.name.clone(), d.utilization_bands_hours))
         .collect();
     h.push_str(&svg::bands(&rows));
     if r.devices.len() > 80 {

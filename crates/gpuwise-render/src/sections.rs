@@ -3,7 +3,7 @@
 use gpuwise_core::diagnose::{BottleneckKind, Class};
 use gpuwise_core::report::Report;
 
-use crate::text::{gib, group_usd, hours, model, pct, short_id, usd, usd_or_unpriced};
+use crate::text::{gib, group_usd, hours, model, pct, usd, usd_or_unpriced};
 
 /// A titled table.
 pub(crate) struct Section {
@@ -176,7 +176,7 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
             .take(shown)
             .map(|d| {
                 vec![
-                    short_id(d),
+                    d.name.clone(),
                     model(d),
                     d.class.as_str().to_owned(),
                     pct(d.mean_utilization_pct),
@@ -222,7 +222,7 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
         .filter_map(|d| d.idle_pattern.as_ref().map(|p| (d, p)))
         .filter(|(d, _)| !matches!(d.class, Class::Idle))
         .take(top)
-        .map(|(d, p)| vec![short_id(d), p.clone(), usd_or_unpriced(d.idle_cost_usd)])
+        .map(|(d, p)| vec![d.name.clone(), p.clone(), usd_or_unpriced(d.idle_cost_usd)])
         .collect();
     if !patterns.is_empty() {
         out.push(Section {
@@ -243,7 +243,7 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
         .take(top)
         .map(|d| {
             vec![
-                short_id(d),
+                d.name.clone(),
                 bottleneck_name(d.bottleneck.kind).to_owned(),
                 d.bottleneck.evidence.clone(),
             ]

@@ -56,11 +56,6 @@ pub(crate) fn gib(mib: Option<f64>) -> String {
     mib.map_or_else(|| "–".to_owned(), |m| format!("{:.1}", m / 1024.0))
 }
 
-/// The device's display name (the report's `name`, the same in every output).
-pub(crate) fn short_id(d: &DeviceRow) -> String {
-    d.name.clone()
-}
-
 pub(crate) fn model(d: &DeviceRow) -> String {
     d.model
         .clone()

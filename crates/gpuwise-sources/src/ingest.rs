@@ -371,25 +371,6 @@ impl Joiner {
     }
 }
 
-/// Read one input (as input 0).
-pub fn read_one(
-    input: &Input,
-    opts: &ReadOptions,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<(Profile, Tally, Format), IngestError> {
-    match read_job(input, opts, &Job::default(), progress)? {
-        Outcome::Data {
-            profile,
-            tally,
-            format,
-        } => Ok((profile, tally, format)),
-        Outcome::NotTelemetry(message) => Err(IngestError::Format {
-            file: input.name.clone(),
-            message,
-        }),
-    }
-}
-
 /// Read one input as `job` says. A file found in a directory whose head does not fit any
 /// format it looked like (a Markdown file, a stray CSV without nvidia-smi's header) is not
 /// telemetry: skipped and named, not an error.
