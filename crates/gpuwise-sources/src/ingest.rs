@@ -311,12 +311,38 @@ pub enum Outcome {
     NotTelemetry(String),
 }
 
+/// Items numbered 0, 1, 2, … that finish in any order, handed on in their order (inputs to
+/// the joiner, blocks of an input to its profile): waits for at most one item per worker.
+struct Reorder<T> {
+    next: u64,
+    waiting: BTreeMap<u64, T>,
+}
+
+impl<T> Default for Reorder<T> {
+    fn default() -> Self {
+        Self {
+            next: 0,
+            waiting: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T> Reorder<T> {
+    /// Take item `seq`; hand every item now in order to `then`, with its number.
+    fn push(&mut self, seq: u64, item: T, mut then: impl FnMut(u64, T)) {
+        self.waiting.insert(seq, item);
+        while let Some(item) = self.waiting.remove(&self.next) {
+            then(self.next, item);
+            self.next += 1;
+        }
+    }
+}
+
 /// Joins the inputs' results in input order as they finish.
 #[derive(Default)]
 struct Joiner {
     out: Ingested,
-    next: usize,
-    waiting: BTreeMap<usize, Result<Outcome, IngestError>>,
+    order: Reorder<Result<Outcome, IngestError>>,
     error: Option<IngestError>,
 }
 
@@ -328,46 +354,47 @@ impl Joiner {
         inputs: &[Input],
         opts: &ReadOptions,
     ) {
-        self.waiting.insert(i, part);
-        while let Some(part) = self.waiting.remove(&self.next) {
-            let input = &inputs[self.next];
-            self.next += 1;
-            if self.error.is_some() {
-                continue;
+        let Self { out, order, error } = self;
+        order.push(i as u64, part, |n, part| {
+            // `n` numbers one of `inputs`.
+            #[allow(clippy::cast_possible_truncation)]
+            let input = &inputs[n as usize];
+            if error.is_some() {
+                return;
             }
             match part {
-                Err(e) => self.error = Some(e),
+                Err(e) => *error = Some(e),
                 Ok(Outcome::Data {
                     profile,
                     tally,
                     format,
                 }) => {
-                    let seams = self.out.profile.absorb(profile, &opts.profile);
-                    self.out.tally.merge(tally);
+                    let seams = out.profile.absorb(profile, &opts.profile);
+                    out.tally.merge(tally);
                     if seams > 0 {
-                        self.out.tally.skip(
+                        out.tally.skip(
                             "outlier_timestamp",
                             &input.name,
                             0,
                             format!("{seams} sample(s) ahead of both neighbours where this input joins the one before it: dropped as outliers"),
                         );
                     }
-                    self.out.formats.push((input.name.clone(), format));
+                    out.formats.push((input.name.clone(), format));
                 }
                 Ok(Outcome::NotTelemetry(why)) => {
                     if opts.strict {
-                        self.error = Some(IngestError::Format {
+                        *error = Some(IngestError::Format {
                             file: input.name.clone(),
                             message: format!(
                                 "{why} (--strict: every file in a directory must be telemetry)"
                             ),
                         });
                     } else {
-                        self.out.tally.skip("not_telemetry", &input.name, 0, why);
+                        out.tally.skip("not_telemetry", &input.name, 0, why);
                     }
                 }
             }
-        }
+        });
     }
 }
 
@@ -762,10 +789,8 @@ struct InOrder {
     tally: Tally,
     /// Lines of the input before the next block.
     lines_before: u64,
-    /// Number of the next block to join.
-    next: u64,
     /// Blocks that finished before one ahead of them.
-    waiting: BTreeMap<u64, Piece>,
+    order: Reorder<Piece>,
 }
 
 impl InOrder {
@@ -777,30 +802,28 @@ impl InOrder {
         st: &ProfileSettings,
         progress: &(dyn Fn(u64) + Sync),
     ) {
-        self.waiting.insert(seq, piece);
-        while let Some(mut p) = self.waiting.remove(&self.next) {
-            self.next += 1;
+        let Self {
+            profile,
+            tally,
+            lines_before,
+            order,
+        } = self;
+        order.push(seq, piece, |_, mut p| {
             progress(p.bytes);
             // Blocks are parsed before the lines ahead of them are counted: each numbers its
             // lines from 1, and its skips are renumbered here.
-            place_block(
-                &mut p.tally,
-                &mut self.lines_before,
-                p.lines,
-                p.overlong_after,
-                file,
-            );
-            let seams = self.profile.absorb(p.profile, st);
+            place_block(&mut p.tally, lines_before, p.lines, p.overlong_after, file);
+            let seams = profile.absorb(p.profile, st);
             if seams > 0 {
                 p.tally.skip(
                     "outlier_timestamp",
                     file,
-                    self.lines_before - p.lines + 1,
+                    *lines_before - p.lines + 1,
                     format!("{seams} sample(s) ahead of both neighbours just before this line: dropped as outliers"),
                 );
             }
-            self.tally.merge(p.tally);
-        }
+            tally.merge(p.tally);
+        });
     }
 }
 
