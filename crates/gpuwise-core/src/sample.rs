@@ -182,7 +182,8 @@ pub struct DeviceKey {
     pub host: String,
     /// GPU UUID when the source has one, else `gpu<index>` or the PCI bus id.
     pub gpu: String,
-    /// MIG GPU-instance id, for a MIG instance.
+    /// The MIG instance, for one: its GPU-instance id (DCGM's `GPU_I_ID`), or its `MIG-…` UUID
+    /// where the source names instances by UUID (`gpuwise record`).
     pub mig: Option<String>,
 }
 

@@ -171,8 +171,14 @@ pub fn detect(head: &[u8], opts: &ReadOptions) -> Result<Format, String> {
     if opts.map.is_some() {
         return Ok(Format::Csv);
     }
-    if first.contains(',') && (smi::looks_like_header(first) || opts.columns.is_some()) {
+    if first.contains(',') && opts.columns.is_some() {
         return Ok(Format::NvidiaSmi);
+    }
+    if first.contains(',') && smi::looks_like_header(first) {
+        // A header with nothing to measure (a `--query-compute-apps` or `gpuwise record`
+        // per-process log) is not GPU telemetry: skipped in a directory, an error when named.
+        let names: Vec<String> = first.split(',').map(str::to_owned).collect();
+        return smi::Layout::new(&names, None).map(|_| Format::NvidiaSmi);
     }
     let shown: String = first.chars().take(80).collect();
     Err(format!(

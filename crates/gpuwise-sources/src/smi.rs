@@ -29,6 +29,9 @@ pub struct Layout {
     bus: Option<usize>,
     index: Option<usize>,
     hostname: Option<usize>,
+    /// `mig.uuid` and `mig.profile` (written by `gpuwise record`).
+    mig: Option<usize>,
+    mig_profile: Option<usize>,
     values: Vec<(usize, Field)>,
     /// `Some(k)` when the timestamp is column 0 and columns `1..k` are identity columns (name,
     /// bus id, uuid, index, serial, hostname) that include the ones a device is looked up by:
@@ -115,6 +118,8 @@ impl Layout {
             bus: find("pci.bus_id"),
             index: find("index"),
             hostname: find("hostname"),
+            mig: find("mig.uuid"),
+            mig_profile: find("mig.profile"),
             header,
             ..Layout::default()
         };
@@ -138,13 +143,24 @@ impl Layout {
             l.values.push((i, Field::PowerLimit));
         }
         let ident = |n: &String| {
-            ["name", "pci.bus_id", "uuid", "index", "serial", "hostname"].contains(&n.as_str())
+            [
+                "name",
+                "pci.bus_id",
+                "uuid",
+                "index",
+                "serial",
+                "hostname",
+                "mig.uuid",
+                "mig.profile",
+            ]
+            .contains(&n.as_str())
         };
         let k = 1 + names.iter().skip(1).take_while(|n| ident(n)).count();
         let id_col = l.uuid.or(l.bus).or(l.index);
         l.ident_run = (l.ts == Some(0)
             && id_col.is_some_and(|i| i < k)
             && l.hostname.is_none_or(|i| i < k)
+            && l.mig.is_none_or(|i| i < k)
             && k < names.len())
         .then_some(k);
         l.names = names;
@@ -189,6 +205,7 @@ pub struct SmiReader<'a> {
 struct Slot<'a> {
     host: &'a [u8],
     id: &'a [u8],
+    mig: &'a [u8],
     dev: DeviceId,
     /// The bytes of the device's last line from the comma after the timestamp to the start of
     /// the first value column, and the spans of the identity fields in it (relative to that
@@ -300,7 +317,14 @@ impl<'a> SmiReader<'a> {
         {
             (ts, kind)
         } else {
-            let Some(local) = self.naive.parse(ts_text) else {
+            // A trailing `Z` (as `gpuwise record` writes) marks UTC, whatever `--tz` says.
+            let utc = ts_text.last() == Some(&b'Z');
+            let naive_text = if utc {
+                &ts_text[..ts_text.len() - 1]
+            } else {
+                ts_text
+            };
+            let Some(local) = self.naive.parse(naive_text) else {
                 t.skip(
                     "bad_timestamp",
                     self.file,
@@ -312,7 +336,11 @@ impl<'a> SmiReader<'a> {
                 );
                 return;
             };
-            let (ts, kind) = self.clock.to_utc(local);
+            let (ts, kind) = if utc {
+                (local, LocalKind::Unique)
+            } else {
+                self.clock.to_utc(local)
+            };
             self.last_ts = Some((ts_text, ts, kind));
             (ts, kind)
         };
@@ -331,11 +359,17 @@ impl<'a> SmiReader<'a> {
             Some(i) if !self.force_host && !value::is_missing(field(i)) => field(i),
             _ => b"",
         };
+        let mig_field = match layout.mig {
+            Some(i) if !value::is_missing(field(i)) => field(i),
+            _ => b"",
+        };
         let n = self.devices.len();
         let hit = predicted.or_else(|| {
             (0..n).map(|k| (self.last_hit + 1 + k) % n).find(|&k| {
                 let d = &self.devices[k];
-                value::same(d.id, id_field) && value::same(d.host, host_field)
+                value::same(d.id, id_field)
+                    && value::same(d.host, host_field)
+                    && value::same(d.mig, mig_field)
             })
         });
         let slot = if let Some(k) = hit {
@@ -353,8 +387,18 @@ impl<'a> SmiReader<'a> {
                 (None, None, Some(i)) => format!("gpu{}", String::from_utf8_lossy(field(i))),
                 (None, None, None) => "gpu".to_owned(),
             };
-            let id = b.device(DeviceKey::new(host, gpu));
+            let mut key = DeviceKey::new(host, gpu);
+            if !mig_field.is_empty() {
+                key.mig = Some(String::from_utf8_lossy(mig_field).into_owned());
+            }
+            let id = b.device(key);
             let info = b.info_mut(id);
+            if !mig_field.is_empty()
+                && let Some(i) = layout.mig_profile
+                && !value::is_missing(field(i))
+            {
+                info.mig_profile = Some(String::from_utf8_lossy(field(i)).into_owned());
+            }
             info.util_source = Some(UtilSource::NvidiaSmi);
             if let Some(i) = layout.name
                 && !value::is_missing(field(i))
@@ -369,6 +413,7 @@ impl<'a> SmiReader<'a> {
             self.devices.push(Slot {
                 host: host_field,
                 id: id_field,
+                mig: mig_field,
                 dev: id,
                 ident: b"",
                 ident_spans: Vec::new(),

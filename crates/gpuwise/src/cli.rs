@@ -47,6 +47,51 @@ pub(crate) enum Command {
     /// Which GPU a model needs: memory, throughput and cost per token on every GPU.
     #[command(after_help = PLAN_EXAMPLES, args_conflicts_with_subcommands = true)]
     Plan(Box<PlanCommand>),
+    /// Sample the GPUs of this machine through NVML into nvidia-smi CSV logs (no DCGM needed).
+    #[command(after_help = RECORD_EXAMPLES)]
+    Record(RecordArgs),
+}
+
+const RECORD_EXAMPLES: &str = "Examples:
+  gpuwise record --out /var/log/gpuwise                 # until stopped (SIGTERM/Ctrl-C flush)
+  gpuwise record --out gpu-logs --duration 48h --interval 5s
+  gpuwise record --out gpu-logs --prometheus-listen 9400   # also serve /metrics on 127.0.0.1:9400
+  gpuwise report gpu-logs                               # read back what was recorded
+
+Writes OUT/HOST.csv (nvidia-smi --query-gpu CSV, UTC) and OUT/processes/HOST.csv (per-process
+GPU memory with container and pod); rotated files become HOST.csv-YYYYMMDDHHMMSS.gz.
+Exit codes: 0 stopped or done, 2 error (no NVIDIA driver: at once, with no files written).";
+
+#[derive(Debug, Args)]
+pub(crate) struct RecordArgs {
+    /// Directory for the logs (created if missing).
+    #[arg(long, env = "GPUWISE_RECORD_OUT", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Time between samples [default: 10s].
+    #[arg(long, env = "GPUWISE_RECORD_INTERVAL", value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// Time between writes to disk with fsync; a crash loses at most this much [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub flush: Option<String>,
+    /// Stop after this long [default: until SIGTERM or Ctrl-C].
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Start a new file when the log passes this size, MiB [default: 64].
+    #[arg(long, value_name = "MIB")]
+    pub rotate_mib: Option<u64>,
+    /// Start a new file when the log is this old [default: 1d].
+    #[arg(long, value_name = "DURATION")]
+    pub rotate_every: Option<String>,
+    /// Host name in file names [default: this machine's].
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// Do not write the per-process log.
+    #[arg(long)]
+    pub no_processes: bool,
+    /// Also serve the latest readings as OpenMetrics at http://ADDR/metrics; a bare PORT listens
+    /// on 127.0.0.1 only.
+    #[arg(long, value_name = "ADDR|PORT")]
+    pub prometheus_listen: Option<String>,
 }
 
 const ADVISE_EXAMPLES: &str = "Examples:

@@ -11,6 +11,7 @@ mod demo;
 mod generate;
 mod plan;
 mod prom;
+mod record;
 mod report;
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -21,5 +22,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Generate(args) => generate::run(&args),
         Command::Plan(cmd) => plan::run(&cmd),
         Command::Advise(args) => advise::run(&args),
+        Command::Record(args) => record::run(&args),
     }
 }

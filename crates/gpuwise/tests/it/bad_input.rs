@@ -307,6 +307,8 @@ fn unreadable_inputs_are_errors_naming_the_file() {
         ("binary-garbage.bin", "cannot tell the format"),
         ("empty.csv", "empty.csv`: is empty"),
         ("header-only.csv", "no samples in 1 input(s)"),
+        // A per-process log (`--query-compute-apps`): looks like nvidia-smi, measures nothing.
+        ("compute-apps.csv", "nothing to measure"),
         // Every sample dated 2031: a clock far in the future, not data.
         ("future-timestamps.csv", "implausible_timestamp"),
     ] {

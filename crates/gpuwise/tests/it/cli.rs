@@ -586,3 +586,59 @@ fn price_fallbacks_are_stated_at_the_top() {
         "html states them too"
     );
 }
+
+/// `record` on a machine without an NVIDIA driver stops at once with exit 2, names the library,
+/// and leaves nothing behind (no output directory, no empty log).
+#[test]
+fn record_without_a_driver_exits_2_and_writes_nothing() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is expected to run without an NVIDIA driver"
+        );
+        eprintln!("skipped: this machine has an NVIDIA driver (bench/record-on-gpu.sh checks it)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("logs");
+    let started = std::time::Instant::now();
+    let o = run(&[
+        "record",
+        "--out",
+        &out.display().to_string(),
+        "--duration",
+        "10s",
+        "--prometheus-listen",
+        "0",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("libnvidia-ml.so.1"), "{}", o.stderr);
+    assert!(o.stdout.is_empty());
+    assert!(!out.exists(), "nothing may be created without a driver");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn record_refuses_bad_settings_before_looking_for_a_driver() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("logs").display().to_string();
+    for (args, says) in [
+        (
+            vec!["--interval", "0s"],
+            "--interval: `0s` must be longer than zero",
+        ),
+        (vec!["--host", "../etc"], "cannot name a file"),
+        (vec!["--rotate-mib", "0"], "--rotate-mib must be at least 1"),
+        (
+            vec!["--prometheus-listen", "localhost"],
+            "neither a port nor an address",
+        ),
+    ] {
+        let mut a = vec!["record", "--out", out.as_str()];
+        a.extend(args);
+        let o = run(&a);
+        assert_eq!(o.code, 2, "{}", o.stderr);
+        assert!(o.stderr.contains(says), "{}", o.stderr);
+        assert!(!std::path::Path::new(&out).exists());
+    }
+}
