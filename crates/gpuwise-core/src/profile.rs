@@ -310,9 +310,15 @@ pub struct DeviceAcc {
     power_limit: Option<f32>,
     idle: IdleState,
     timeline: Timeline,
-    /// Count of gaps between samples by ⌊log2(ms)⌋, for the sampling-interval estimate.
-    interval_log2: [u64; 48],
+    /// Count of gaps between samples by ⌊log2(ms)⌋, and their sum in ms, for the sampling
+    /// interval: the mean gap of the bucket that holds the median, exact for a steady interval
+    /// (a bucket's geometric middle was off by up to √2: 0.72 s for a 1 s log).
+    interval_log2: [u64; INTERVAL_BUCKETS],
+    interval_sum_ms: [u64; INTERVAL_BUCKETS],
 }
+
+/// Buckets of the interval estimate: gaps up to 2^40 ms (35 years) each have their own.
+const INTERVAL_BUCKETS: usize = 40;
 
 fn max_opt(a: Option<f32>, b: Option<f32>) -> Option<f32> {
     match (a, b) {
@@ -382,7 +388,8 @@ impl DeviceAcc {
             power_limit: first.power_limit_w,
             idle: IdleState::default(),
             timeline: Timeline::default(),
-            interval_log2: [0; 48],
+            interval_log2: [0; INTERVAL_BUCKETS],
+            interval_sum_ms: [0; INTERVAL_BUCKETS],
         }
     }
 
@@ -529,7 +536,9 @@ impl DeviceAcc {
 
     /// The interval after `self.last`, `gap` ms long.
     fn step(&mut self, gap: u64, st: &ProfileSettings) {
-        self.interval_log2[(63 - gap.leading_zeros() as usize).min(47)] += 1;
+        let bucket = (63 - gap.leading_zeros() as usize).min(INTERVAL_BUCKETS - 1);
+        self.interval_log2[bucket] += 1;
+        self.interval_sum_ms[bucket] = self.interval_sum_ms[bucket].saturating_add(gap);
         if gap > st.max_gap_ms {
             self.gaps += 1;
             self.gap_ms += gap;
@@ -674,6 +683,13 @@ impl DeviceAcc {
         {
             *a += b;
         }
+        for (a, b) in self
+            .interval_sum_ms
+            .iter_mut()
+            .zip(later.interval_sum_ms.iter())
+        {
+            *a = a.saturating_add(*b);
+        }
         if later.last.ts_ms >= self.last.ts_ms {
             self.last = later.last;
         }
@@ -776,7 +792,8 @@ impl DeviceAcc {
         }
     }
 
-    /// Median gap between samples, from the log2 buckets (geometric middle of the bucket).
+    /// The typical gap between samples: the mean gap of the log2 bucket that holds the median
+    /// (within a factor of 2 of the median; exact when the interval is steady).
     #[allow(clippy::cast_precision_loss)]
     fn median_interval_s(&self) -> Option<f64> {
         let total: u64 = self.interval_log2.iter().sum();
@@ -784,10 +801,10 @@ impl DeviceAcc {
             return None;
         }
         let mut acc = 0u64;
-        for (i, n) in self.interval_log2.iter().enumerate() {
+        for (n, sum) in self.interval_log2.iter().zip(&self.interval_sum_ms) {
             acc += n;
             if acc * 2 >= total {
-                return Some((2f64).powf(i as f64 + 0.5) / 1000.0);
+                return Some(*sum as f64 / *n as f64 / 1000.0);
             }
         }
         None
@@ -1604,6 +1621,38 @@ mod tests {
             let _ = acc.push(x, &st());
         }
         acc
+    }
+
+    #[test]
+    fn sampling_interval_is_the_interval_not_its_bucket() {
+        let at = |ms: i64| Sample {
+            util_pct: Some(50.0),
+            ..Sample::at(ms)
+        };
+        let utc = jiff::tz::TimeZone::UTC;
+        // A steady 1 s log (the log2 bucket [512, 1024) ms has its middle at 724 ms).
+        let steady: Vec<Sample> = (0..100).map(|i| at(i * 1000)).collect();
+        let got = fold(&steady).finish(&st(), &utc).sampling_interval_s;
+        assert_eq!(got, Some(1.0));
+        // 30 s, with one 15-minute gap and a few 20 s steps: the typical 30 s, within the bucket.
+        let mut t = 0;
+        let mut mixed = vec![at(0)];
+        for i in 0..60 {
+            t += match i {
+                10 => 900_000,
+                20..=23 => 20_000,
+                _ => 30_000,
+            };
+            mixed.push(at(t));
+        }
+        let got = fold(&mixed).finish(&st(), &utc).sampling_interval_s;
+        let v = got.expect("interval");
+        assert!((v - (55.0 * 30.0 + 4.0 * 20.0) / 59.0).abs() < 1e-9, "{v}");
+        // Merged pieces give the same answer as one piece.
+        let (a, b) = steady.split_at(40);
+        let mut left = fold(a);
+        left.merge(&fold(b), &st());
+        assert_eq!(left.finish(&st(), &utc).sampling_interval_s, Some(1.0));
     }
 
     #[test]
