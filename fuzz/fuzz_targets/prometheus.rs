@@ -2,5 +2,5 @@
 //! Fuzz the Prometheus API response reader: any bytes, no panic.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    gpuwise_sources::fuzzing::prometheus(data);
+    let _ = gpuwise_prom::api::parse(data);
 });

@@ -19,12 +19,8 @@
 //! ([`sample::EpochMs`]); a local time zone is only applied where a human reads hours
 //! (hour-of-week patterns, idle windows in words).
 
-pub mod advise;
-pub mod catalog;
 pub mod diagnose;
-pub mod gpu;
 pub mod hist;
-pub mod plan;
 pub mod price;
 pub mod profile;
 pub mod report;

@@ -16,9 +16,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{Catalog, GpuSpec, PriceQuery, Pricing};
-use crate::gpu;
 use crate::sample::{DeviceInfo, DeviceKey};
+use gpuwise_catalog::gpu;
+use gpuwise_catalog::{Catalog, GpuSpec, PriceQuery, Pricing};
 
 /// A price per GPU-hour with its provenance.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -239,7 +239,7 @@ impl PriceBook {
                     return Err(err("no price: give `usd_per_gpu_hour`, `usd_per_instance_hour`, `instance` or `cluster`".into()));
                 }
             };
-            let usd = crate::catalog::check_gpu_hour_price(usd).map_err(&err)?;
+            let usd = gpuwise_catalog::check_gpu_hour_price(usd).map_err(&err)?;
             if rule.usd_per_gpu_hour.is_some() || rule.usd_per_instance_hour.is_some() {
                 for extra in [&rule.instance, &rule.pricing, &rule.note]
                     .into_iter()

@@ -249,9 +249,6 @@ pub struct Report {
     pub ingest: IngestSummary,
     /// Warnings about data and figures.
     pub warnings: Vec<Warning>,
-    /// The advice (`report --advise`), schema `gpuwise.advice/v1`; absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub advice: Option<crate::advise::Advice>,
 }
 
 /// The observed window.
@@ -1008,7 +1005,6 @@ pub fn build(
             ..ingest
         },
         warnings: all_warnings,
-        advice: None,
     }
 }
 
@@ -1085,7 +1081,7 @@ mod tests {
         let r = build(
             &profiles,
             &PriceBook::new(
-                crate::catalog::Catalog::builtin(),
+                gpuwise_catalog::Catalog::builtin(),
                 crate::price::PriceContext::default(),
             ),
             &TeamMap::default(),

@@ -1,8 +1,8 @@
 //! The advice (`gpuwise advise`, and the advice sections of `report --advise`).
 
-use gpuwise_core::advise::{Action, Advice, Level};
+use gpuwise_advise::{Action, Advice, Level};
 
-use crate::sections::Section;
+use crate::section::Section;
 use crate::text::usd;
 use crate::{Format, RenderOptions};
 

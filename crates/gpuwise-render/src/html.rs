@@ -2,9 +2,12 @@
 
 use std::fmt::Write as _;
 
+use gpuwise_advise::Advice;
 use gpuwise_core::report::Report;
 
-use crate::sections::{Section, report_sections};
+use crate::Document;
+use crate::section::Section;
+use crate::sections::report_sections;
 use crate::svg::{self, esc};
 use crate::text::{pct, usd};
 
@@ -21,7 +24,8 @@ th.n{text-align:right}td:not(:last-child){white-space:nowrap}details{margin:6px 
 
 /// Render the HTML report.
 #[must_use]
-pub fn render(r: &Report) -> String {
+pub fn render(doc: &Document<'_>) -> String {
+    let r = doc.report;
     let f = &r.fleet;
     let mut h = String::new();
     let _ = write!(
@@ -47,9 +51,9 @@ pub fn render(r: &Report) -> String {
             esc(&crate::sections::price_fallbacks(r))
         );
     }
-    headline(&mut h, r);
+    headline(&mut h, r, doc.advice);
     h.push_str("<div class=\"cards\">");
-    if let Some(a) = &r.advice {
+    if let Some(a) = doc.advice {
         for x in a.actions.iter().filter(|x| x.in_plan).take(3) {
             let names = match x.target_names.as_slice() {
                 [] => String::new(),
@@ -158,7 +162,7 @@ pub fn render(r: &Report) -> String {
         );
     }
 
-    if let Some(a) = &r.advice {
+    if let Some(a) = doc.advice {
         let mut advice = crate::advice::sections(a, usize::MAX).into_iter();
         if let Some(summary) = advice.next() {
             table(&mut h, &summary);
@@ -189,9 +193,9 @@ pub fn render(r: &Report) -> String {
 }
 
 /// The answer first: what the combined plan saves (with `--advise`), else what idle time costs.
-fn headline(h: &mut String, r: &Report) {
+fn headline(h: &mut String, r: &Report, advice: Option<&Advice>) {
     let f = &r.fleet;
-    let text = match &r.advice {
+    let text = match advice {
         Some(a) if a.current_monthly_usd > 0.0 => format!(
             "The combined plan saves {}/month of {}/month ({:.0} %) — {} actions below",
             usd(a.total_monthly_savings_usd),

@@ -1,8 +1,9 @@
-//! JSON: the report as it is, schema `gpuwise.report/v1` (see `docs/report-schema.md`).
+//! JSON: the report as it is, schema `gpuwise.report/v1` (see `docs/report-schema.md`), with
+//! the advice under `advice` when there is one.
 
 /// Pretty-printed JSON with a trailing newline.
 #[must_use]
-pub fn render(report: &gpuwise_core::report::Report) -> String {
+pub fn render(report: &crate::Document<'_>) -> String {
     let mut s =
         serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     s.push('\n');
@@ -10,10 +11,7 @@ pub fn render(report: &gpuwise_core::report::Report) -> String {
 }
 
 /// The same, streamed to `w`.
-pub fn write(
-    report: &gpuwise_core::report::Report,
-    w: &mut dyn std::io::Write,
-) -> std::io::Result<()> {
+pub fn write(report: &crate::Document<'_>, w: &mut dyn std::io::Write) -> std::io::Result<()> {
     serde_json::to_writer_pretty(&mut *w, report)?;
     w.write_all(b"\n")
 }

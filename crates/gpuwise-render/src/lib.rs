@@ -1,6 +1,7 @@
 //! # gpuwise-render
 //!
-//! Renderers of a [`gpuwise_core::report::Report`]: they format, they decide nothing.
+//! Renderers of a [`gpuwise_core::report::Report`], with its advice when asked for
+//! ([`Document`]), of plans and of advice: they format, they decide nothing.
 //!
 //! | format | module | shape |
 //! |---|---|---|
@@ -18,6 +19,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod plan;
+mod section;
 mod sections;
 mod svg;
 pub mod table;
@@ -108,9 +110,39 @@ pub fn usd(v: f64) -> String {
     text::usd(v)
 }
 
+/// What `report` renders: the report, and the advice when `--advise` asked for it (rendered
+/// after the report's own sections; in JSON, under `advice`).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Document<'a> {
+    #[serde(flatten)]
+    pub report: &'a gpuwise_core::report::Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<&'a gpuwise_advise::Advice>,
+}
+
+impl<'a> Document<'a> {
+    /// The report alone.
+    #[must_use]
+    pub fn report(report: &'a gpuwise_core::report::Report) -> Self {
+        Self {
+            report,
+            advice: None,
+        }
+    }
+
+    /// The report's sections, then the advice's.
+    pub(crate) fn sections(&self, top: usize) -> Vec<section::Section> {
+        let mut out = sections::report_sections(self.report, top);
+        if let Some(a) = self.advice {
+            out.extend(advice::sections(a, top));
+        }
+        out
+    }
+}
+
 /// Write `report` in `format` to `w`; JSON is streamed, not built in memory first.
 pub fn write(
-    report: &gpuwise_core::report::Report,
+    report: &Document<'_>,
     format: Format,
     opts: &RenderOptions,
     w: &mut dyn std::io::Write,
@@ -123,16 +155,14 @@ pub fn write(
 
 /// Render `report` in `format`.
 #[must_use]
-pub fn render(
-    report: &gpuwise_core::report::Report,
-    format: Format,
-    opts: &RenderOptions,
-) -> String {
+pub fn render(report: &Document<'_>, format: Format, opts: &RenderOptions) -> String {
     match format {
-        Format::Table => table::render(report, opts),
+        Format::Table => table::render_sections(&report.sections(opts.top), opts),
         Format::Json => json::render(report),
-        Format::Csv => csv::render(report),
-        Format::Markdown => markdown::render(report, opts),
+        Format::Csv => csv::render(report.report),
+        Format::Markdown => {
+            markdown::render_sections("GPU fleet report", &report.sections(opts.top))
+        }
         Format::Html => html::render(report),
     }
 }

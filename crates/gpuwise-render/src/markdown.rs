@@ -1,20 +1,11 @@
 //! Markdown: the same sections as the terminal table, as pipe tables.
 
-use crate::RenderOptions;
-use crate::sections::sections;
-use gpuwise_core::report::Report;
-
 fn esc(s: &str) -> String {
     crate::escape::markdown(s)
 }
 
-/// Render as Markdown.
-#[must_use]
-pub fn render(report: &Report, opts: &RenderOptions) -> String {
-    render_sections("GPU fleet report", &sections(report, opts.top))
-}
-
-pub(crate) fn render_sections(title: &str, sections: &[crate::sections::Section]) -> String {
+/// Titled sections as a Markdown document headed `title`.
+pub(crate) fn render_sections(title: &str, sections: &[crate::section::Section]) -> String {
     let mut out = format!("# {title}\n\n");
     for s in sections {
         out.push_str(&format!("## {}\n\n", esc(&s.title)));

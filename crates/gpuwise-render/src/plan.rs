@@ -1,8 +1,8 @@
 //! Renderers of `gpuwise plan` and `gpuwise plan validate`.
 
-use gpuwise_core::plan::rank::Plan;
-use gpuwise_core::plan::validate::{Accuracy, Outcome, Summary};
-use gpuwise_core::plan::{GIB, Model};
+use gpuwise_plan::rank::Plan;
+use gpuwise_plan::validate::{Accuracy, Outcome, Summary};
+use gpuwise_plan::{GIB, Model};
 use serde::Serialize;
 
 use crate::text::usd;

@@ -1,19 +1,10 @@
-//! The report as titled tables: one shape that `table` and `markdown` both print.
+//! The report as titled tables ([`Section`]s), which `table`, `markdown` and `html` print.
 
 use gpuwise_core::diagnose::{BottleneckKind, Class};
 use gpuwise_core::report::Report;
 
+use crate::section::Section;
 use crate::text::{gib, group_usd, hours, model, pct, usd, usd_or_unpriced};
-
-/// A titled table.
-pub(crate) struct Section {
-    pub title: String,
-    pub note: Option<String>,
-    pub headers: Vec<&'static str>,
-    /// Columns aligned right (numbers).
-    pub right: Vec<usize>,
-    pub rows: Vec<Vec<String>>,
-}
 
 /// The price fallbacks in one line: `2 devices: not offered in us-west1; cheapest gcp region
 /// used`.
@@ -34,15 +25,6 @@ fn bottleneck_name(k: BottleneckKind) -> &'static str {
         BottleneckKind::LaunchBound => "launch_bound",
         BottleneckKind::Unknown => "unknown",
     }
-}
-
-/// The report's sections, and the advice's when the report carries it.
-pub(crate) fn sections(r: &Report, top: usize) -> Vec<Section> {
-    let mut out = report_sections(r, top);
-    if let Some(a) = &r.advice {
-        out.extend(crate::advice::sections(a, top));
-    }
-    out
 }
 
 #[allow(clippy::too_many_lines)]

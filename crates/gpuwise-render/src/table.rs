@@ -5,17 +5,10 @@ use comfy_table::{Attribute, Cell, CellAlignment, ContentArrangement, Table};
 
 use crate::RenderOptions;
 use crate::escape::terminal;
-use crate::sections::sections;
-use gpuwise_core::report::Report;
 
-/// Render for a terminal.
-#[must_use]
-pub fn render(report: &Report, opts: &RenderOptions) -> String {
-    render_sections(&sections(report, opts.top), opts)
-}
-
+/// Titled sections for a terminal.
 pub(crate) fn render_sections(
-    sections: &[crate::sections::Section],
+    sections: &[crate::section::Section],
     opts: &RenderOptions,
 ) -> String {
     let mut out = String::new();

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gpuwise_core::catalog::{Catalog, Instance, Pricing};
+use gpuwise_catalog::{Catalog, Instance, Pricing};
 
 use crate::diag::IngestError;
 
@@ -933,10 +933,10 @@ mod tests {
         // Written and read back, the flags stay.
         let text = format!(
             "{}\n{}\n",
-            gpuwise_core::catalog::INSTANCES_HEADER,
+            gpuwise_catalog::INSTANCES_HEADER,
             rows[0].to_csv()
         );
-        let back = gpuwise_core::catalog::parse_instances(&text, "t").expect("parses");
+        let back = gpuwise_catalog::parse_instances(&text, "t").expect("parses");
         assert_eq!(back[0], rows[0]);
     }
 }

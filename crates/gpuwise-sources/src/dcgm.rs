@@ -115,7 +115,7 @@ const INFRA_LABELS: &[&str] = &[
 /// `container` (`exported_*` first), then every label that is not infrastructure. `label`
 /// looks up the first non-empty of several names; `all` is every label. The file reader and
 /// the Prometheus pushdown both use it.
-pub(crate) fn workload_labels<'a>(
+pub fn workload_labels<'a>(
     label: impl Fn(&[&str]) -> Option<String>,
     all: impl Iterator<Item = (&'a str, &'a str)>,
 ) -> Vec<(String, String)> {

@@ -106,11 +106,6 @@ pub fn csv(data: &[u8]) {
     finish(b);
 }
 
-/// A Prometheus HTTP API response body.
-pub fn prometheus(data: &[u8]) {
-    let _ = crate::prometheus::parse(data);
-}
-
 /// File names: the host a name implies and the time stamped in it, for any text.
 pub fn file_names(data: &[u8]) {
     let name = String::from_utf8_lossy(data);

@@ -9,7 +9,6 @@
 //! | [`dmon`] | `nvidia-smi dmon [-o DT]` |
 //! | [`dcgm`] | DCGM exporter scrapes (Prometheus text exposition) |
 //! | [`generic`] | any CSV with a column map |
-//! | [`prometheus`] | Prometheus HTTP API responses (vector, matrix, scalar) |
 //!
 //! [`ingest::read_all`] expands and opens inputs ([`input`]: files, directories, globs, stdin,
 //! gzip and zstd), detects each format, parses line-oriented inputs in parallel blocks, and
@@ -26,9 +25,6 @@ pub mod generic;
 pub mod ingest;
 pub mod input;
 pub mod lines;
-pub mod promclient;
-pub mod prometheus;
-pub mod pushdown;
 pub mod smi;
 pub mod time;
 pub mod value;

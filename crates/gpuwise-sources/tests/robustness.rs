@@ -17,7 +17,6 @@ fn run_all(data: &[u8]) {
     fuzzing::dmon(data);
     fuzzing::dcgm(data);
     fuzzing::csv(data);
-    fuzzing::prometheus(data);
 }
 
 fn damaged(base: &'static str) -> impl Strategy<Value = Vec<u8>> {

@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use anyhow::anyhow;
-use gpuwise_core::advise::{self, Advice, AdviseSettings, Hints, Kind};
-use gpuwise_core::catalog::Pricing;
+use gpuwise_advise::{self as advise, Advice, AdviseSettings, Hints, Kind};
+use gpuwise_catalog::Pricing;
 use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::Report;
 use gpuwise_render::{Format, RenderOptions};

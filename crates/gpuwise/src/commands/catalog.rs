@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow, bail};
-use gpuwise_core::catalog::{Catalog, Instance, Overlay, Pricing, parse_instances};
+use gpuwise_catalog::{Catalog, Instance, Overlay, Pricing, parse_instances};
 use gpuwise_render::{Format, grid};
 use gpuwise_sources::catalog_import;
 use serde::Serialize;
@@ -378,7 +378,7 @@ fn import(a: &ImportArgs) -> anyhow::Result<()> {
     }
     let mut rows = catalog_import::collapse(rows);
     let suspects = catalog_import::flag_suspects(&mut rows, &catalog);
-    let mut out = String::from(gpuwise_core::catalog::INSTANCES_HEADER);
+    let mut out = String::from(gpuwise_catalog::INSTANCES_HEADER);
     out.push('\n');
     for r in &rows {
         out.push_str(&r.to_csv());

@@ -83,20 +83,27 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         data.display(),
         args.out.join("prices.toml").display()
     );
-    rep.advice = Some(advice);
+    let doc = gpuwise_render::Document {
+        report: &rep,
+        advice: Some(&advice),
+    };
     let html = args.out.join("report.html");
     let json = args.out.join("report.json");
     crate::output::write(
         &html,
-        gpuwise_render::render(&rep, Format::Html, &RenderOptions::default()).as_bytes(),
+        gpuwise_render::render(&doc, Format::Html, &RenderOptions::default()).as_bytes(),
     )?;
     crate::output::write(
         &json,
-        gpuwise_render::render(&rep, Format::Json, &RenderOptions::default()).as_bytes(),
+        gpuwise_render::render(&doc, Format::Json, &RenderOptions::default()).as_bytes(),
     )?;
     let color = printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     report::emit(
-        &gpuwise_render::render(&plain, format, &RenderOptions { top: 15, color }),
+        &gpuwise_render::render(
+            &gpuwise_render::Document::report(&plain),
+            format,
+            &RenderOptions { top: 15, color },
+        ),
         None,
     )?;
     printer::info(&summary);

@@ -5,11 +5,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow, bail};
-use gpuwise_core::catalog::Pricing;
-use gpuwise_core::plan::perf::Constants;
-use gpuwise_core::plan::rank::{self, Constraints, Request};
-use gpuwise_core::plan::validate;
-use gpuwise_core::plan::{Mode, Model, Workload};
+use gpuwise_catalog::Pricing;
+use gpuwise_plan::perf::Constants;
+use gpuwise_plan::rank::{self, Constraints, Request};
+use gpuwise_plan::validate;
+use gpuwise_plan::{Mode, Model, Workload};
 use gpuwise_render::Format;
 use gpuwise_render::plan as render;
 
@@ -46,7 +46,7 @@ fn validate_cmd(a: &ValidateArgs) -> anyhow::Result<ExitCode> {
     let origin = a.cases.display().to_string();
     let text = fs_err::read_to_string(&a.cases)?;
     let cases = validate::parse_cases(&text, &origin)?;
-    let catalog = gpuwise_core::catalog::Catalog::builtin();
+    let catalog = gpuwise_catalog::Catalog::builtin();
     let constants = Constants::default();
     let outs: Vec<_> = cases
         .iter()
@@ -101,7 +101,7 @@ fn read_workload_file(
             }
             "tokens" => {
                 *tokens = Some(
-                    gpuwise_core::plan::model::parse_count(&v)
+                    gpuwise_plan::model::parse_count(&v)
                         .ok_or_else(|| anyhow!("{origin}: tokens `{v}` is not a count"))?,
                 );
             }
@@ -170,7 +170,7 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(t) = a.tokens.as_deref() {
-        tokens = gpuwise_core::plan::model::parse_count(t);
+        tokens = gpuwise_plan::model::parse_count(t);
     }
     let tokens = tokens.unwrap_or(if w.mode.trains() { 1e9 } else { 1e6 });
     if w.mode.trains() {

@@ -6,8 +6,8 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::{self, IngestSummary, OverlapSummary, Pulled, Report, Warning};
-use gpuwise_sources::promclient::{self, Client, ClientOptions};
-use gpuwise_sources::pushdown::{self, Query};
+use gpuwise_prom::client::{self as promclient, Client, ClientOptions};
+use gpuwise_prom::pushdown::{self, Query};
 
 use super::report::{Settings, now_ms};
 use crate::cli::PromArgs;

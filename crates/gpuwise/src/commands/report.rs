@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
-use gpuwise_core::catalog::Pricing;
+use gpuwise_catalog::Pricing;
 use gpuwise_core::price::{PriceBook, PriceContext};
 use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::{
@@ -342,11 +342,13 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         &settings,
         !args.no_progress,
     )?;
-    if args.advise {
+    let advice = if args.advise {
         let advice = super::advise::advice(&report, &profiles, &settings, &args.advise_opts)?;
         report.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&report, &advice);
-        report.advice = Some(advice);
-    }
+        Some(advice)
+    } else {
+        None
+    };
     // The profiles are in the report now: free them before the output is written.
     drop(profiles);
     let color = args.output.is_none()
@@ -356,7 +358,11 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         color,
     };
     emit_with(args.output.as_ref(), |w| {
-        gpuwise_render::write(&report, format, &opts, w)
+        let doc = gpuwise_render::Document {
+            report: &report,
+            advice: advice.as_ref(),
+        };
+        gpuwise_render::write(&doc, format, &opts, w)
     })?;
     if format != Format::Table || args.output.is_some() {
         for w in &report.warnings {

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use gpuwise_advise::{self as advise, Advice, AdviseSettings, Hints, Kind};
+use gpuwise_catalog::{Catalog, Pricing};
 use gpuwise_core::DeviceKey;
-use gpuwise_core::advise::{self, Advice, AdviseSettings, Hints, Kind};
-use gpuwise_core::catalog::{Catalog, Pricing};
 use gpuwise_core::diagnose::Class;
 use gpuwise_core::price::{PriceBook, PriceContext};
 use gpuwise_core::profile::ProfileBuilder;
@@ -190,7 +190,7 @@ fn planted_best_answers() {
                 let how = x["how"][0].as_str().expect("how");
                 assert!(how.contains("checkpoint every 85 minutes"), "{how}");
                 let spot = catalog
-                    .gpu_hour_price(&gpuwise_core::catalog::PriceQuery {
+                    .gpu_hour_price(&gpuwise_catalog::PriceQuery {
                         gpu: dev["model"].as_str().expect("model"),
                         cloud: None,
                         region: None,

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use gpuwise_core::catalog::{Catalog, parse_instances};
+use gpuwise_catalog::{Catalog, parse_instances};
 
 use crate::common::{f, run, shared};
 
@@ -89,7 +89,7 @@ fn every_spec_row_matches_the_facts_file() {
     }
 }
 
-fn import(dir: &Path, extra: &[&str]) -> (Vec<gpuwise_core::catalog::Instance>, String) {
+fn import(dir: &Path, extra: &[&str]) -> (Vec<gpuwise_catalog::Instance>, String) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let out = tmp.path().join("instances.csv");
     let mut args = vec!["catalog", "import", "--as-of", "2026-05-20"];
@@ -258,7 +258,7 @@ fn importer_on_every_price_file() {
             r.cloud == "gcp" && r.instance_type == "a2-ultragpu-1g" && r.region == "us-central1"
         })
         .expect("a2-ultragpu-1g");
-    use gpuwise_core::catalog::Pricing;
+    use gpuwise_catalog::Pricing;
     assert_eq!(
         ultra.suspect_reason(Pricing::OnDemand),
         Some("source_spot_not_below_on_demand")
@@ -280,7 +280,7 @@ fn importer_on_every_price_file() {
     assert_eq!(
         rows,
         Catalog::builtin().instances,
-        "crates/gpuwise-core/data/instances.csv is up to date (docs/catalog.md)"
+        "crates/gpuwise-catalog/data/instances.csv is up to date (docs/catalog.md)"
     );
 }
 
@@ -537,7 +537,7 @@ fn bad_catalog_files_give_clear_errors() {
         &bad,
         format!(
             "{}\naws,x,r,T4,1,,,abc,,,,2026-01-01,s,\n",
-            gpuwise_core::catalog::INSTANCES_HEADER
+            gpuwise_catalog::INSTANCES_HEADER
         ),
     )
     .expect("write");

@@ -376,7 +376,7 @@ fn full_nvidia_smi_captures_of_every_gpu() {
 #[test]
 fn every_printed_gpu_name_resolves() {
     let Some(s) = shared() else { return };
-    let catalog = gpuwise_core::catalog::Catalog::builtin();
+    let catalog = gpuwise_catalog::Catalog::builtin();
     let mut names = std::collections::BTreeSet::new();
     let mut stack = vec![s.join("fixtures"), s.join("telemetry")];
     while let Some(dir) = stack.pop() {
@@ -457,7 +457,7 @@ fn prometheus_api_response_fixture() {
     let Some(s) = shared() else { return };
     let body = std::fs::read(s.join("fixtures/prometheus/query_range_response__docs-api-md.json"))
         .expect("fixture");
-    let r = gpuwise_sources::prometheus::parse(&body).expect("the documented response parses");
+    let r = gpuwise_prom::api::parse(&body).expect("the documented response parses");
     assert_eq!(r.result_type, "matrix");
     assert_eq!(r.series.len(), 2);
     assert_eq!(r.series[1].labels["instance"], "localhost:9091");

@@ -6,11 +6,13 @@
 //! rejects more with `bad_data`) and joined. Every error names the query it belongs to.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use base64::Engine as _;
 use std::time::Duration;
 
 use gpuwise_core::EpochMs;
 
-use crate::prometheus::{self, Response, ResponseError, Series};
+use crate::api::{self, Response, ResponseError, Series};
 
 /// Prometheus' limit of points per series in one range query.
 pub const MAX_POINTS: i64 = 11_000;
@@ -344,7 +346,10 @@ impl Client {
             if let Some((u, p)) = &self.opts.basic_auth {
                 req = req.header(
                     "Authorization",
-                    &format!("Basic {}", base64(&format!("{u}:{p}"))),
+                    &format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+                    ),
                 );
             }
             for (k, v) in &self.opts.headers {
@@ -419,7 +424,7 @@ impl Client {
                             };
                             // The API answers errors with a JSON body too (400 bad_data,
                             // 422 execution, 503 timeout): use it whenever it is one.
-                            match prometheus::parse(body.as_bytes()) {
+                            match api::parse(body.as_bytes()) {
                                 Ok(r) if status < 300 => Ok(r),
                                 Err(e @ ResponseError::Api { .. }) => Err((
                                     PromError::Response {
@@ -543,40 +548,17 @@ fn secs(ms: EpochMs) -> String {
     format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
 }
 
-/// Standard base64 of `s` (for a basic-auth header; written here rather than adding a crate for
-/// twenty lines).
-fn base64(s: &str) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let b = s.as_bytes();
-    let mut out = String::with_capacity(b.len().div_ceil(3) * 4);
-    for c in b.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(T[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn base64_of_basic_auth() {
+        // RFC 7617's example credentials.
         assert_eq!(
-            base64("Aladdin:open sesame"),
+            base64::engine::general_purpose::STANDARD.encode("Aladdin:open sesame"),
             "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
         );
-        assert_eq!(base64("a"), "YQ==");
-        assert_eq!(base64("ab"), "YWI=");
-        assert_eq!(base64("abc"), "YWJj");
     }
 
     #[test]

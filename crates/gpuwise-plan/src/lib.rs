@@ -23,7 +23,7 @@ pub mod workload;
 
 use serde::Serialize;
 
-use crate::catalog::GpuSpec;
+use gpuwise_catalog::GpuSpec;
 pub use model::Model;
 pub use workload::{Checkpointing, Mode, Optimizer, Precision, Workload};
 
@@ -39,7 +39,7 @@ pub struct Hardware {
     /// Peak memory bandwidth, bytes/s.
     pub bandwidth: Option<f64>,
     /// Dense peak TFLOPS by precision.
-    pub tflops: crate::catalog::DenseTflops,
+    pub tflops: gpuwise_catalog::DenseTflops,
     /// Board power.
     pub tdp_w: Option<f64>,
     /// Power cap in effect, if below the board power.

@@ -174,7 +174,7 @@ impl Precision {
     /// BF16 needs BF16 units (not on Volta or Turing); FP8 falls back to 16-bit arithmetic
     /// (FP8 weights widened, as vLLM's Marlin kernels do on Ampere); weight-only formats
     /// compute in 16-bit, either kind.
-    pub fn peak_tflops(self, t: &crate::catalog::DenseTflops) -> Option<f64> {
+    pub fn peak_tflops(self, t: &gpuwise_catalog::DenseTflops) -> Option<f64> {
         let half = t.bf16.or(t.fp16);
         match self {
             Self::Fp32 => t.fp32,
@@ -370,15 +370,14 @@ fn uint(key: &str, v: &str) -> Result<u32, String> {
     if v == "0" {
         return Ok(0);
     }
-    let x = crate::plan::model::parse_count(v)
+    let x = crate::model::parse_count(v)
         .filter(|x| x.fract() == 0.0 && *x <= f64::from(u32::MAX))
         .ok_or_else(|| format!("{key}=`{v}`: expected a positive whole number"))?;
     Ok(x as u32)
 }
 
 fn float(key: &str, v: &str) -> Result<f64, String> {
-    crate::plan::model::parse_count(v)
-        .ok_or_else(|| format!("{key}=`{v}`: expected a positive number"))
+    crate::model::parse_count(v).ok_or_else(|| format!("{key}=`{v}`: expected a positive number"))
 }
 
 fn boolean(key: &str, v: &str) -> Result<bool, String> {

@@ -19,11 +19,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::catalog::{Catalog, GpuSpec, PriceQuery, Pricing, Step};
-use crate::diagnose::{self, Class, IdleWindow};
-use crate::plan::{self, Hardware, Model, Setup, Workload, perf};
-use crate::profile::{DeviceProfile, DeviceStats, HowBin, hour_of_week_index};
-use crate::report::{DeviceRow, Report};
+use gpuwise_catalog::{Catalog, GpuSpec, PriceQuery, Pricing, Step};
+use gpuwise_core::diagnose::{self, Class, IdleWindow};
+use gpuwise_core::profile::{DeviceProfile, DeviceStats, HowBin, hour_of_week_index};
+use gpuwise_core::report::{DeviceRow, Report};
+use gpuwise_plan::{self as plan, Hardware, Model, Setup, Workload, perf};
 
 /// JSON schema id of [`Advice`].
 pub const SCHEMA: &str = "gpuwise.advice/v1";
@@ -963,7 +963,7 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
     let planner = d.hint.and_then(|h| h.model.as_ref().map(|m| (h, m)));
     // The hinted model on the current GPU, once.
     let current = planner.and_then(|(h, m)| planned(m, &h.workload, spec));
-    let mut best: Option<(f64, &GpuSpec, crate::catalog::Quote, Vec<String>, bool)> = None;
+    let mut best: Option<(f64, &GpuSpec, gpuwise_catalog::Quote, Vec<String>, bool)> = None;
     for g in &catalog.gpus {
         // Same vendor only: a move across software stacks (CUDA → ROCm) is a port, not a
         // resize.
@@ -1137,7 +1137,7 @@ fn quote(
     gpu: &str,
     st: &AdviseSettings,
     pricing: Pricing,
-) -> Option<crate::catalog::Quote> {
+) -> Option<gpuwise_catalog::Quote> {
     let q = catalog.gpu_hour_price(&PriceQuery {
         gpu,
         cloud: st.cloud.as_deref(),
@@ -1256,7 +1256,7 @@ fn move_cheaper(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<A
     let r = d.row;
     let spec = d.spec?;
     let current = st.cloud.as_deref()?;
-    let mut best: Option<crate::catalog::Quote> = None;
+    let mut best: Option<gpuwise_catalog::Quote> = None;
     for cloud in std::iter::once(current).chain(st.allow_clouds.iter().map(String::as_str)) {
         let q = catalog.gpu_hour_price(&PriceQuery {
             gpu: &spec.name,

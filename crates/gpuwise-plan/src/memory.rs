@@ -34,7 +34,7 @@ use serde::Serialize;
 
 use super::workload::{Checkpointing, Mode, Optimizer, Precision};
 use super::{Model, Setup};
-use crate::plan::model::FfnKind;
+use crate::model::FfnKind;
 
 /// CUDA context and kernel images of a PyTorch process: 1,343 MB measured by Hugging Face's
 /// "Model training anatomy" guide (a 1×1 tensor on the GPU, nothing else). Varies with the
@@ -431,7 +431,7 @@ pub fn lora_params(m: &Model, rank: u32) -> f64 {
 mod tests {
     use super::*;
 
-    use crate::plan::test_setup as setup;
+    use crate::test_setup as setup;
 
     #[test]
     fn zero_paper_model_state_arithmetic() {
@@ -519,7 +519,7 @@ mod tests {
     fn gguf_quantizes_everything_and_int4_only_blocks() {
         let m = Model::preset("codellama-7b").expect("preset");
         let s = setup(&m, &[("precision", "q8_0"), ("format", "gguf")]);
-        let gib = estimate(&m, &s, false).of(&["weights"]) / crate::plan::GIB;
+        let gib = estimate(&m, &s, false).of(&["weights"]) / crate::GIB;
         assert!((gib - 6.67).abs() < 0.01, "{gib}");
         let s = setup(&m, &[("precision", "int4")]);
         let w = estimate(&m, &s, false).of(&["weights"]);

@@ -53,7 +53,7 @@ pub struct Model {
     pub assumptions: Vec<String>,
 }
 
-const PRESETS: &str = include_str!("../../data/models.csv");
+const PRESETS: &str = include_str!("../data/models.csv");
 
 #[derive(Deserialize)]
 struct Row {

@@ -28,8 +28,8 @@ use gpuwise_core::sample::UtilSource;
 use gpuwise_core::settings::ProfileSettings;
 use gpuwise_core::{DeviceInfo, DeviceKey, EpochMs};
 
-use crate::promclient::{Client, PromError};
-use crate::prometheus::Series;
+use crate::api::Series;
+use crate::client::{Client, PromError};
 
 /// Queries sent, with what each pulled: `(query, series, points)`.
 pub type QueryLog = Vec<(String, usize, usize)>;
@@ -121,9 +121,10 @@ pub fn device_of(labels: &BTreeMap<String, String>) -> Option<(DeviceKey, Device
         mig_profile: get(&["GPU_I_PROFILE"]),
         ..DeviceInfo::default()
     };
-    for (k, v) in
-        crate::dcgm::workload_labels(get, labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-    {
+    for (k, v) in gpuwise_sources::dcgm::workload_labels(
+        get,
+        labels.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    ) {
         info.labels.entry(k).or_default().insert(v, 1);
     }
     Some((DeviceKey { host, gpu, mig }, info))
@@ -163,7 +164,7 @@ fn last_value(s: &Series) -> Option<f64> {
 
 /// Samples per utilization series in the window (one query), and the scrape interval: as
 /// given, else span ÷ (samples − 1) of the densest series, in whole seconds.
-fn census(client: &Client, q: &Query) -> Result<(crate::prometheus::Response, i64), PromError> {
+fn census(client: &Client, q: &Query) -> Result<(crate::api::Response, i64), PromError> {
     let w_ms = (q.end_ms - q.start_ms).max(1000);
     let promql = format!(
         "count_over_time({}[{w_ms}ms])",
@@ -588,7 +589,7 @@ fn plausible(a: &mut Acc, window_samples: f64, step_ms: i64) -> Result<Vec<Strin
         {
             return Err(format!(
                 "the hour at {} has {n} samples, mean {mean}, {idle} idle",
-                crate::diag::show_time(*start)
+                gpuwise_sources::diag::show_time(*start)
             ));
         }
     }
@@ -798,7 +799,7 @@ pub struct Raw {
     /// The profile, as from a DCGM file.
     pub profile: gpuwise_core::profile::Profile,
     /// The DCGM reader's count of lines, samples and skips.
-    pub tally: crate::diag::Tally,
+    pub tally: gpuwise_sources::diag::Tally,
     /// Queries sent.
     pub queries: QueryLog,
 }
@@ -807,15 +808,15 @@ pub struct Raw {
 pub fn raw(client: &Client, q: &Query, step_ms: i64) -> Result<Raw, PromError> {
     let (text, queries) = raw_exposition(client, q, step_ms)?;
     let mut b = gpuwise_core::profile::ProfileBuilder::new(q.profile.clone());
-    let mut tally = crate::diag::Tally::default();
-    let origin = crate::ingest::Origin {
+    let mut tally = gpuwise_sources::diag::Tally::default();
+    let origin = gpuwise_sources::ingest::Origin {
         file: "prometheus",
         host: None,
         stem: "prometheus",
     };
-    crate::dcgm::read(
+    gpuwise_sources::dcgm::read(
         &mut std::io::Cursor::new(text.as_bytes()),
-        crate::dcgm::Order::BySeries,
+        gpuwise_sources::dcgm::Order::BySeries,
         &origin,
         None,
         &mut b,

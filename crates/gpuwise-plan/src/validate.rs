@@ -11,7 +11,7 @@ use super::model::{FfnKind, Model, parse_count};
 use super::perf::{self, Constants};
 use super::workload::{GPU_KEYS, MODEL_KEYS, Mode, Workload};
 use super::{Hardware, Setup, memory};
-use crate::catalog::Catalog;
+use gpuwise_catalog::Catalog;
 
 /// One case as read.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -219,7 +219,7 @@ fn model_of(kv: &[(String, String)]) -> Result<Model, String> {
 fn gpu_of<'c>(
     kv: &[(String, String)],
     catalog: &'c Catalog,
-) -> Option<(&'c crate::catalog::GpuSpec, Option<String>)> {
+) -> Option<(&'c gpuwise_catalog::GpuSpec, Option<String>)> {
     let get = |k: &str| kv.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
     if let Some(g) = get("gpu") {
         return catalog.resolve_loose(g);

@@ -306,13 +306,13 @@ pub fn infer(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Infer
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
+    use gpuwise_catalog::Catalog;
 
     fn hw(name: &str) -> Hardware {
         Hardware::from_spec(Catalog::builtin().resolve(name).expect("gpu"))
     }
 
-    use crate::plan::test_setup as setup;
+    use crate::test_setup as setup;
 
     #[test]
     fn training_flops_per_token() {

@@ -15,7 +15,7 @@ use super::memory::{self, Memory};
 use super::perf::{self, Constants};
 use super::workload::Mode;
 use super::{GIB, Hardware, Model, Setup, Workload};
-use crate::catalog::{Catalog, Pricing};
+use gpuwise_catalog::{Catalog, Pricing};
 
 /// Limits an option must meet.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -3,7 +3,7 @@
 //! Sources print the same GPU under many names (`NVIDIA A100-SXM4-80GB`, `NVIDIA A100 80GB
 //! PCIe`, `Tesla T4`, `NVIDIA H100 80GB HBM3`, MIG devices `… MIG 1g.10gb`). [`normalize`]
 //! folds the spelling differences that carry no meaning, so that the catalog
-//! ([`crate::catalog::Catalog::resolve`]) can match a printed name to exactly one entry by its
+//! ([`crate::Catalog::resolve`]) can match a printed name to exactly one entry by its
 //! aliases; an unknown name stays unknown, never guessed from a substring.
 
 /// Lower-case, drop vendor prefixes (`NVIDIA`, `Tesla`, `AMD`, `Intel`), fold `-`, `_` and
@@ -35,7 +35,7 @@ pub fn mig_slices(profile: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
+    use crate::Catalog;
 
     #[test]
     fn printed_names_resolve() {

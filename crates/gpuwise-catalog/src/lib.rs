@@ -8,6 +8,8 @@
 //! [`Catalog::gpu_hour_price`] is the one way the other stages price a GPU-hour; its fallback
 //! chain is documented there and every [`Quote`] says which step answered.
 
+pub mod gpu;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
