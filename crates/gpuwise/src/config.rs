@@ -65,3 +65,12 @@ impl Config {
         Ok(c)
     }
 }
+
+/// `--format`, else the config file's, else `table`.
+pub(crate) fn output_format(
+    flag: Option<&str>,
+    cfg: &Config,
+) -> anyhow::Result<gpuwise_render::Format> {
+    gpuwise_render::Format::parse(flag.or(cfg.format.as_deref()).unwrap_or("table"))
+        .map_err(|e| anyhow::anyhow!("--format: {e}"))
+}

@@ -8,9 +8,11 @@
 //! (`gpuwise report | head`) is success.
 
 mod cli;
+mod clock;
 mod commands;
 mod config;
 mod duration;
+mod fleet;
 mod output;
 mod printer;
 

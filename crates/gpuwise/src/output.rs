@@ -2,7 +2,7 @@
 //! its target, flushed, synced and renamed over the target. A full disk, a kill or an error
 //! half-way leaves the previous file as it was (and no temporary file behind).
 
-use std::io::Write as _;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, anyhow};
@@ -60,6 +60,40 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     file.sync_all().with_context(ctx)?;
     drop(file);
     pending.commit()
+}
+
+/// Write `text` to `output` or stdout.
+pub(crate) fn emit(text: &str, output: Option<&PathBuf>) -> anyhow::Result<()> {
+    emit_with(output, |w| w.write_all(text.as_bytes()))
+}
+
+/// Let `write` write to `output` (atomically) or stdout, buffered, without holding the whole
+/// text in memory (a JSON report of 100k devices is streamed).
+pub(crate) fn emit_with(
+    output: Option<&PathBuf>,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    match output {
+        Some(path) => {
+            let (file, pending) = create(path)?;
+            let ctx = || format!("cannot write `{}`", path.display());
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
+            write(&mut w).with_context(ctx)?;
+            let file = w
+                .into_inner()
+                .map_err(|e| e.into_error())
+                .with_context(ctx)?;
+            file.sync_all().with_context(ctx)?;
+            drop(file);
+            pending.commit()?;
+        }
+        None => {
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            write(&mut out)?;
+            out.flush()?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

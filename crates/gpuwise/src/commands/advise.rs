@@ -9,9 +9,11 @@ use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::Report;
 use gpuwise_render::{Format, RenderOptions};
 
-use super::report::{Settings, emit, output_format, read_fleet, resolve};
 use crate::cli::{AdviseArgs, AdviseOpts};
 use crate::config::Config;
+use crate::config::output_format;
+use crate::fleet::{Settings, read_fleet, resolve};
+use crate::output::emit;
 use crate::{duration, printer};
 
 fn hours(flag: &str, v: Option<&String>, default: f64) -> anyhow::Result<f64> {

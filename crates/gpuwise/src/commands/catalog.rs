@@ -12,7 +12,8 @@ use serde::Serialize;
 use crate::cli::{CatalogCommand, CatalogSourceArgs, ImportArgs, InstancesArgs, PriceArgs};
 use crate::printer;
 
-use super::report::{emit, now_ms};
+use crate::clock::now_ms;
+use crate::output::emit;
 
 /// The catalog the user asked for: built in, or `--instances FILE`, plus `--overlay FILE`.
 pub(crate) fn load(args: &CatalogSourceArgs) -> anyhow::Result<Catalog> {

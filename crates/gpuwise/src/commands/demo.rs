@@ -10,7 +10,7 @@ use crate::cli::{AdviseOpts, AnalysisArgs, DemoArgs, ReadArgs};
 use crate::config::Config;
 use crate::printer;
 
-use super::{generate, report};
+use super::generate;
 
 /// The demo's price file: the dmon host's logs name no GPU model, so a rule prices it.
 const PRICES: &str = r#"# Prices for the demo fleet. Rules are tried in order; the first match wins; devices no rule
@@ -69,8 +69,9 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     };
     // The demo says once how old its catalog prices are, instead of warning about them.
     analysis.catalog.stale_price_days = Some(u32::MAX);
-    let settings = report::resolve(&ReadArgs::default(), &analysis, &Config::default())?;
-    let (mut rep, profiles) = report::build(&[data.display().to_string()], &settings, true)?;
+    let settings = crate::fleet::resolve(&ReadArgs::default(), &analysis, &Config::default())?;
+    let (mut rep, profiles) =
+        crate::fleet::from_files(&[data.display().to_string()], &settings, true)?;
     let plain = rep.clone();
     let advice = super::advise::advice(&rep, &profiles, &settings, &AdviseOpts::default())?;
     rep.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&rep, &advice);
@@ -98,7 +99,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         gpuwise_render::render(&doc, Format::Json, &RenderOptions::default()).as_bytes(),
     )?;
     let color = printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    report::emit(
+    crate::output::emit(
         &gpuwise_render::render(
             &gpuwise_render::Document::report(&plain),
             format,

@@ -6,11 +6,10 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 
 mod advise;
-mod catalog;
+pub(crate) mod catalog;
 mod demo;
 mod generate;
 mod plan;
-mod prom;
 mod record;
 mod report;
 

@@ -13,8 +13,8 @@ use gpuwise_plan::{Mode, Model, Workload};
 use gpuwise_render::Format;
 use gpuwise_render::plan as render;
 
-use super::report::emit;
 use crate::cli::{ModelsArgs, PlanArgs, PlanCommand, PlanSub, ValidateArgs};
+use crate::output::emit;
 use crate::{duration, printer};
 
 fn format(s: &str) -> anyhow::Result<Format> {

@@ -9,8 +9,9 @@ use gpuwise_core::report::{self, IngestSummary, OverlapSummary, Pulled, Report, 
 use gpuwise_prom::client::{self as promclient, Client, ClientOptions};
 use gpuwise_prom::pushdown::{self, Query};
 
-use super::report::{Settings, now_ms};
+use super::Settings;
 use crate::cli::PromArgs;
+use crate::clock::now_ms;
 use crate::{duration, printer};
 
 fn instant(flag: &str, s: &str) -> anyhow::Result<i64> {
