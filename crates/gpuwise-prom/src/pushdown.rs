@@ -809,7 +809,7 @@ pub fn raw(client: &Client, q: &Query, step_ms: i64) -> Result<Raw, PromError> {
     let (text, queries) = raw_exposition(client, q, step_ms)?;
     let mut b = gpuwise_core::profile::ProfileBuilder::new(q.profile.clone());
     let mut tally = gpuwise_sources::diag::Tally::default();
-    let origin = gpuwise_sources::ingest::Origin {
+    let origin = gpuwise_sources::Origin {
         file: "prometheus",
         host: None,
         stem: "prometheus",

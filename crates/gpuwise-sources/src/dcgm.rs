@@ -27,7 +27,7 @@ use gpuwise_core::sample::UtilSource;
 use gpuwise_core::{DeviceKey, EpochMs, Sample};
 
 use crate::diag::Tally;
-use crate::ingest::Origin;
+use crate::origin::Origin;
 use crate::value;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,8 @@ use jiff::tz::TimeZone;
 
 use crate::diag::Tally;
 use crate::generic::ColumnMap;
-use crate::ingest::{Origin, ReadOptions, detect};
+use crate::ingest::{ReadOptions, detect};
+use crate::origin::Origin;
 use crate::time::LocalClock;
 use crate::{dcgm, dmon, generic, smi};
 

@@ -16,7 +16,7 @@ use gpuwise_core::sample::UtilSource;
 use gpuwise_core::{DeviceKey, Sample};
 
 use crate::diag::{IngestError, Tally};
-use crate::ingest::Origin;
+use crate::origin::Origin;
 use crate::time::{self, LocalClock};
 use crate::value;
 

@@ -19,6 +19,7 @@ use rayon::prelude::*;
 use crate::diag::{IngestError, Tally};
 use crate::generic::ColumnMap;
 use crate::input::{self, Input};
+use crate::origin::Origin;
 use crate::time::LocalClock;
 use crate::{dcgm, dmon, generic, smi};
 
@@ -112,17 +113,6 @@ pub struct Ingested {
     pub tally: Tally,
     /// Each input's name and format.
     pub formats: Vec<(String, Format)>,
-}
-
-/// Where the data being read comes from: for messages and device hosts.
-#[derive(Clone, Copy, Debug)]
-pub struct Origin<'a> {
-    /// Input name, for messages.
-    pub file: &'a str,
-    /// `--host`, which overrides any host in the data.
-    pub host: Option<&'a str>,
-    /// File name stem, the host when the data names none.
-    pub stem: &'a str,
 }
 
 const HEAD: usize = 64 << 10;
