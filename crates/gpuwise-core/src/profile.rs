@@ -771,6 +771,7 @@ impl DeviceAcc {
                 .as_ref()
                 .map(|h| h.by_percent().into_iter().map(ms_to_h).collect())
                 .unwrap_or_default(),
+            util_band_hours: self.util_hist.as_ref().map_or([0.0; 5], band_hours),
             sm_active_pct: self.sm.mean(),
             sm_occupancy_pct: self.occupancy.mean(),
             tensor_active_pct: self.tensor.mean(),
@@ -809,6 +810,19 @@ impl DeviceAcc {
         }
         None
     }
+}
+
+/// Hours in each band of [`crate::settings::UTIL_BAND_EDGES_PCT`], from the histogram.
+fn band_hours(h: &UtilHist) -> [f64; 5] {
+    let mut out = [0.0; 5];
+    let mut below_prev = 0;
+    for (i, edge) in crate::settings::UTIL_BAND_EDGES_PCT.iter().enumerate() {
+        let below = h.weight_below(*edge);
+        out[i] = ms_to_h(below - below_prev);
+        below_prev = below;
+    }
+    out[4] = ms_to_h(h.total() - below_prev);
+    out
 }
 
 #[allow(clippy::cast_precision_loss)]
@@ -904,6 +918,8 @@ pub struct DeviceStats {
     pub util: Option<UtilStats>,
     /// Hours at each whole percent of utilization (101 entries), for charts.
     pub util_by_percent_hours: Vec<f64>,
+    /// Hours in each utilization band ([`crate::settings::UTIL_BAND_EDGES_PCT`]).
+    pub util_band_hours: [f64; 5],
     /// Mean SM activity.
     pub sm_active_pct: Option<f64>,
     /// Mean SM occupancy.
@@ -1621,6 +1637,24 @@ mod tests {
             let _ = acc.push(x, &st());
         }
         acc
+    }
+
+    #[test]
+    fn band_hours_follow_the_one_band_definition() {
+        // 1 minute at each value; the bands are [0,5) [5,25) [25,50) [50,85) [85,100].
+        let vals = [0.0, 4.9, 5.0, 24.9, 25.0, 49.9, 50.0, 84.9, 85.0, 100.0];
+        let mut v: Vec<Sample> = vals.iter().zip(0..).map(|(&u, i)| s(i, u, 0.0)).collect();
+        v.push(s(10, 0.0, 0.0));
+        let stats = fold(&v).finish(&st(), &jiff::tz::TimeZone::UTC);
+        let m = 1.0 / 60.0;
+        for (got, want) in
+            stats
+                .util_band_hours
+                .iter()
+                .zip([2.0 * m, 2.0 * m, 2.0 * m, 2.0 * m, 2.0 * m])
+        {
+            assert!((got - want).abs() < 1e-12, "{:?}", stats.util_band_hours);
+        }
     }
 
     #[test]

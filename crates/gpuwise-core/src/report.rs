@@ -625,17 +625,6 @@ pub fn build(
         }
         .unwrap_or_else(|| "(none)".to_owned());
 
-        let mut bands = [0.0; 5];
-        for (pct, h) in s.util_by_percent_hours.iter().enumerate() {
-            let b = match pct {
-                0..=4 => 0,
-                5..=24 => 1,
-                25..=49 => 2,
-                50..=84 => 3,
-                _ => 4,
-            };
-            bands[b] += h;
-        }
         let util_mean = s.util.as_ref().map(|u| u.mean_pct);
         for acc in [&mut fleet, groups.entry(group.clone()).or_default()] {
             acc.devices += 1;
@@ -741,7 +730,7 @@ pub fn build(
             p50_utilization_pct: s.util.as_ref().map(|u| u.p50_pct),
             p95_utilization_pct: s.util.as_ref().map(|u| u.p95_pct),
             max_utilization_pct: s.util.as_ref().map(|u| u.max_pct),
-            utilization_bands_hours: bands,
+            utilization_bands_hours: s.util_band_hours,
             sm_active_pct: s.sm_active_pct,
             sm_occupancy_pct: s.sm_occupancy_pct,
             tensor_active_pct: s.tensor_active_pct,

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use gpuwise_core::profile::{DeviceProfile, DeviceStats, Episode, HourPoint, UtilStats};
 use gpuwise_core::sample::UtilSource;
-use gpuwise_core::settings::ProfileSettings;
+use gpuwise_core::settings::{ProfileSettings, UTIL_BAND_EDGES_PCT};
 use gpuwise_core::{DeviceInfo, DeviceKey, EpochMs};
 
 use crate::api::Series;
@@ -139,6 +139,8 @@ struct Acc {
     p50: Option<f64>,
     p95: Option<f64>,
     below: [f64; 4],
+    /// Samples below the idle threshold (when it is not the first band edge).
+    below_idle: Option<f64>,
     idle: f64,
     held: f64,
     first: Option<f64>,
@@ -326,7 +328,7 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
         )));
     }
     type Set = fn(&mut Acc, f64);
-    let instant: Vec<(String, EpochMs, Set)> = vec![
+    let mut instant: Vec<(String, EpochMs, Set)> = vec![
         (format!("avg_over_time({util}{w})"), end, |a, v| {
             a.mean = Some(v)
         }),
@@ -344,22 +346,34 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
             |a, v| a.p95 = Some(v),
         ),
         (
-            format!("sum_over_time(({util} < bool 5){w})"),
+            format!(
+                "sum_over_time(({util} < bool {}){w})",
+                UTIL_BAND_EDGES_PCT[0]
+            ),
             end,
             |a, v| a.below[0] = v,
         ),
         (
-            format!("sum_over_time(({util} < bool 25){w})"),
+            format!(
+                "sum_over_time(({util} < bool {}){w})",
+                UTIL_BAND_EDGES_PCT[1]
+            ),
             end,
             |a, v| a.below[1] = v,
         ),
         (
-            format!("sum_over_time(({util} < bool 50){w})"),
+            format!(
+                "sum_over_time(({util} < bool {}){w})",
+                UTIL_BAND_EDGES_PCT[2]
+            ),
             end,
             |a, v| a.below[2] = v,
         ),
         (
-            format!("sum_over_time(({util} < bool 85){w})"),
+            format!(
+                "sum_over_time(({util} < bool {}){w})",
+                UTIL_BAND_EDGES_PCT[3]
+            ),
             end,
             |a, v| a.below[3] = v,
         ),
@@ -460,6 +474,15 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
             |a, _| a.gr = true,
         ),
     ];
+    // The idle threshold is its own question when it is not the first band's edge.
+    #[allow(clippy::float_cmp)] // both are settings, compared as given
+    if UTIL_BAND_EDGES_PCT[0] != thr {
+        instant.push((
+            format!("sum_over_time(({util} < bool {thr}){w})"),
+            end,
+            |a, v| a.below_idle = Some(v),
+        ));
+    }
     for (promql, at, set) in instant {
         let mut f = |a: &mut Acc, v: f64| set(a, v);
         run(promql, at, &mut queries, &mut warnings, &mut f)?;
@@ -643,12 +666,19 @@ fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
         .first
         .map_or(q.start_ms, |t| (t * 1000.0).round() as EpochMs);
     let last = a.last.map_or(q.end_ms, |t| (t * 1000.0).round() as EpochMs);
-    // Hours in bands 0–5, 5–25, 25–50, 50–85, 85–100 % at the bands' first percent.
+    // Hours in the bands (UTIL_BAND_EDGES_PCT), also placed at each band's first percent for
+    // the charts' histogram.
     let mut by_pct = vec![0.0; 101];
+    let mut band_hours = [0.0; 5];
     let cum = [a.below[0], a.below[1], a.below[2], a.below[3], a.n];
     let mut prev = 0.0;
-    for (i, pct) in [0usize, 5, 25, 50, 85].into_iter().enumerate() {
-        by_pct[pct] = (cum[i] - prev).max(0.0) * sh;
+    let firsts = std::iter::once(0.0).chain(UTIL_BAND_EDGES_PCT);
+    for (i, first) in firsts.enumerate() {
+        band_hours[i] = (cum[i] - prev).max(0.0) * sh;
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        {
+            by_pct[first as usize] = band_hours[i];
+        }
         prev = cum[i];
     }
     let mut hourly = Vec::new();
@@ -714,6 +744,7 @@ fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
             sampling_interval_s: Some(s as f64 / 1000.0),
             util,
             util_by_percent_hours: by_pct,
+            util_band_hours: band_hours,
             sm_active_pct: a.sm,
             sm_occupancy_pct: a.occ,
             tensor_active_pct: a.tensor,
@@ -726,7 +757,7 @@ fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
             power_mean_w: a.power_mean,
             power_peak_w: a.power_peak,
             power_limit_w: a.power_limit,
-            below_threshold_hours: a.below[0] * sh,
+            below_threshold_hours: a.below_idle.unwrap_or(a.below[0]) * sh,
             idle_hours: a.idle * sh,
             held_idle_hours: a.held * sh,
             idle_episodes: episodes,

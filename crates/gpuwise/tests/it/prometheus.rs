@@ -199,6 +199,38 @@ fn pushdown_and_raw_match_the_files() {
         assert_eq!(sharded[id]["gpu_hours"], d["gpu_hours"], "{id}");
         assert_eq!(sharded[id]["idle_hours"], d["idle_hours"], "{id}");
     }
+    // The utilization bands are one definition on both paths; an idle threshold other than
+    // the first band edge is its own query, so idle time and the bottleneck evidence built on
+    // the time below it agree with the files.
+    let pushed30 = by_id(&report(&["--idle-threshold", "30"]));
+    let mut fa30 = fa.clone();
+    fa30.extend_from_slice(&["--idle-threshold", "30"]);
+    let o = run(&fa30);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let files30 = by_id(&serde_json::from_str(&o.stdout).expect("JSON"));
+    for (id, w) in &files30 {
+        let g = &pushed30[id];
+        let bands = |d: &serde_json::Value| -> Vec<f64> {
+            d["utilization_bands_hours"]
+                .as_array()
+                .expect("bands")
+                .iter()
+                .map(f)
+                .collect()
+        };
+        for (gb, wb) in bands(g).iter().zip(bands(w)) {
+            assert!(
+                (gb - wb).abs() <= (0.01 * wb).max(2.0 / 60.0),
+                "{id} bands: {g} vs {w}"
+            );
+        }
+        let (gi, wi) = (f(&g["idle_hours"]), f(&w["idle_hours"]));
+        assert!(
+            (gi - wi).abs() <= (0.01 * wi).max(2.0 / 60.0),
+            "{id} idle@30: {gi} vs {wi}"
+        );
+        assert_eq!(g["bottleneck"]["kind"], w["bottleneck"]["kind"], "{id}");
+    }
     // The pushdown says what it pulled, and it is a small share of what --raw pulled.
     let pp = &pushed["ingest"]["pulled"];
     let rp = &raw["ingest"]["pulled"];
