@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::profile::{DeviceStats, HowBin};
-use crate::settings::DiagnoseSettings;
+use crate::settings::{BottleneckRules, DiagnoseSettings};
 
 /// How a device spent its time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -59,7 +59,8 @@ impl Class {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BottleneckKind {
-    /// Bursts of work separated by short stalls: the GPU waits for its input pipeline.
+    /// Bursts of work separated by short stalls: the GPU waits for work (its input pipeline in
+    /// training; requests between bursts in serving).
     InputBound,
     /// DRAM busy while compute pipes are not: bandwidth limits the work.
     MemoryBound,
@@ -112,7 +113,7 @@ pub struct Diagnosis {
 #[must_use]
 pub fn diagnose(s: &DeviceStats, st: &DiagnoseSettings) -> Diagnosis {
     let (class, class_reason) = classify(s, st);
-    let bottleneck = bottleneck(s, class);
+    let bottleneck = bottleneck(s, class, &st.bottleneck);
     let (idle_windows, recurring) = idle_windows(&s.hour_of_week(), st.recurring_idle_share_pct);
     let idle_pattern = describe(&idle_windows);
     Diagnosis {
@@ -191,16 +192,16 @@ fn classify(s: &DeviceStats, st: &DiagnoseSettings) -> (Class, String) {
     )
 }
 
-fn bottleneck(s: &DeviceStats, class: Class) -> Bottleneck {
-    let unknown = |why: &str| Bottleneck {
+fn bottleneck(s: &DeviceStats, class: Class, r: &BottleneckRules) -> Bottleneck {
+    let unknown = |why: String| Bottleneck {
         kind: BottleneckKind::Unknown,
-        evidence: why.to_owned(),
+        evidence: why,
     };
     let Some(u) = &s.util else {
-        return unknown("no utilization reading");
+        return unknown("no utilization reading".into());
     };
     if matches!(class, Class::Idle | Class::HeldIdle) {
-        return unknown("the device is idle: no work to diagnose");
+        return unknown("the device is idle: no work to diagnose".into());
     }
     // Stalls: time below the idle threshold that is not part of an idle episode, i.e. short
     // dips between bursts of work.
@@ -209,12 +210,15 @@ fn bottleneck(s: &DeviceStats, class: Class) -> Bottleneck {
     } else {
         0.0
     };
-    if stall_share >= 15.0 && u.p95_pct >= 70.0 {
+    if stall_share >= r.stall_share_min_pct && u.p95_pct >= r.burst_p95_min_pct {
+        // The data does not say whether the work is training or serving: "waiting for work"
+        // covers a data loader that cannot keep up and a server idle between requests.
         return Bottleneck {
             kind: BottleneckKind::InputBound,
             evidence: format!(
                 "utilization drops below the idle threshold for {stall_share:.0} % of the time in short stalls \
-                 (shorter than an idle episode) between bursts at p95 {:.0} %: the GPU waits for its input",
+                 (shorter than an idle episode) between bursts at p95 {:.0} %: the GPU waits for work \
+                 (in training, its input pipeline; in serving, requests)",
                 u.p95_pct
             ),
         };
@@ -222,11 +226,16 @@ fn bottleneck(s: &DeviceStats, class: Class) -> Bottleneck {
     let (Some(sm), Some(dram)) = (s.sm_active_pct, s.dram_active_pct) else {
         return unknown(
             "no SM or DRAM activity in the data (nvidia-smi and DCGM without profiling metrics cannot \
-             tell memory-bound from compute-bound); collect DCGM_FI_PROF_SM_ACTIVE and DCGM_FI_PROF_DRAM_ACTIVE",
+             tell memory-bound from compute-bound); collect DCGM_FI_PROF_SM_ACTIVE and DCGM_FI_PROF_DRAM_ACTIVE"
+                .into(),
         );
     };
-    let tensor = s.tensor_active_pct.unwrap_or(0.0);
-    if u.mean_pct >= 50.0 && sm < 0.5 * u.mean_pct && sm < 40.0 {
+    let tensor = s.tensor_active_pct;
+    let tensor_text = tensor.map_or_else(|| "unknown".to_owned(), |t| format!("{t:.0} %"));
+    if u.mean_pct >= r.launch_engine_min_pct
+        && sm < r.launch_sm_to_engine_max * u.mean_pct
+        && sm < r.launch_sm_max_pct
+    {
         return Bottleneck {
             kind: BottleneckKind::LaunchBound,
             evidence: format!(
@@ -236,28 +245,35 @@ fn bottleneck(s: &DeviceStats, class: Class) -> Bottleneck {
             ),
         };
     }
-    if dram >= 50.0 && tensor < 30.0 && dram >= sm * 0.6 {
-        return Bottleneck {
-            kind: BottleneckKind::MemoryBound,
-            evidence: format!(
-                "DRAM active {dram:.0} % with tensor pipes {tensor:.0} % and SM active {sm:.0} %"
-            ),
-        };
+    let dram_heavy = dram >= r.memory_dram_min_pct && dram >= sm * r.memory_dram_to_sm_min;
+    match tensor {
+        Some(t) if dram_heavy && t < r.memory_tensor_max_pct => {
+            return Bottleneck {
+                kind: BottleneckKind::MemoryBound,
+                evidence: format!(
+                    "DRAM active {dram:.0} % with tensor pipes {t:.0} % and SM active {sm:.0} %"
+                ),
+            };
+        }
+        None if dram_heavy => {
+            return unknown(format!(
+                "DRAM active {dram:.0} % and SM active {sm:.0} %, but no tensor-pipe activity in the data: \
+                 memory-bound cannot be told from tensor-bound; collect DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+            ));
+        }
+        _ => {}
     }
-    if sm >= 70.0 || tensor >= 40.0 {
+    if sm >= r.compute_sm_min_pct || tensor.is_some_and(|t| t >= r.compute_tensor_min_pct) {
         return Bottleneck {
             kind: BottleneckKind::ComputeBound,
             evidence: format!(
-                "SM active {sm:.0} %, tensor pipes {tensor:.0} %, DRAM active {dram:.0} %"
+                "SM active {sm:.0} %, tensor pipes {tensor_text}, DRAM active {dram:.0} %"
             ),
         };
     }
-    Bottleneck {
-        kind: BottleneckKind::Unknown,
-        evidence: format!(
-            "no dominant limit: SM active {sm:.0} %, tensor pipes {tensor:.0} %, DRAM active {dram:.0} %"
-        ),
-    }
+    unknown(format!(
+        "no dominant limit: SM active {sm:.0} %, tensor pipes {tensor_text}, DRAM active {dram:.0} %"
+    ))
 }
 
 /// Recurring idle windows from the hour-of-week bins: a bin is idle when idle for at least
@@ -389,6 +405,76 @@ pub fn describe(windows: &[IdleWindow]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::DeviceAcc;
+    use crate::sample::Sample;
+    use crate::settings::ProfileSettings;
+
+    /// An hour at one reading per minute: engine `util`, SM, DRAM and tensor activity.
+    fn stats(util: f32, sm: f32, dram: f32, tensor: Option<f32>) -> DeviceStats {
+        let at = |m: i64| Sample {
+            util_pct: Some(util),
+            sm_active_pct: Some(sm),
+            dram_active_pct: Some(dram),
+            tensor_active_pct: tensor,
+            ..Sample::at(m * 60_000)
+        };
+        let st = ProfileSettings::default();
+        let mut acc = DeviceAcc::new(&at(0));
+        for m in 1..=60 {
+            let _ = acc.push(&at(m), &st);
+        }
+        acc.finish(&st, &jiff::tz::TimeZone::UTC)
+    }
+
+    fn hint(s: &DeviceStats) -> Bottleneck {
+        bottleneck(s, Class::Healthy, &BottleneckRules::default())
+    }
+
+    #[test]
+    fn bottleneck_rules_and_their_evidence() {
+        let b = hint(&stats(90.0, 30.0, 20.0, Some(5.0)));
+        assert_eq!(b.kind, BottleneckKind::LaunchBound, "{}", b.evidence);
+        let b = hint(&stats(90.0, 60.0, 70.0, Some(10.0)));
+        assert_eq!(b.kind, BottleneckKind::MemoryBound, "{}", b.evidence);
+        let b = hint(&stats(90.0, 80.0, 30.0, Some(50.0)));
+        assert_eq!(b.kind, BottleneckKind::ComputeBound, "{}", b.evidence);
+        assert!(b.evidence.contains("tensor pipes 50 %"), "{}", b.evidence);
+    }
+
+    #[test]
+    fn unknown_tensor_activity_is_never_read_as_zero() {
+        // DRAM-heavy with no tensor reading: it was "memory-bound, tensor pipes 0 %"; the
+        // tensor pipes may be the busy ones, so the verdict is unknown and says why.
+        let b = hint(&stats(90.0, 60.0, 70.0, None));
+        assert_eq!(b.kind, BottleneckKind::Unknown);
+        assert!(
+            b.evidence.contains("no tensor-pipe activity"),
+            "{}",
+            b.evidence
+        );
+        // SM-heavy without DRAM pressure is compute-bound either way, and says tensor unknown.
+        let b = hint(&stats(90.0, 85.0, 20.0, None));
+        assert_eq!(b.kind, BottleneckKind::ComputeBound);
+        assert!(
+            b.evidence.contains("tensor pipes unknown"),
+            "{}",
+            b.evidence
+        );
+    }
+
+    #[test]
+    fn other_thresholds_give_other_verdicts() {
+        let s = stats(90.0, 60.0, 70.0, Some(10.0));
+        let strict = BottleneckRules {
+            memory_dram_min_pct: 80.0,
+            compute_sm_min_pct: 55.0,
+            ..BottleneckRules::default()
+        };
+        assert_eq!(
+            bottleneck(&s, Class::Healthy, &strict).kind,
+            BottleneckKind::ComputeBound
+        );
+    }
 
     fn how(idle: impl Fn(usize, usize) -> bool) -> Vec<HowBin> {
         (0..168)

@@ -228,7 +228,7 @@ impl PriceBook {
                         row.0.cloud,
                         row.0.instance_type,
                         row.0.region,
-                        row.0.price(pricing).unwrap_or(0.0),
+                        row.1 * row.0.gpu_count,
                         row.0.gpu_count,
                         row.0.source,
                         row.0.as_of

@@ -66,6 +66,8 @@ pub struct DiagnoseSettings {
     /// An hour-of-week bin is a recurring idle hour when idle for at least this share of its
     /// observed time.
     pub recurring_idle_share_pct: f64,
+    /// The rules of the bottleneck hint.
+    pub bottleneck: BottleneckRules,
 }
 
 impl Default for DiagnoseSettings {
@@ -76,6 +78,57 @@ impl Default for DiagnoseSettings {
             underutilized_below_pct: 50.0,
             saturated_above_pct: 85.0,
             recurring_idle_share_pct: 90.0,
+            bottleneck: BottleneckRules::default(),
+        }
+    }
+}
+
+/// The rules of the bottleneck hint, tried in this order; the first that holds is the hint.
+///
+/// These are judgement thresholds, not measured constants: they follow the reading of DCGM's
+/// profiling metrics in NVIDIA's DCGM user guide ("Profiling Metrics": SM active near 100 %
+/// with low occupancy or tensor activity means the SMs are busy with too little work; DRAM
+/// active high with low tensor activity means bandwidth-bound), set where the demo's and the
+/// shared fixtures' planted workloads separate. Each verdict prints the numbers it rests on, so
+/// a reader can apply other thresholds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BottleneckRules {
+    /// Waiting for work: short stalls (below the idle threshold, shorter than an idle episode)
+    /// take at least this share of the observed time …
+    pub stall_share_min_pct: f64,
+    /// … between bursts whose p95 utilization is at least this.
+    pub burst_p95_min_pct: f64,
+    /// Launch-bound: the engine is busy at least this much on average …
+    pub launch_engine_min_pct: f64,
+    /// … while SM activity is below this share of it …
+    pub launch_sm_to_engine_max: f64,
+    /// … and below this.
+    pub launch_sm_max_pct: f64,
+    /// Memory-bound: DRAM active at least this …
+    pub memory_dram_min_pct: f64,
+    /// … tensor pipes below this (unknown tensor activity cannot rule them out) …
+    pub memory_tensor_max_pct: f64,
+    /// … and DRAM activity at least this share of SM activity.
+    pub memory_dram_to_sm_min: f64,
+    /// Compute-bound: SM active at least this …
+    pub compute_sm_min_pct: f64,
+    /// … or tensor pipes active at least this.
+    pub compute_tensor_min_pct: f64,
+}
+
+impl Default for BottleneckRules {
+    fn default() -> Self {
+        Self {
+            stall_share_min_pct: 15.0,
+            burst_p95_min_pct: 70.0,
+            launch_engine_min_pct: 50.0,
+            launch_sm_to_engine_max: 0.5,
+            launch_sm_max_pct: 40.0,
+            memory_dram_min_pct: 50.0,
+            memory_tensor_max_pct: 30.0,
+            memory_dram_to_sm_min: 0.6,
+            compute_sm_min_pct: 70.0,
+            compute_tensor_min_pct: 40.0,
         }
     }
 }
