@@ -194,6 +194,38 @@ pub struct AdviseSettings {
     pub min_schedule_hours_per_week: f64,
     /// Devices whose p95 utilization is below this may share a GPU.
     pub consolidate_below_pct: f64,
+    /// A move to another GPU, cloud, region or pricing must cut the GPU-hour price by at least
+    /// this share: smaller differences are within the noise of list prices and of the
+    /// utilization estimate behind the move (a judgement, not a measurement).
+    pub min_price_cut: f64,
+    /// When a device without hints is taken as interruptible (spot advice).
+    pub spot_steady: SpotSteadiness,
+}
+
+/// The load a device must show, without workload hints, to be proposed for spot capacity:
+/// steady and training-like (a judgement of what survives interruptions with checkpoints;
+/// `--workloads` with `interruptible = true|false` overrides it per device).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SpotSteadiness {
+    /// Median utilization at least this (the device works most of the time) …
+    pub min_p50_pct: f64,
+    /// … p95 at most this far above the median (no bursty, latency-bound pattern) …
+    pub max_p95_above_p50_pct: f64,
+    /// … idle less than this share of the time …
+    pub max_idle_share: f64,
+    /// … and observed at least this share of the window.
+    pub min_coverage_pct: f64,
+}
+
+impl Default for SpotSteadiness {
+    fn default() -> Self {
+        Self {
+            min_p50_pct: 60.0,
+            max_p95_above_p50_pct: 15.0,
+            max_idle_share: 0.05,
+            min_coverage_pct: 90.0,
+        }
+    }
 }
 
 impl Default for AdviseSettings {
@@ -210,6 +242,8 @@ impl Default for AdviseSettings {
             spot_mtbi_h: 12.0,
             min_schedule_hours_per_week: 4.0,
             consolidate_below_pct: 50.0,
+            min_price_cut: 0.05,
+            spot_steady: SpotSteadiness::default(),
         }
     }
 }
@@ -1025,7 +1059,7 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
         let Some(q) = quote(catalog, &g.name, st, st.pricing) else {
             continue;
         };
-        if q.usd_per_gpu_hour >= d.usd_per_gpu_hour * 0.95 {
+        if q.usd_per_gpu_hour >= d.usd_per_gpu_hour * (1.0 - st.min_price_cut) {
             continue;
         }
         ev.insert(
@@ -1166,11 +1200,12 @@ fn use_spot(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Actio
             let kind = d.hint.and_then(|h| h.kind);
             let p50 = r.p50_utilization_pct?;
             let p95 = r.p95_utilization_pct?;
+            let rule = &st.spot_steady;
             let steady = matches!(r.class, Class::Healthy | Class::Saturated)
-                && p50 >= 60.0
-                && p95 - p50 <= 15.0
-                && d.idle_share() < 0.05
-                && r.coverage_pct.is_some_and(|c| c >= 90.0);
+                && p50 >= rule.min_p50_pct
+                && p95 - p50 <= rule.max_p95_above_p50_pct
+                && d.idle_share() < rule.max_idle_share
+                && r.coverage_pct.is_some_and(|c| c >= rule.min_coverage_pct);
             (
                 steady && matches!(kind, None | Some(WorkKind::Training | WorkKind::Batch)),
                 format!(
@@ -1275,7 +1310,7 @@ fn move_cheaper(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<A
         }
     }
     let q = best?;
-    if q.usd_per_gpu_hour >= d.usd_per_gpu_hour * 0.95 {
+    if q.usd_per_gpu_hour >= d.usd_per_gpu_hour * (1.0 - st.min_price_cut) {
         return None;
     }
     let m = q.usd_per_gpu_hour / d.usd_per_gpu_hour;

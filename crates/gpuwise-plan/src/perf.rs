@@ -49,10 +49,19 @@ impl Default for Constants {
     }
 }
 
+/// Whether [`default_hfu`] is an assumption rather than a measurement: Ampere, Hopper and fp32
+/// have published training measurements behind them; Volta, Ada Lovelace and Blackwell at
+/// 16 bits, and any other architecture, do not (their values are set below Hopper's and said
+/// to be assumed in the plan's notes).
+#[must_use]
+pub fn hfu_is_assumed(architecture: &str, precision: Precision) -> bool {
+    !matches!(precision, Precision::Fp32) && !matches!(architecture, "Ampere" | "Hopper")
+}
+
 /// Hardware FLOPs utilization of a training step by GPU architecture (16-bit tensor cores),
 /// and of fp32 arithmetic on CUDA cores. Evidence in docs/planner.md: LLM Foundry and
 /// Megatron on A100 (55–60 % MFU), LLM Foundry H100 BF16 (46–50 % HFU), Hugging Face BERT
-/// fp32 on V100 (≈ 58 %).
+/// fp32 on V100 (≈ 58 %); the rest are assumptions ([`hfu_is_assumed`]).
 #[must_use]
 pub fn default_hfu(architecture: &str, precision: Precision) -> f64 {
     if matches!(precision, Precision::Fp32) {
@@ -132,6 +141,17 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
     let hw_flops = model_flops + recompute;
     let mut notes = Vec::new();
     let hfu = default_hfu(&hw.architecture, compute_precision(s.precision));
+    if c.mfu_override.is_none() && hfu_is_assumed(&hw.architecture, compute_precision(s.precision))
+    {
+        notes.push(format!(
+            "HFU {hfu} on {} is an assumption (no published training measurement behind it)",
+            if hw.architecture.is_empty() {
+                "this architecture"
+            } else {
+                hw.architecture.as_str()
+            }
+        ));
+    }
     let achieved = nominal * hfu * hw.power_factor();
     if hw.power_factor() < 1.0 {
         notes.push(format!(
