@@ -414,6 +414,8 @@ struct Dev<'a> {
     spec: Option<&'a GpuSpec>,
     /// $/GPU-hour of the device's GPU (not multiplied by its share).
     usd_per_gpu_hour: f64,
+    /// Share of a physical GPU (MIG instance: slices / parent slices).
+    share: f64,
     /// Monthly cost now.
     monthly: f64,
     hint: Option<&'a Hint>,
@@ -490,7 +492,10 @@ pub fn advise(
         let Some(p) = by_id.get(&row.id) else {
             continue;
         };
-        let (Some(price), Some(cost)) = (row.usd_per_gpu_hour, row.cost_usd) else {
+        // A priced device has a known share (an unknown share leaves it unpriced).
+        let (Some(price), Some(cost), Some(share)) =
+            (row.usd_per_gpu_hour, row.cost_usd, row.gpu_share)
+        else {
             unpriced.push(row.id.clone());
             continue;
         };
@@ -499,6 +504,7 @@ pub fn advise(
             stats: &p.stats,
             spec: row.model.as_deref().and_then(|m| catalog.resolve(m)),
             usd_per_gpu_hour: price,
+            share,
             monthly: cost * scale,
             hint: hints.find(p),
         });
@@ -585,7 +591,7 @@ pub fn advise(
         if per_week >= st.min_schedule_hours_per_week {
             let coverage = (d.stats.observed_hours / window_hours).min(1.0);
             let saved_h = per_week * MONTH_HOURS / 168.0 * coverage;
-            let saved = d.usd_per_gpu_hour * r.gpu_share * saved_h;
+            let saved = d.usd_per_gpu_hour * d.share * saved_h;
             let share = (saved / d.monthly.max(1e-9)).min(idle);
             idle_of.entry(di).or_default().push((actions.len(), share));
             scheduled.insert(di, bins.clone());

@@ -330,14 +330,17 @@ impl PriceBook {
     }
 }
 
-/// Share of the parent GPU a device is: 1 for a whole GPU, slices / parent slices for MIG.
+/// Share of the parent GPU a device is: 1 for a whole GPU, slices / parent slices for a MIG
+/// instance; `None` when that cannot be known (the parent's model is not in the catalog or has
+/// no MIG profiles, or the profile names no slices): never a guess of 7 slices.
 #[must_use]
-pub fn gpu_share(info: &DeviceInfo, model: Option<&GpuSpec>) -> f64 {
+pub fn gpu_share(info: &DeviceInfo, model: Option<&GpuSpec>) -> Option<f64> {
     let Some(profile) = info.mig_profile.as_deref() else {
-        return 1.0;
+        return Some(1.0);
     };
-    let parent = model.and_then(GpuSpec::mig_slices).unwrap_or(7);
-    gpu::mig_slices(profile).map_or(1.0, |s| (f64::from(s) / f64::from(parent)).min(1.0))
+    let parent = model.and_then(GpuSpec::mig_slices)?;
+    let slices = gpu::mig_slices(profile)?;
+    Some((f64::from(slices) / f64::from(parent)).min(1.0))
 }
 
 #[cfg(test)]
@@ -474,9 +477,12 @@ mod tests {
             mig_profile: Some("3g.40gb".into()),
             ..DeviceInfo::default()
         };
-        assert!((gpu_share(&info, c.resolve("H100-SXM5-80GB")) - 3.0 / 7.0).abs() < 1e-12);
+        let share = |i: &DeviceInfo, m| gpu_share(i, m).expect("known share");
+        assert!((share(&info, c.resolve("H100-SXM5-80GB")) - 3.0 / 7.0).abs() < 1e-12);
         info.mig_profile = Some("2g.12gb".into());
-        assert!((gpu_share(&info, c.resolve("A30")) - 0.5).abs() < 1e-12);
-        assert!((gpu_share(&DeviceInfo::default(), None) - 1.0).abs() < 1e-12);
+        assert!((share(&info, c.resolve("A30")) - 0.5).abs() < 1e-12);
+        assert_eq!(gpu_share(&DeviceInfo::default(), None), Some(1.0));
+        // A MIG instance of a GPU the catalog does not know: its share is unknown, not 3/7.
+        assert_eq!(gpu_share(&info, None), None);
     }
 }

@@ -18,6 +18,7 @@ use crate::price::{self, PriceBook};
 use crate::profile::DeviceProfile;
 use crate::sample::EpochMs;
 use crate::settings::{DiagnoseSettings, ProfileSettings};
+use gpuwise_catalog::GpuSpec;
 
 /// JSON schema id of [`Report`].
 pub const SCHEMA: &str = "gpuwise.report/v1";
@@ -369,9 +370,11 @@ pub struct DeviceRow {
     pub sampling_interval_s: Option<f64>,
     /// Observed hours over first-to-last span.
     pub coverage_pct: Option<f64>,
-    /// Share of a physical GPU (1, or MIG slices / parent slices).
-    pub gpu_share: f64,
-    /// GPU-hours (observed hours × share).
+    /// Share of a physical GPU (1, or MIG slices / parent slices); `None` for a MIG instance
+    /// of a GPU whose slices the catalog does not know.
+    pub gpu_share: Option<f64>,
+    /// GPU-hours (observed hours × share; the instance's observed hours when the share is
+    /// unknown, and then left out of every sum).
     pub gpu_hours: f64,
     /// Utilization signal.
     pub utilization_source: Option<String>,
@@ -492,6 +495,8 @@ pub struct FleetHowBin {
     pub idle_share_pct: Option<f64>,
 }
 
+/// Sums over a set of devices (the fleet, a group). GPU-hours and utilization are weighted by
+/// each device's share of a GPU; a device whose share is unknown adds to the count only.
 #[derive(Default)]
 struct Sums {
     devices: usize,
@@ -512,6 +517,47 @@ struct Sums {
 impl Sums {
     fn mean(&self) -> Option<f64> {
         (self.util_den > 0.0).then(|| self.util_num / self.util_den)
+    }
+
+    fn add(&mut self, s: &crate::profile::DeviceStats, row: &DeviceRow) {
+        self.devices += 1;
+        let Some(share) = row.gpu_share else {
+            self.unpriced += 1;
+            return;
+        };
+        self.gpu_hours += row.gpu_hours;
+        if let Some(u) = &s.util {
+            self.util_num += u.mean_pct * u.observed_hours * share;
+            self.util_den += u.observed_hours * share;
+        }
+        self.idle += s.idle_hours * share;
+        match (row.cost_usd, row.idle_cost_usd, row.held_idle_cost_usd) {
+            (Some(c), Some(i), Some(h)) => {
+                self.cost += c;
+                self.idle_cost += i;
+                self.held_cost += h;
+                self.priced_gpu_hours += row.gpu_hours;
+                if let Some(u) = &s.util {
+                    self.priced_busy_hours += u.mean_pct / 100.0 * u.observed_hours * share;
+                }
+            }
+            _ => self.unpriced += 1,
+        }
+    }
+
+    /// The fleet's KPIs. Costs per hour are over priced devices only: unpriced hours are not
+    /// free hours.
+    fn kpis(&self) -> Kpis {
+        Kpis {
+            utilization_rate_pct: self.mean(),
+            idle_share_pct: (self.gpu_hours > 0.0).then(|| 100.0 * self.idle / self.gpu_hours),
+            waste_share_pct: (self.cost > 0.0).then(|| 100.0 * self.idle_cost / self.cost),
+            cost_per_busy_gpu_hour_usd: (self.priced_busy_hours > 0.0 && self.cost > 0.0)
+                .then(|| self.cost / self.priced_busy_hours),
+            cost_per_gpu_hour_usd: (self.priced_gpu_hours > 0.0 && self.cost > 0.0)
+                .then(|| self.cost / self.priced_gpu_hours),
+            rightsized_share_pct: None,
+        }
     }
 }
 
@@ -538,9 +584,10 @@ fn rfc3339(ms: EpochMs) -> Option<String> {
         .map(|t| t.to_string())
 }
 
-/// Join profiles, diagnoses and prices into a report.
+/// Join profiles, diagnoses and prices into a report: each device is priced, noted and turned
+/// into its row, then added to the fleet's totals; the totals become the fleet, group,
+/// timeline and hour-of-week figures, and the notes become warnings.
 #[must_use]
-#[allow(clippy::too_many_lines)]
 pub fn build(
     profiles: &[DeviceProfile],
     prices: &PriceBook,
@@ -548,404 +595,36 @@ pub fn build(
     opts: &ReportOptions,
     ingest: IngestSummary,
 ) -> Report {
-    let mut warnings = Vec::new();
-    let mut unknown_models: BTreeMap<String, u64> = BTreeMap::new();
-    let mut no_model = 0u64;
-    let mut unpriced: Vec<String> = Vec::new();
-    let mut fallbacks: BTreeMap<String, usize> = BTreeMap::new();
-    let mut stale: BTreeMap<String, u64> = BTreeMap::new();
+    let mut notes = Notes::default();
+    let mut totals = Totals::default();
     let mut devices = Vec::with_capacity(profiles.len());
-    let mut fleet = Sums::default();
-    let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
-    let mut count_by_class: BTreeMap<String, usize> = BTreeMap::new();
-    let mut groups: BTreeMap<String, Sums> = BTreeMap::new();
-    let mut timeline: BTreeMap<EpochMs, (f64, f64, f64, f64)> = BTreeMap::new();
-    let mut how = vec![(0.0f64, 0.0f64, 0.0f64, 0.0f64); 168];
-    let (mut start, mut end) = (None::<EpochMs>, None::<EpochMs>);
-    let mut gaps = (0u64, 0u64);
-    let mut order_issues = (0u64, 0u64);
-    let mut overlap = OverlapSummary::default();
-    let mut several_hosts: Vec<String> = Vec::new();
-    let mut unresolved: Vec<String> = Vec::new();
-    let mut future = 0u64;
-
     for p in profiles {
-        let s = &p.stats;
-        let model = p
-            .info
-            .model_name
-            .as_deref()
-            .and_then(|n| prices.catalog().resolve(n));
-        let share = price::gpu_share(&p.info, model);
-        let quote = prices.quote(&p.key, &p.info, model);
-        match (&p.info.model_name, model) {
-            (Some(name), None) => *unknown_models.entry(name.clone()).or_default() += 1,
-            (None, _) if quote.is_none() => no_model += 1,
-            _ => {}
-        }
-        if let (Some(q), Some(now)) = (&quote, opts.now_ms)
-            && let Some(as_of) = q.as_of.as_deref()
-            && let Ok(date) = as_of.parse::<jiff::civil::Date>()
-        {
-            let as_of_ms = jiff::tz::TimeZone::UTC
-                .to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))
-                .map_or(now, jiff::Timestamp::as_millisecond);
-            let age_days = (now - as_of_ms) / 86_400_000;
-            if age_days > i64::from(opts.stale_price_days) {
-                *stale
-                    .entry(format!("{as_of} ({age_days} days old)"))
-                    .or_default() += 1;
-            }
-        }
-        if quote.is_none() {
-            unpriced.push(p.key.to_string());
-        }
-        if let Some(note) = quote.as_ref().and_then(|q| q.fallback.clone()) {
-            *fallbacks.entry(note).or_default() += 1;
-        }
-        let d: Diagnosis = diagnose::diagnose(s, &opts.diagnose);
-        let price = quote.as_ref().map(|q| q.usd_per_gpu_hour);
-        let gpu_hours = s.observed_hours * share;
-        let cost = price.map(|pr| gpu_hours * pr);
-        let idle_cost = price.map(|pr| s.idle_hours * share * pr);
-        let held_cost = price.map(|pr| s.held_idle_hours * share * pr);
-        let namespace = p.info.label("namespace").map(str::to_owned);
-        let pod = p.info.label("pod").map(str::to_owned);
-        let team = teams
-            .team(&p.key.host, namespace.as_deref(), pod.as_deref())
-            .map(str::to_owned);
-        let group = match &opts.group_by {
-            GroupBy::Host => Some(p.key.host.clone()),
-            GroupBy::Model => model
-                .map(|m| m.name.clone())
-                .or_else(|| p.info.model_name.clone()),
-            GroupBy::Namespace => namespace.clone(),
-            GroupBy::Team => team.clone(),
-            GroupBy::Label(l) => p.info.label(l).map(str::to_owned),
-        }
-        .unwrap_or_else(|| "(none)".to_owned());
-
-        let util_mean = s.util.as_ref().map(|u| u.mean_pct);
-        for acc in [&mut fleet, groups.entry(group.clone()).or_default()] {
-            acc.devices += 1;
-            acc.gpu_hours += gpu_hours;
-            if let Some(u) = &s.util {
-                acc.util_num += u.mean_pct * u.observed_hours * share;
-                acc.util_den += u.observed_hours * share;
-            }
-            acc.idle += s.idle_hours * share;
-            match (cost, idle_cost, held_cost) {
-                (Some(c), Some(i), Some(h)) => {
-                    acc.cost += c;
-                    acc.idle_cost += i;
-                    acc.held_cost += h;
-                    acc.priced_gpu_hours += gpu_hours;
-                    if let Some(u) = &s.util {
-                        acc.priced_busy_hours += u.mean_pct / 100.0 * u.observed_hours * share;
-                    }
-                }
-                _ => acc.unpriced += 1,
-            }
-        }
-        *by_class.entry(d.class.as_str().to_owned()).or_default() += gpu_hours;
-        *count_by_class
-            .entry(d.class.as_str().to_owned())
-            .or_default() += 1;
-        for h in &s.hourly {
-            let e = timeline.entry(h.start_ms).or_default();
-            e.0 += h.covered_hours;
-            #[allow(clippy::cast_precision_loss)]
-            {
-                e.1 += h.util_weighted as f64 / 100.0 / 3_600_000.0;
-            }
-            e.2 += h.util_hours;
-            e.3 += h.idle_hours;
-        }
-        for (i, b) in s.hour_of_week().iter().enumerate() {
-            how[i].0 += b.covered_hours;
-            how[i].1 += b.util_pct_hours;
-            how[i].2 += b.util_hours;
-            how[i].3 += b.idle_hours;
-        }
-        start = Some(start.map_or(s.first_ts_ms, |x: EpochMs| x.min(s.first_ts_ms)));
-        end = Some(end.map_or(s.last_ts_ms, |x: EpochMs| x.max(s.last_ts_ms)));
-        if s.gaps > 0 {
-            gaps.0 += 1;
-            gaps.1 += s.gaps;
-        }
-        order_issues.0 += s.reordered;
-        order_issues.1 += s.duplicates;
-        if s.overlaps > 0 {
-            overlap.devices += 1;
-            overlap.samples_dropped += s.overlap_samples;
-            overlap.hours_covered_twice += s.overlap_hours;
-        }
-        if !p.info.other_hosts.is_empty() {
-            overlap.devices_under_several_hosts += 1;
-            several_hosts.push(format!(
-                "`{}` also as {}",
-                p.key,
-                p.info
-                    .other_hosts
-                    .iter()
-                    .map(|h| format!("`{h}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        if p.info.unresolved_overlap {
-            overlap.unresolved_devices += 1;
-            unresolved.push(format!("`{}`", p.key));
-        }
-        if opts
-            .now_ms
-            .is_some_and(|now| s.last_ts_ms > now + 86_400_000)
-        {
-            future += 1;
-        }
-        let longest = s.idle_episodes.iter().map(|e| e.dur_ms).max().unwrap_or(0);
-        devices.push(DeviceRow {
-            id: p.key.to_string(),
-            name: display_name(&p.key, p.info.index),
-            host: p.key.host.clone(),
-            gpu: p.key.gpu.clone(),
-            index: p.info.index,
-            mig_instance: p.key.mig.clone(),
-            mig_profile: p.info.mig_profile.clone(),
-            model: model.map(|m| m.name.clone()),
-            model_name: p.info.model_name.clone(),
-            namespace,
-            pod,
-            team,
-            group,
-            first_seen: rfc3339(s.first_ts_ms),
-            last_seen: rfc3339(s.last_ts_ms),
-            samples: s.samples,
-            sampling_interval_s: s.sampling_interval_s,
-            coverage_pct: (s.span_hours > 0.0).then(|| 100.0 * s.observed_hours / s.span_hours),
-            gpu_share: share,
-            gpu_hours,
-            utilization_source: p.info.util_source.and_then(|u| serde_json_like_name(&u)),
-            mean_utilization_pct: util_mean,
-            p50_utilization_pct: s.util.as_ref().map(|u| u.p50_pct),
-            p95_utilization_pct: s.util.as_ref().map(|u| u.p95_pct),
-            max_utilization_pct: s.util.as_ref().map(|u| u.max_pct),
-            utilization_bands_hours: s.util_band_hours,
-            sm_active_pct: s.sm_active_pct,
-            sm_occupancy_pct: s.sm_occupancy_pct,
-            tensor_active_pct: s.tensor_active_pct,
-            dram_active_pct: s.dram_active_pct,
-            memory_bandwidth_utilization_pct: s.mem_bw_util_pct,
-            peak_memory_used_mib: s.mem_used_peak_mib,
-            p95_memory_used_mib: s.mem_used_p95_mib,
-            memory_total_mib: s.mem_total_mib,
-            peak_memory_used_pct: match (s.mem_used_peak_mib, s.mem_total_mib) {
-                (Some(u), Some(t)) if t > 0.0 => Some(100.0 * u / t),
-                _ => None,
-            },
-            power_mean_w: s.power_mean_w,
-            power_limit_w: s.power_limit_w,
-            power_mean_pct_of_limit: match (s.power_mean_w, s.power_limit_w) {
-                (Some(p), Some(l)) if l > 0.0 => Some(100.0 * p / l),
-                _ => None,
-            },
-            idle_hours: s.idle_hours,
-            held_idle_hours: s.held_idle_hours,
-            idle_episodes: s.idle_episodes.len(),
-            #[allow(clippy::cast_precision_loss)]
-            longest_idle_hours: longest as f64 / 3_600_000.0,
-            gaps: s.gaps,
-            class: d.class,
-            class_reason: d.class_reason,
-            bottleneck: d.bottleneck,
-            idle_windows: d.idle_windows,
-            idle_pattern: d.idle_pattern,
-            usd_per_gpu_hour: price,
-            cost_usd: cost,
-            idle_cost_usd: idle_cost,
-            held_idle_cost_usd: held_cost,
-            price_source: quote.map(|q| q.source),
-        });
+        let priced = Priced::of(p, prices);
+        notes.observe(p, &priced, opts);
+        let row = device_row(p, &priced, teams, opts);
+        totals.add(p, &row);
+        devices.push(row);
     }
-
-    devices.sort_by(|a, b| {
-        b.idle_cost_usd
-            .unwrap_or(0.0)
-            .total_cmp(&a.idle_cost_usd.unwrap_or(0.0))
-            .then(
-                b.cost_usd
-                    .unwrap_or(0.0)
-                    .total_cmp(&a.cost_usd.unwrap_or(0.0)),
-            )
-            .then(b.idle_hours.total_cmp(&a.idle_hours))
-            .then_with(|| a.id.cmp(&b.id))
-    });
-
-    for (name, n) in &unknown_models {
-        warnings.push(Warning {
-            kind: "unknown_model".into(),
-            message: format!("GPU model `{name}` is not in the catalog: its devices are not priced unless a --prices rule matches them"),
-            count: *n,
-        });
-    }
-    if no_model > 0 {
-        warnings.push(Warning {
-            kind: "no_model".into(),
-            message: "unpriced devices whose data names no GPU model (dmon logs, generic CSV without a model column): price them with a --prices rule".into(),
-            count: no_model,
-        });
-    }
-    if !unpriced.is_empty() {
-        let shown: Vec<&str> = unpriced.iter().take(5).map(String::as_str).collect();
-        warnings.push(Warning {
-            kind: "unpriced".into(),
-            message: format!(
-                "no price for {} device(s) ({}{}): their cost is not counted",
-                unpriced.len(),
-                shown.join(", "),
-                if unpriced.len() > 5 { ", …" } else { "" }
-            ),
-            count: unpriced.len() as u64,
-        });
-    }
-    if !stale.is_empty() {
-        let n: u64 = stale.values().sum();
-        let dates: Vec<String> = stale.keys().cloned().collect();
-        warnings.push(Warning {
-            kind: "stale_price".into(),
-            message: format!(
-                "{n} device(s) priced with prices older than {} days (as of {}): refresh the catalog (`gpuwise catalog import`, docs/catalog.md), or pass --prices",
-                opts.stale_price_days,
-                dates.join(", ")
-            ),
-            count: n,
-        });
-    }
-    if gaps.0 > 0 {
-        warnings.push(Warning {
-            kind: "gaps".into(),
-            message: format!(
-                "{} gap(s) longer than {:.0} s in {} device(s) count as no data (neither idle nor billed)",
-                gaps.1,
-                opts.profile.max_gap_ms as f64 / 1000.0,
-                gaps.0
-            ),
-            count: gaps.1,
-        });
-    }
-    for (kind, n, what) in [
-        (
-            "out_of_order",
-            order_issues.0,
-            "sample(s) older than the previous sample of their device were dropped",
-        ),
-        (
-            "duplicate_timestamp",
-            order_issues.1,
-            "sample(s) repeating the previous timestamp of their device were dropped",
-        ),
-        (
-            "future_timestamp",
-            future,
-            "device(s) have samples more than a day in the future (check --tz and clocks)",
-        ),
-    ] {
-        if n > 0 {
-            warnings.push(Warning {
-                kind: kind.into(),
-                message: format!("{n} {what}"),
-                count: n,
-            });
-        }
-    }
-
-    if overlap.devices > 0 {
-        warnings.push(Warning {
-            kind: "overlap".into(),
-            message: format!(
-                "{} device(s) were covered by more than one input at the same time (the same file twice, copies, or two collectors): {:.2} h covered twice and {} sample(s) dropped, so each device-hour counts once",
-                overlap.devices, overlap.hours_covered_twice, overlap.samples_dropped
-            ),
-            count: overlap.devices,
-        });
-    }
-    if !several_hosts.is_empty() {
-        warnings.push(Warning {
-            kind: "same_gpu_several_hosts".into(),
-            message: format!(
-                "{} GPU(s) were reported under more than one host and are counted once, under the host that reported them most: {}",
-                several_hosts.len(),
-                several_hosts.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
-            ),
-            count: several_hosts.len() as u64,
-        });
-    }
-    if !unresolved.is_empty() {
-        warnings.push(Warning {
-            kind: "unresolved_overlap".into(),
-            message: format!(
-                "{} device(s) overlap between standard input and other inputs; standard input cannot be read twice, so only their data before the overlap counts (pass the data as a file): {}",
-                unresolved.len(),
-                unresolved.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
-            ),
-            count: unresolved.len() as u64,
-        });
-    }
-    let mut group_rows: Vec<GroupRow> = groups
-        .into_iter()
-        .map(|(key, g)| GroupRow {
-            key,
-            devices: g.devices,
-            gpu_hours: g.gpu_hours,
-            mean_utilization_pct: g.mean(),
-            idle_gpu_hours: g.idle,
-            cost_usd: g.cost,
-            idle_cost_usd: g.idle_cost,
-            held_idle_cost_usd: g.held_cost,
-            unpriced_devices: g.unpriced,
-        })
-        .collect();
-    group_rows.sort_by(|a, b| {
-        b.cost_usd
-            .total_cmp(&a.cost_usd)
-            .then_with(|| a.key.cmp(&b.key))
-    });
-
-    // Costs per hour over priced devices only: unpriced hours are not free hours.
-    let kpis = Kpis {
-        utilization_rate_pct: fleet.mean(),
-        idle_share_pct: (fleet.gpu_hours > 0.0).then(|| 100.0 * fleet.idle / fleet.gpu_hours),
-        waste_share_pct: (fleet.cost > 0.0).then(|| 100.0 * fleet.idle_cost / fleet.cost),
-        cost_per_busy_gpu_hour_usd: (fleet.priced_busy_hours > 0.0 && fleet.cost > 0.0)
-            .then(|| fleet.cost / fleet.priced_busy_hours),
-        cost_per_gpu_hour_usd: (fleet.priced_gpu_hours > 0.0 && fleet.cost > 0.0)
-            .then(|| fleet.cost / fleet.priced_gpu_hours),
-        rightsized_share_pct: None,
-    };
+    sort_by_waste(&mut devices);
     let held_idle_gpu_hours: f64 = devices
         .iter()
-        .map(|d| d.held_idle_hours * d.gpu_share)
+        .filter_map(|d| d.gpu_share.map(|share| d.held_idle_hours * share))
         .sum();
-    let fleet_out = Fleet {
-        devices: fleet.devices,
-        gpu_hours: fleet.gpu_hours,
-        mean_utilization_pct: fleet.mean(),
-        idle_gpu_hours: fleet.idle,
-        held_idle_gpu_hours,
-        cost_usd: fleet.cost,
-        idle_cost_usd: fleet.idle_cost,
-        held_idle_cost_usd: fleet.held_cost,
-        gpu_hours_by_class: by_class,
-        devices_by_class: count_by_class,
-        unpriced_devices: unpriced.len(),
-        price_fallbacks: fallbacks
-            .into_iter()
-            .map(|(note, devices)| PriceFallback { note, devices })
-            .collect(),
-        kpis,
-    };
-    let mut all_warnings = ingest.warnings.clone();
-    all_warnings.extend(warnings);
+    let unpriced_devices = notes.unpriced.len();
+    let fallbacks = std::mem::take(&mut notes.fallbacks);
+    let overlap = notes.overlap.clone();
+    let mut warnings = ingest.warnings.clone();
+    warnings.extend(notes.warnings(opts));
+    let Totals {
+        fleet,
+        groups,
+        by_class,
+        count_by_class,
+        timeline,
+        how,
+        start,
+        end,
+    } = totals;
     Report {
         schema: SCHEMA,
         window: Window {
@@ -963,29 +642,47 @@ pub fn build(
             diagnose: opts.diagnose.clone(),
             group_by: opts.group_by.name(),
         },
-        fleet: fleet_out,
+        fleet: Fleet {
+            devices: fleet.devices,
+            gpu_hours: fleet.gpu_hours,
+            mean_utilization_pct: fleet.mean(),
+            idle_gpu_hours: fleet.idle,
+            held_idle_gpu_hours,
+            cost_usd: fleet.cost,
+            idle_cost_usd: fleet.idle_cost,
+            held_idle_cost_usd: fleet.held_cost,
+            gpu_hours_by_class: by_class,
+            devices_by_class: count_by_class,
+            unpriced_devices,
+            price_fallbacks: fallbacks
+                .into_iter()
+                .map(|(note, devices)| PriceFallback { note, devices })
+                .collect(),
+            kpis: fleet.kpis(),
+        },
         devices,
-        groups: group_rows,
+        groups: group_rows(groups),
         timeline: timeline
             .into_iter()
-            .map(|(start_ms, (dev_h, util_sum, util_h, idle_h))| FleetHour {
+            .map(|(start_ms, h)| FleetHour {
                 start_ms,
-                device_hours: dev_h,
-                mean_utilization_pct: (util_h > 0.0).then(|| util_sum / util_h),
-                idle_hours: idle_h,
+                device_hours: h.covered_hours,
+                mean_utilization_pct: h.mean_utilization_pct(),
+                idle_hours: h.idle_hours,
             })
             .collect(),
         hour_of_week: how
             .into_iter()
             .enumerate()
-            .map(|(i, (cov, util_sum, util_h, idle))| FleetHowBin {
+            .map(|(i, h)| FleetHowBin {
                 #[allow(clippy::cast_possible_truncation)]
                 day: (i / 24) as u8,
                 #[allow(clippy::cast_possible_truncation)]
                 hour: (i % 24) as u8,
-                device_hours: cov,
-                mean_utilization_pct: (util_h > 0.0).then(|| util_sum / util_h),
-                idle_share_pct: (cov > 0.0).then(|| 100.0 * idle / cov),
+                device_hours: h.covered_hours,
+                mean_utilization_pct: h.mean_utilization_pct(),
+                idle_share_pct: (h.covered_hours > 0.0)
+                    .then(|| 100.0 * h.idle_hours / h.covered_hours),
             })
             .collect(),
         ingest: IngestSummary {
@@ -993,8 +690,490 @@ pub fn build(
             overlap,
             ..ingest
         },
-        warnings: all_warnings,
+        warnings,
     }
+}
+
+/// A device's GPU model, share of a physical GPU and price.
+struct Priced<'a> {
+    model: Option<&'a GpuSpec>,
+    /// `None`: a MIG instance whose share of its parent cannot be known.
+    share: Option<f64>,
+    quote: Option<price::Quote>,
+}
+
+impl<'a> Priced<'a> {
+    fn of(p: &DeviceProfile, prices: &'a PriceBook) -> Self {
+        let model = p
+            .info
+            .model_name
+            .as_deref()
+            .and_then(|n| prices.catalog().resolve(n));
+        let share = price::gpu_share(&p.info, model);
+        // Without its share a MIG instance's GPU-hours, and so its cost, are unknown.
+        let quote = share.and_then(|_| prices.quote(&p.key, &p.info, model));
+        Self {
+            model,
+            share,
+            quote,
+        }
+    }
+}
+
+/// What the devices said that the reader should know: unpriced and unknown models, stale
+/// prices, fallbacks, gaps, dropped samples, overlaps.
+#[derive(Default)]
+struct Notes {
+    unknown_models: BTreeMap<String, u64>,
+    no_model: u64,
+    unknown_share: Vec<String>,
+    unpriced: Vec<String>,
+    fallbacks: BTreeMap<String, usize>,
+    stale: BTreeMap<String, u64>,
+    gap_devices: u64,
+    gaps: u64,
+    reordered: u64,
+    duplicates: u64,
+    overlap: OverlapSummary,
+    several_hosts: Vec<String>,
+    unresolved: Vec<String>,
+    future: u64,
+}
+
+impl Notes {
+    fn observe(&mut self, p: &DeviceProfile, priced: &Priced<'_>, opts: &ReportOptions) {
+        let s = &p.stats;
+        let quote = priced.quote.as_ref();
+        match (&p.info.model_name, priced.model) {
+            (Some(name), None) => *self.unknown_models.entry(name.clone()).or_default() += 1,
+            (None, _) if quote.is_none() => self.no_model += 1,
+            _ => {}
+        }
+        if let (Some(q), Some(now)) = (quote, opts.now_ms)
+            && let Some(as_of) = q.as_of.as_deref()
+            && let Ok(date) = as_of.parse::<jiff::civil::Date>()
+        {
+            let as_of_ms = jiff::tz::TimeZone::UTC
+                .to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))
+                .map_or(now, jiff::Timestamp::as_millisecond);
+            let age_days = (now - as_of_ms) / DAY_MS;
+            if age_days > i64::from(opts.stale_price_days) {
+                *self
+                    .stale
+                    .entry(format!("{as_of} ({age_days} days old)"))
+                    .or_default() += 1;
+            }
+        }
+        if priced.share.is_none() {
+            self.unknown_share.push(p.key.to_string());
+        }
+        if quote.is_none() {
+            self.unpriced.push(p.key.to_string());
+        }
+        if let Some(note) = quote.and_then(|q| q.fallback.clone()) {
+            *self.fallbacks.entry(note).or_default() += 1;
+        }
+        if s.gaps > 0 {
+            self.gap_devices += 1;
+            self.gaps += s.gaps;
+        }
+        self.reordered += s.reordered;
+        self.duplicates += s.duplicates;
+        if s.overlaps > 0 {
+            self.overlap.devices += 1;
+            self.overlap.samples_dropped += s.overlap_samples;
+            self.overlap.hours_covered_twice += s.overlap_hours;
+        }
+        if !p.info.other_hosts.is_empty() {
+            self.overlap.devices_under_several_hosts += 1;
+            self.several_hosts.push(format!(
+                "`{}` also as {}",
+                p.key,
+                p.info
+                    .other_hosts
+                    .iter()
+                    .map(|h| format!("`{h}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if p.info.unresolved_overlap {
+            self.overlap.unresolved_devices += 1;
+            self.unresolved.push(format!("`{}`", p.key));
+        }
+        if opts.now_ms.is_some_and(|now| s.last_ts_ms > now + DAY_MS) {
+            self.future += 1;
+        }
+    }
+
+    /// The notes as warnings, in a stable order.
+    fn warnings(&self, opts: &ReportOptions) -> Vec<Warning> {
+        let mut out = Vec::new();
+        let mut push = |kind: &str, message: String, count: u64| {
+            out.push(Warning {
+                kind: kind.into(),
+                message,
+                count,
+            });
+        };
+        for (name, n) in &self.unknown_models {
+            push(
+                "unknown_model",
+                format!(
+                    "GPU model `{name}` is not in the catalog: its devices are not priced unless a --prices rule matches them"
+                ),
+                *n,
+            );
+        }
+        if self.no_model > 0 {
+            push("no_model", "unpriced devices whose data names no GPU model (dmon logs, generic CSV without a model column): price them with a --prices rule".into(), self.no_model);
+        }
+        if !self.unknown_share.is_empty() {
+            push(
+                "mig_share_unknown",
+                format!(
+                    "{} MIG instance(s) of a GPU whose MIG slices the catalog does not know ({}): their share of the GPU, and so their GPU-hours and cost, are unknown and not counted",
+                    self.unknown_share.len(),
+                    first_five(&self.unknown_share, ", ")
+                ),
+                self.unknown_share.len() as u64,
+            );
+        }
+        if !self.unpriced.is_empty() {
+            push(
+                "unpriced",
+                format!(
+                    "no price for {} device(s) ({}): their cost is not counted",
+                    self.unpriced.len(),
+                    first_five(&self.unpriced, ", ")
+                ),
+                self.unpriced.len() as u64,
+            );
+        }
+        if !self.stale.is_empty() {
+            let n: u64 = self.stale.values().sum();
+            let dates: Vec<String> = self.stale.keys().cloned().collect();
+            push(
+                "stale_price",
+                format!(
+                    "{n} device(s) priced with prices older than {} days (as of {}): refresh the catalog (`gpuwise catalog import`, docs/catalog.md), or pass --prices",
+                    opts.stale_price_days,
+                    dates.join(", ")
+                ),
+                n,
+            );
+        }
+        if self.gap_devices > 0 {
+            push(
+                "gaps",
+                format!(
+                    "{} gap(s) longer than {:.0} s in {} device(s) count as no data (neither idle nor billed)",
+                    self.gaps,
+                    opts.profile.max_gap_ms as f64 / 1000.0,
+                    self.gap_devices
+                ),
+                self.gaps,
+            );
+        }
+        for (kind, n, what) in [
+            (
+                "out_of_order",
+                self.reordered,
+                "sample(s) older than the previous sample of their device were dropped",
+            ),
+            (
+                "duplicate_timestamp",
+                self.duplicates,
+                "sample(s) repeating the previous timestamp of their device were dropped",
+            ),
+            (
+                "future_timestamp",
+                self.future,
+                "device(s) have samples more than a day in the future (check --tz and clocks)",
+            ),
+        ] {
+            if n > 0 {
+                push(kind, format!("{n} {what}"), n);
+            }
+        }
+        let o = &self.overlap;
+        if o.devices > 0 {
+            push(
+                "overlap",
+                format!(
+                    "{} device(s) were covered by more than one input at the same time (the same file twice, copies, or two collectors): {:.2} h covered twice and {} sample(s) dropped, so each device-hour counts once",
+                    o.devices, o.hours_covered_twice, o.samples_dropped
+                ),
+                o.devices,
+            );
+        }
+        if !self.several_hosts.is_empty() {
+            push(
+                "same_gpu_several_hosts",
+                format!(
+                    "{} GPU(s) were reported under more than one host and are counted once, under the host that reported them most: {}",
+                    self.several_hosts.len(),
+                    self.several_hosts
+                        .iter()
+                        .take(5)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+                self.several_hosts.len() as u64,
+            );
+        }
+        if !self.unresolved.is_empty() {
+            push(
+                "unresolved_overlap",
+                format!(
+                    "{} device(s) overlap between standard input and other inputs; standard input cannot be read twice, so only their data before the overlap counts (pass the data as a file): {}",
+                    self.unresolved.len(),
+                    self.unresolved
+                        .iter()
+                        .take(5)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                self.unresolved.len() as u64,
+            );
+        }
+        out
+    }
+}
+
+/// The first five of a list, joined, with `…` when there are more.
+fn first_five(items: &[String], sep: &str) -> String {
+    let shown: Vec<&str> = items.iter().take(5).map(String::as_str).collect();
+    format!(
+        "{}{}",
+        shown.join(sep),
+        if items.len() > 5 { ", …" } else { "" }
+    )
+}
+
+const DAY_MS: i64 = 86_400_000;
+const HOUR_MS: f64 = 3_600_000.0;
+
+/// One device's row: identity, group, diagnosis, figures and dollars.
+fn device_row(
+    p: &DeviceProfile,
+    priced: &Priced<'_>,
+    teams: &TeamMap,
+    opts: &ReportOptions,
+) -> DeviceRow {
+    let s = &p.stats;
+    let d: Diagnosis = diagnose::diagnose(s, &opts.diagnose);
+    let price = priced.quote.as_ref().map(|q| q.usd_per_gpu_hour);
+    // Instance-hours when the share is unknown (and then unpriced, and out of the sums).
+    let share = priced.share.unwrap_or(1.0);
+    let gpu_hours = s.observed_hours * share;
+    let namespace = p.info.label("namespace").map(str::to_owned);
+    let pod = p.info.label("pod").map(str::to_owned);
+    let team = teams
+        .team(&p.key.host, namespace.as_deref(), pod.as_deref())
+        .map(str::to_owned);
+    let group = match &opts.group_by {
+        GroupBy::Host => Some(p.key.host.clone()),
+        GroupBy::Model => priced
+            .model
+            .map(|m| m.name.clone())
+            .or_else(|| p.info.model_name.clone()),
+        GroupBy::Namespace => namespace.clone(),
+        GroupBy::Team => team.clone(),
+        GroupBy::Label(l) => p.info.label(l).map(str::to_owned),
+    }
+    .unwrap_or_else(|| "(none)".to_owned());
+    let longest = s.idle_episodes.iter().map(|e| e.dur_ms).max().unwrap_or(0);
+    DeviceRow {
+        id: p.key.to_string(),
+        name: display_name(&p.key, p.info.index),
+        host: p.key.host.clone(),
+        gpu: p.key.gpu.clone(),
+        index: p.info.index,
+        mig_instance: p.key.mig.clone(),
+        mig_profile: p.info.mig_profile.clone(),
+        model: priced.model.map(|m| m.name.clone()),
+        model_name: p.info.model_name.clone(),
+        namespace,
+        pod,
+        team,
+        group,
+        first_seen: rfc3339(s.first_ts_ms),
+        last_seen: rfc3339(s.last_ts_ms),
+        samples: s.samples,
+        sampling_interval_s: s.sampling_interval_s,
+        coverage_pct: (s.span_hours > 0.0).then(|| 100.0 * s.observed_hours / s.span_hours),
+        gpu_share: priced.share,
+        gpu_hours,
+        utilization_source: p.info.util_source.and_then(|u| serde_json_like_name(&u)),
+        mean_utilization_pct: s.util.as_ref().map(|u| u.mean_pct),
+        p50_utilization_pct: s.util.as_ref().map(|u| u.p50_pct),
+        p95_utilization_pct: s.util.as_ref().map(|u| u.p95_pct),
+        max_utilization_pct: s.util.as_ref().map(|u| u.max_pct),
+        utilization_bands_hours: s.util_band_hours,
+        sm_active_pct: s.sm_active_pct,
+        sm_occupancy_pct: s.sm_occupancy_pct,
+        tensor_active_pct: s.tensor_active_pct,
+        dram_active_pct: s.dram_active_pct,
+        memory_bandwidth_utilization_pct: s.mem_bw_util_pct,
+        peak_memory_used_mib: s.mem_used_peak_mib,
+        p95_memory_used_mib: s.mem_used_p95_mib,
+        memory_total_mib: s.mem_total_mib,
+        peak_memory_used_pct: match (s.mem_used_peak_mib, s.mem_total_mib) {
+            (Some(u), Some(t)) if t > 0.0 => Some(100.0 * u / t),
+            _ => None,
+        },
+        power_mean_w: s.power_mean_w,
+        power_limit_w: s.power_limit_w,
+        power_mean_pct_of_limit: match (s.power_mean_w, s.power_limit_w) {
+            (Some(p), Some(l)) if l > 0.0 => Some(100.0 * p / l),
+            _ => None,
+        },
+        idle_hours: s.idle_hours,
+        held_idle_hours: s.held_idle_hours,
+        idle_episodes: s.idle_episodes.len(),
+        #[allow(clippy::cast_precision_loss)]
+        longest_idle_hours: longest as f64 / HOUR_MS,
+        gaps: s.gaps,
+        class: d.class,
+        class_reason: d.class_reason,
+        bottleneck: d.bottleneck,
+        idle_windows: d.idle_windows,
+        idle_pattern: d.idle_pattern,
+        usd_per_gpu_hour: price,
+        cost_usd: price.map(|pr| gpu_hours * pr),
+        idle_cost_usd: price.map(|pr| s.idle_hours * share * pr),
+        held_idle_cost_usd: price.map(|pr| s.held_idle_hours * share * pr),
+        price_source: priced.quote.as_ref().map(|q| q.source.clone()),
+    }
+}
+
+/// Most wasteful first: idle cost, then cost, then idle hours, then id (stable output). An
+/// unpriced device sorts as if its dollars were 0 (its figures stay unknown in the row).
+fn sort_by_waste(devices: &mut [DeviceRow]) {
+    devices.sort_by(|a, b| {
+        b.idle_cost_usd
+            .unwrap_or(0.0)
+            .total_cmp(&a.idle_cost_usd.unwrap_or(0.0))
+            .then(
+                b.cost_usd
+                    .unwrap_or(0.0)
+                    .total_cmp(&a.cost_usd.unwrap_or(0.0)),
+            )
+            .then(b.idle_hours.total_cmp(&a.idle_hours))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+}
+
+/// Device-hours, utilization and idle time of the fleet in one hour (of the timeline or of the
+/// week).
+#[derive(Clone, Copy, Default)]
+struct HourSums {
+    covered_hours: f64,
+    /// Σ utilization % × hours.
+    util_pct_hours: f64,
+    /// Hours with a utilization reading.
+    util_hours: f64,
+    idle_hours: f64,
+}
+
+impl HourSums {
+    fn mean_utilization_pct(&self) -> Option<f64> {
+        (self.util_hours > 0.0).then(|| self.util_pct_hours / self.util_hours)
+    }
+}
+
+/// The fleet's running totals over the devices.
+struct Totals {
+    fleet: Sums,
+    groups: BTreeMap<String, Sums>,
+    by_class: BTreeMap<String, f64>,
+    count_by_class: BTreeMap<String, usize>,
+    timeline: BTreeMap<EpochMs, HourSums>,
+    how: Vec<HourSums>,
+    start: Option<EpochMs>,
+    end: Option<EpochMs>,
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Self {
+            fleet: Sums::default(),
+            groups: BTreeMap::new(),
+            by_class: BTreeMap::new(),
+            count_by_class: BTreeMap::new(),
+            timeline: BTreeMap::new(),
+            how: vec![HourSums::default(); 168],
+            start: None,
+            end: None,
+        }
+    }
+}
+
+impl Totals {
+    fn add(&mut self, p: &DeviceProfile, row: &DeviceRow) {
+        let s = &p.stats;
+        for acc in [
+            &mut self.fleet,
+            self.groups.entry(row.group.clone()).or_default(),
+        ] {
+            acc.add(s, row);
+        }
+        if row.gpu_share.is_some() {
+            *self
+                .by_class
+                .entry(row.class.as_str().to_owned())
+                .or_default() += row.gpu_hours;
+        }
+        *self
+            .count_by_class
+            .entry(row.class.as_str().to_owned())
+            .or_default() += 1;
+        for h in &s.hourly {
+            let e = self.timeline.entry(h.start_ms).or_default();
+            e.covered_hours += h.covered_hours;
+            #[allow(clippy::cast_precision_loss)]
+            {
+                e.util_pct_hours += h.util_weighted as f64 / 100.0 / HOUR_MS;
+            }
+            e.util_hours += h.util_hours;
+            e.idle_hours += h.idle_hours;
+        }
+        for (e, b) in self.how.iter_mut().zip(s.hour_of_week().iter()) {
+            e.covered_hours += b.covered_hours;
+            e.util_pct_hours += b.util_pct_hours;
+            e.util_hours += b.util_hours;
+            e.idle_hours += b.idle_hours;
+        }
+        self.start = Some(self.start.map_or(s.first_ts_ms, |x| x.min(s.first_ts_ms)));
+        self.end = Some(self.end.map_or(s.last_ts_ms, |x| x.max(s.last_ts_ms)));
+    }
+}
+
+/// Groups, most expensive first.
+fn group_rows(groups: BTreeMap<String, Sums>) -> Vec<GroupRow> {
+    let mut rows: Vec<GroupRow> = groups
+        .into_iter()
+        .map(|(key, g)| GroupRow {
+            key,
+            devices: g.devices,
+            gpu_hours: g.gpu_hours,
+            mean_utilization_pct: g.mean(),
+            idle_gpu_hours: g.idle,
+            cost_usd: g.cost,
+            idle_cost_usd: g.idle_cost,
+            held_idle_cost_usd: g.held_cost,
+            unpriced_devices: g.unpriced,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.cost_usd
+            .total_cmp(&a.cost_usd)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    rows
 }
 
 fn serde_json_like_name(u: &crate::sample::UtilSource) -> Option<String> {
@@ -1086,6 +1265,64 @@ mod tests {
         assert_eq!(r.devices[0].id, "h1/GPU-b", "most wasteful first");
         assert_eq!(r.devices[0].class, Class::Idle);
         assert_eq!(r.devices[1].class, Class::Saturated);
+    }
+
+    #[test]
+    fn a_mig_instance_of_an_unknown_gpu_has_no_invented_share() {
+        let st = ProfileSettings::default();
+        let mut b = ProfileBuilder::new(st.clone());
+        let whole = b.device(DeviceKey::new("h1", "GPU-a"));
+        let mut key = DeviceKey::new("h1", "GPU-b");
+        key.mig = Some("3".into());
+        let mig = b.device(key);
+        let info = b.info_mut(mig);
+        info.model_name = Some("NVIDIA Future GPU".into());
+        info.mig_profile = Some("3g.40gb".into());
+        for m in 0..=60 {
+            let s = Sample {
+                util_pct: Some(50.0),
+                ..Sample::at(1_767_571_200_000 + m * 60_000)
+            };
+            b.push(whole, &s).expect("in order");
+            b.push(mig, &s).expect("in order");
+        }
+        let profiles = b.build().finish(&st, &jiff::tz::TimeZone::UTC);
+        // A rule that prices every device at $2/GPU-hour: the whole GPU is priced; the MIG
+        // instance is not (its share of the GPU is unknown, so is its cost), never at 3/7.
+        let prices = PriceBook::new(
+            gpuwise_catalog::Catalog::builtin(),
+            crate::price::PriceContext::default(),
+        )
+        .with_rules("[[rule]]\nhost = \"*\"\nusd_per_gpu_hour = 2.0\n", "p.toml")
+        .expect("rules");
+        let r = build(
+            &profiles,
+            &prices,
+            &TeamMap::default(),
+            &opts(),
+            IngestSummary::default(),
+        );
+        let row = r
+            .devices
+            .iter()
+            .find(|d| d.mig_instance.is_some())
+            .expect("mig row");
+        assert_eq!(row.gpu_share, None);
+        assert_eq!(row.cost_usd, None);
+        assert_eq!(r.fleet.devices, 2);
+        assert!(
+            (r.fleet.gpu_hours - 1.0).abs() < 1e-9,
+            "{}",
+            r.fleet.gpu_hours
+        );
+        assert!((r.fleet.cost_usd - 2.0).abs() < 1e-9);
+        assert!((r.fleet.gpu_hours_by_class.values().sum::<f64>() - 1.0).abs() < 1e-9);
+        let w = r
+            .warnings
+            .iter()
+            .find(|w| w.kind == "mig_share_unknown")
+            .expect("warning");
+        assert!(w.message.contains("h1/GPU-b/mig3"), "{}", w.message);
     }
 
     #[test]
