@@ -461,9 +461,10 @@ fn window_confidence(hours: f64, what: &str) -> Confidence {
     }
 }
 
-/// Build the advice.
+/// Build the advice: the priced devices, each one's actions (idle, then placement), the
+/// actions over groups of devices (consolidation, commitments), the combined plan, and the
+/// actions ranked by savings.
 #[must_use]
-#[allow(clippy::too_many_lines)]
 pub fn advise(
     report: &Report,
     profiles: &[DeviceProfile],
@@ -472,8 +473,57 @@ pub fn advise(
     st: &AdviseSettings,
     tz: &jiff::tz::TimeZone,
 ) -> Advice {
-    let by_id: BTreeMap<String, &DeviceProfile> =
-        profiles.iter().map(|p| (p.key.to_string(), p)).collect();
+    let window_hours = window_hours(profiles);
+    let scale = MONTH_HOURS / window_hours;
+    let (mut devs, unpriced) = priced_devices(report, profiles, catalog, hints, scale);
+    let mut notes = Vec::new();
+    if window_hours < MIN_WINDOW_HOURS {
+        notes.push(format!(
+            "the data covers {:.1} hours; advice needs at least {MIN_WINDOW_HOURS:.0} (a day) to say anything about a month",
+            window_hours
+        ));
+        devs.clear();
+    }
+    let ctx = Context {
+        report,
+        catalog,
+        st,
+        tz,
+        window_hours,
+        scale,
+    };
+    let mut p = Proposals::default();
+    for (di, d) in devs.iter().enumerate() {
+        p.for_device(di, d, &ctx);
+    }
+    p.consolidations(&devs, st);
+    p.commitments(&devs, &ctx);
+    let (plans, per_action) = p.combined_plan(&devs);
+    let mut actions = p.actions;
+    for (i, a) in actions.iter_mut().enumerate() {
+        a.plan_savings_usd = per_action[i];
+        a.in_plan = per_action[i] > 0.0;
+    }
+    let (actions, plans) = ranked(report, actions, plans);
+    let current: f64 = plans.iter().map(|p| p.current_monthly_usd).sum();
+    let projected: f64 = plans.iter().map(|p| p.projected_monthly_usd).sum();
+    Advice {
+        schema: SCHEMA,
+        window_hours,
+        month_hours: MONTH_HOURS,
+        current_monthly_usd: current,
+        projected_monthly_usd: projected,
+        total_monthly_savings_usd: current - projected,
+        actions,
+        devices: plans,
+        unpriced,
+        notes,
+        settings: st.clone(),
+    }
+}
+
+/// Hours from the first sample of any device to the last of any.
+fn window_hours(profiles: &[DeviceProfile]) -> f64 {
     let first = profiles
         .iter()
         .map(|p| p.stats.first_ts_ms)
@@ -484,10 +534,21 @@ pub fn advise(
         .map(|p| p.stats.last_ts_ms)
         .max()
         .unwrap_or(0);
-    let window_hours = ((last - first) as f64 / 3.6e6).max(1e-9);
-    let scale = MONTH_HOURS / window_hours;
+    ((last - first) as f64 / 3.6e6).max(1e-9)
+}
+
+/// The devices advice can price (with their monthly cost), and the ids of those it cannot.
+fn priced_devices<'a>(
+    report: &'a Report,
+    profiles: &'a [DeviceProfile],
+    catalog: &'a Catalog,
+    hints: &'a Hints,
+    scale: f64,
+) -> (Vec<Dev<'a>>, Vec<String>) {
+    let by_id: BTreeMap<String, &DeviceProfile> =
+        profiles.iter().map(|p| (p.key.to_string(), p)).collect();
     let mut unpriced = Vec::new();
-    let mut devs: Vec<Dev<'_>> = Vec::new();
+    let mut devs = Vec::new();
     for row in &report.devices {
         let Some(p) = by_id.get(&row.id) else {
             continue;
@@ -509,355 +570,257 @@ pub fn advise(
             hint: hints.find(p),
         });
     }
+    (devs, unpriced)
+}
 
-    let mut notes = Vec::new();
-    if window_hours < MIN_WINDOW_HOURS {
-        notes.push(format!(
-            "the data covers {:.1} hours; advice needs at least {MIN_WINDOW_HOURS:.0} (a day) to say anything about a month",
-            window_hours
-        ));
-        devs.clear();
+/// What every action needs besides its device.
+struct Context<'a> {
+    report: &'a Report,
+    catalog: &'a Catalog,
+    st: &'a AdviseSettings,
+    tz: &'a jiff::tz::TimeZone,
+    window_hours: f64,
+    /// Months per observed window: monthly = window × scale.
+    scale: f64,
+}
+
+/// The actions proposed so far and, per device (by index), what each would do to it.
+#[derive(Default)]
+struct Proposals {
+    actions: Vec<Action>,
+    /// Per device: (action index, share of its cost the idle action removes).
+    idle_of: BTreeMap<usize, Vec<(usize, f64)>>,
+    /// Per device: (action index, price multiplier of the placement).
+    place_of: BTreeMap<usize, Vec<(usize, f64)>>,
+    /// Per device: the hour-of-week bins of its off-hours schedule.
+    scheduled: BTreeMap<usize, BTreeSet<usize>>,
+    /// Commitments: (action index, the devices of the model it covers).
+    commits: Vec<(usize, Vec<usize>)>,
+}
+
+impl Proposals {
+    fn idle(&mut self, di: usize, share: f64, a: Action) {
+        self.idle_of
+            .entry(di)
+            .or_default()
+            .push((self.actions.len(), share));
+        self.actions.push(a);
     }
-    let mut actions: Vec<Action> = Vec::new();
-    // Per device: (action index, idle share removed) and the placement candidates
-    // (action index, price multiplier).
-    let mut idle_of: BTreeMap<usize, Vec<(usize, f64)>> = BTreeMap::new();
-    let mut place_of: BTreeMap<usize, Vec<(usize, f64)>> = BTreeMap::new();
-    let mut scheduled: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
 
-    for (di, d) in devs.iter().enumerate() {
+    fn placement(&mut self, di: usize, a: Action) {
+        let m = a.projected_monthly_usd / a.current_monthly_usd.max(1e-9);
+        self.place_of
+            .entry(di)
+            .or_default()
+            .push((self.actions.len(), m));
+        self.actions.push(a);
+    }
+
+    /// A device's own actions: idle ones first (shutdown, or a schedule and culling), then,
+    /// for a device that works, placements (rightsize, spot, a cheaper place). A saturated
+    /// device needs capacity: nothing that could cost it throughput (a smaller or shared GPU,
+    /// spot interruptions) or lock its shape in (a commitment) is proposed.
+    fn for_device(&mut self, di: usize, d: &Dev<'_>, c: &Context<'_>) {
         let r = d.row;
-        // A saturated device needs capacity: nothing that could cost it throughput (a smaller
-        // or shared GPU, spot interruptions) or lock its shape in (a commitment) is proposed.
         if r.class == Class::Saturated {
-            continue;
+            return;
         }
-        let idle = d.idle_share();
-        // 1. shutdown_idle
         if r.class == Class::Idle {
-            let saved = d.monthly * idle;
-            if saved > 0.0 {
-                idle_of.entry(di).or_default().push((actions.len(), idle));
-                actions.push(Action {
-                    kind: Kind::ShutdownIdle,
-                    targets: vec![r.id.clone()],
-                    target_names: Vec::new(),
-                    current_monthly_usd: d.monthly,
-                    projected_monthly_usd: d.monthly - saved,
-                    monthly_savings_usd: saved,
-                    confidence: window_confidence(window_hours, "idle measured"),
-                    evidence: vec![format!(
-                        "idle {:.1} % of {:.0} observed hours ({:.0} h in episodes of ≥ {} min below {} %); {}",
-                        idle * 100.0,
-                        d.stats.observed_hours,
-                        d.stats.idle_hours,
-                        report.settings.min_idle_episode_min,
-                        report.settings.idle_threshold_pct,
-                        r.class_reason
-                    )],
-                    assumptions: vec![
-                        "the remaining busy hours are bought on demand when needed".to_owned(),
-                    ],
-                    how: vec![format!(
-                        "release {} (stop the instance or scale its node pool to zero); start capacity on demand for the {:.0} busy hours a month",
-                        r.name,
-                        (1.0 - idle) * d.stats.observed_hours * scale
-                    )],
-                    target: None,
-                    schedule: Vec::new(),
-                    in_plan: false,
-                    plan_savings_usd: 0.0,
-                });
+            if let Some(a) = shutdown_idle(d, c) {
+                self.idle(di, d.idle_share(), a);
             }
-            continue;
+            return;
         }
-        // 2. schedule_off_hours: bins idle for all of their observed time.
-        let strict: Vec<HowBin> = d
-            .stats
-            .hour_of_week()
-            .iter()
-            .map(|b| HowBin {
-                idle_hours: if b.covered_hours > 0.0 && b.idle_hours + 1e-6 >= b.covered_hours {
-                    b.covered_hours
-                } else {
-                    0.0
-                },
-                ..*b
-            })
-            .collect();
-        let (windows, _) = diagnose::idle_windows(&strict, 100.0);
-        let bins = window_bins(&windows);
-        let per_week = bins.len() as f64;
-        if per_week >= st.min_schedule_hours_per_week {
-            let coverage = (d.stats.observed_hours / window_hours).min(1.0);
-            let saved_h = per_week * MONTH_HOURS / 168.0 * coverage;
-            let saved = d.usd_per_gpu_hour * d.share * saved_h;
-            let share = (saved / d.monthly.max(1e-9)).min(idle);
-            idle_of.entry(di).or_default().push((actions.len(), share));
-            scheduled.insert(di, bins.clone());
-            actions.push(Action {
-                kind: Kind::ScheduleOffHours,
-                targets: vec![r.id.clone()],
-                target_names: Vec::new(),
-                current_monthly_usd: d.monthly,
-                projected_monthly_usd: d.monthly * (1.0 - share),
-                monthly_savings_usd: d.monthly * share,
-                confidence: window_confidence(window_hours, "the weekly pattern held"),
-                evidence: vec![format!(
-                    "{} ({per_week:.0} h a week in which the device did no work at all in the data); mean utilization {}",
-                    diagnose::describe(&windows).unwrap_or_default(),
-                    r.mean_utilization_pct
-                        .map_or_else(|| "–".to_owned(), |u| format!("{u:.1} %"))
-                )],
-                assumptions: vec![
-                    format!("the week repeats; hours in {} time", report.window.timezone),
-                    "the instance is not billed while stopped".to_owned(),
-                ],
-                how: schedule_steps(&windows, &r.name, &report.window.timezone),
-                target: None,
-                schedule: windows,
-                in_plan: false,
-                plan_savings_usd: 0.0,
-            });
+        if let Some((a, share, bins)) = schedule_off_hours(d, c) {
+            self.scheduled.insert(di, bins);
+            self.idle(di, share, a);
         }
-        // 3. release_held_idle
-        if d.stats.held_idle_hours > 0.0 {
-            let sched = scheduled.get(&di);
-            // Culled hours on their own (what the action saves alone), and those outside the
-            // off-hours schedule (what it adds to the schedule in the combined plan).
-            let (mut alone_h, mut saved_h) = (0.0, 0.0);
-            let mut episodes = 0;
-            for e in &d.stats.idle_episodes {
-                if e.held_ms == 0 {
-                    continue;
-                }
-                let held_frac = e.held_ms as f64 / e.dur_ms.max(1) as f64;
-                let all = outside_hours(e.start_ms, e.dur_ms, None, tz);
-                let h_alone = (all * held_frac - st.idle_timeout_h).max(0.0);
-                if h_alone > 0.0 {
-                    alone_h += h_alone;
-                    episodes += 1;
-                }
-                let outside = outside_hours(e.start_ms, e.dur_ms, sched, tz);
-                saved_h += (outside * held_frac - st.idle_timeout_h).max(0.0);
-            }
-            let share = (saved_h / d.observed()).min(idle);
-            let alone_share = (alone_h / d.observed()).min(idle);
-            let saved = d.monthly * alone_share;
-            if saved > 0.0 {
-                idle_of.entry(di).or_default().push((actions.len(), share));
-                actions.push(Action {
-                    kind: Kind::ReleaseHeldIdle,
-                    targets: vec![r.id.clone()],
-                    target_names: Vec::new(),
-                    current_monthly_usd: d.monthly,
-                    projected_monthly_usd: d.monthly - saved,
-                    monthly_savings_usd: saved,
-                    confidence: window_confidence(window_hours, "held-idle time measured"),
-                    evidence: vec![format!(
-                        "{:.0} h idle while holding {} (peak {}) over {:.0} observed hours; {episodes} held-idle episodes longer than the {:.0}-minute timeout{}",
-                        d.stats.held_idle_hours,
-                        d.stats
-                            .mem_used_mean_mib
-                            .map_or_else(|| "memory".to_owned(), |m| format!("{} on average", gib(m))),
-                        d.stats.mem_used_peak_mib.map_or_else(|| "–".to_owned(), gib),
-                        d.stats.observed_hours,
-                        st.idle_timeout_h * 60.0,
-                        if sched.is_some() { " (in the combined plan, hours inside the off-hours schedule are not counted again)" } else { "" }
-                    )],
-                    assumptions: vec![
-                        "a culled session's GPU is released (autoscaled pool) until the next session".to_owned(),
-                    ],
-                    how: vec![
-                        format!(
-                            "cull idle kernels after {:.0} minutes: JupyterHub `c.MappingKernelManager.cull_idle_timeout = {:.0}` with `cull_connected = True`, or Kubeflow notebooks `CULL_IDLE_TIME={:.0}`",
-                            st.idle_timeout_h * 60.0,
-                            st.idle_timeout_h * 3600.0,
-                            st.idle_timeout_h * 60.0
-                        ),
-                        format!("let {}'s node pool scale to zero when no session holds the GPU", r.name),
-                    ],
-                    target: None,
-                    schedule: Vec::new(),
-                    in_plan: false,
-                    plan_savings_usd: 0.0,
-                });
-            }
+        if let Some((a, share)) = release_held_idle(d, self.scheduled.get(&di), c) {
+            self.idle(di, share, a);
         }
         if matches!(r.class, Class::HeldIdle | Class::Unknown) {
-            continue;
+            return;
         }
-        // 4. rightsize
         if matches!(r.class, Class::Underutilized | Class::Healthy)
-            && let Some(a) = rightsize(d, catalog, st)
+            && let Some(a) = rightsize(d, c.catalog, c.st)
         {
-            let m = a.projected_monthly_usd / a.current_monthly_usd.max(1e-9);
-            place_of.entry(di).or_default().push((actions.len(), m));
-            actions.push(a);
+            self.placement(di, a);
         }
-        // 6. use_spot
-        if let Some(a) = use_spot(d, catalog, st) {
-            let m = a.projected_monthly_usd / a.current_monthly_usd.max(1e-9);
-            place_of.entry(di).or_default().push((actions.len(), m));
-            actions.push(a);
+        if let Some(a) = use_spot(d, c.catalog, c.st) {
+            self.placement(di, a);
         }
-        // 8. move_cheaper
-        if let Some(a) = move_cheaper(d, catalog, st) {
-            let m = a.projected_monthly_usd / a.current_monthly_usd.max(1e-9);
-            place_of.entry(di).or_default().push((actions.len(), m));
-            actions.push(a);
+        if let Some(a) = move_cheaper(d, c.catalog, c.st) {
+            self.placement(di, a);
         }
     }
 
-    // 5. consolidate, per GPU model.
-    let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (di, d) in devs.iter().enumerate() {
-        if let Some(spec) = d.spec
-            && d.row.mig_instance.is_none()
-            && matches!(d.row.class, Class::Underutilized | Class::Healthy)
-            && d.row
-                .p95_utilization_pct
-                .is_some_and(|p| p < st.consolidate_below_pct)
-            && d.row.peak_memory_used_mib.is_some()
-        {
-            groups.entry(spec.name.as_str()).or_default().push(di);
-        }
-    }
-    for (_, members) in groups {
-        if members.len() < 2 {
-            continue;
-        }
-        if let Some((a, freed)) = consolidate(&devs, &members, st) {
-            let idx = actions.len();
-            for &di in &members {
-                let m = if freed.contains(&di) { 0.0 } else { 1.0 };
-                place_of.entry(di).or_default().push((idx, m));
-            }
-            actions.push(a);
-        }
-    }
-
-    // 7. commit_baseline, per GPU model.
-    let mut by_model: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (di, d) in devs.iter().enumerate() {
-        if let Some(spec) = d.spec
-            && d.row.class != Class::Saturated
-        {
-            by_model.entry(spec.name.as_str()).or_default().push(di);
-        }
-    }
-    let mut commits: Vec<(usize, Vec<usize>)> = Vec::new();
-    for (name, members) in by_model {
-        if let Some(a) = commit_baseline(&devs, name, &members, catalog, st, window_hours) {
-            commits.push((actions.len(), members));
-            actions.push(a);
-        }
-    }
-
-    // The combined plan.
-    let mut plans = Vec::new();
-    let mut per_action = vec![0.0f64; actions.len()];
-    // Consolidation is chosen for a whole group or not at all: when its members' best
-    // individual placements save more, they win.
-    let mut rejected: BTreeSet<usize> = BTreeSet::new();
-    for (i, a) in actions.iter().enumerate() {
-        if a.kind != Kind::Consolidate {
-            continue;
-        }
-        let mut alone = 0.0;
+    /// Consolidation, per GPU model, of lightly used whole GPUs: each member is placed on the
+    /// shared GPUs (multiplier 1) or freed (multiplier 0).
+    fn consolidations(&mut self, devs: &[Dev<'_>], st: &AdviseSettings) {
+        let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for (di, d) in devs.iter().enumerate() {
-            if a.targets.contains(&d.row.id) {
-                let best = place_of
-                    .get(&di)
-                    .into_iter()
-                    .flatten()
-                    .filter(|(j, _)| *j != i)
-                    .map(|(_, m)| d.monthly * (1.0 - m))
-                    .fold(0.0, f64::max);
-                alone += best;
+            if let Some(spec) = d.spec
+                && d.row.mig_instance.is_none()
+                && matches!(d.row.class, Class::Underutilized | Class::Healthy)
+                && d.row
+                    .p95_utilization_pct
+                    .is_some_and(|p| p < st.consolidate_below_pct)
+                && d.row.peak_memory_used_mib.is_some()
+            {
+                groups.entry(spec.name.as_str()).or_default().push(di);
             }
         }
-        if alone >= a.monthly_savings_usd {
-            rejected.insert(i);
+        for (_, members) in groups {
+            if members.len() < 2 {
+                continue;
+            }
+            if let Some((a, freed)) = consolidate(devs, &members, st) {
+                let idx = self.actions.len();
+                for &di in &members {
+                    let m = if freed.contains(&di) { 0.0 } else { 1.0 };
+                    self.place_of.entry(di).or_default().push((idx, m));
+                }
+                self.actions.push(a);
+            }
         }
     }
-    let mut placed: BTreeSet<usize> = BTreeSet::new();
-    for (di, d) in devs.iter().enumerate() {
-        let idle_pick: Vec<(usize, f64)> = match idle_of.get(&di) {
-            Some(list) => {
-                if let Some(s) = list
-                    .iter()
-                    .find(|(i, _)| actions[*i].kind == Kind::ShutdownIdle)
-                {
-                    vec![*s]
-                } else {
-                    list.clone()
+
+    /// A commitment per GPU model over its devices that are not saturated.
+    fn commitments(&mut self, devs: &[Dev<'_>], c: &Context<'_>) {
+        let mut by_model: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (di, d) in devs.iter().enumerate() {
+            if let Some(spec) = d.spec
+                && d.row.class != Class::Saturated
+            {
+                by_model.entry(spec.name.as_str()).or_default().push(di);
+            }
+        }
+        for (name, members) in by_model {
+            if let Some(a) = commit_baseline(devs, name, &members, c.catalog, c.st, c.window_hours)
+            {
+                self.commits.push((self.actions.len(), members));
+                self.actions.push(a);
+            }
+        }
+    }
+
+    /// Consolidations whose members' best individual placements save more: vetoed, since a
+    /// consolidation is chosen for a whole group or not at all.
+    fn consolidation_vetoes(&self, devs: &[Dev<'_>]) -> BTreeSet<usize> {
+        let mut rejected = BTreeSet::new();
+        for (i, a) in self.actions.iter().enumerate() {
+            if a.kind != Kind::Consolidate {
+                continue;
+            }
+            let mut alone = 0.0;
+            for (di, d) in devs.iter().enumerate() {
+                if a.targets.contains(&d.row.id) {
+                    let best = self
+                        .place_of
+                        .get(&di)
+                        .into_iter()
+                        .flatten()
+                        .filter(|(j, _)| *j != i)
+                        .map(|(_, m)| d.monthly * (1.0 - m))
+                        .fold(0.0, f64::max);
+                    alone += best;
                 }
             }
-            None => Vec::new(),
-        };
-        let f: f64 = idle_pick.iter().map(|(_, s)| s).sum::<f64>().min(1.0);
-        let consolidated = place_of
-            .get(&di)
-            .into_iter()
-            .flatten()
-            .find(|(i, _)| actions[*i].kind == Kind::Consolidate && !rejected.contains(i))
-            .copied();
-        let best = consolidated.or_else(|| {
-            place_of
-                .get(&di)
-                .into_iter()
-                .flatten()
-                .filter(|(i, _)| actions[*i].kind != Kind::Consolidate)
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .copied()
-        });
-        let m = best.map_or(1.0, |(_, m)| m.clamp(0.0, 1.0));
-        let projected = d.monthly * (1.0 - f) * m;
-        let mut used = Vec::new();
-        for (i, s) in &idle_pick {
-            per_action[*i] += d.monthly * s.min(f);
-            used.push(*i);
-        }
-        if let Some((i, _)) = best {
-            per_action[i] += d.monthly * (1.0 - f) * (1.0 - m);
-            if !used.contains(&i) {
-                used.push(i);
+            if alone >= a.monthly_savings_usd {
+                rejected.insert(i);
             }
-            placed.insert(di);
         }
-        plans.push(DevicePlan {
-            name: String::new(),
-            id: d.row.id.clone(),
-            current_monthly_usd: d.monthly,
-            projected_monthly_usd: projected,
-            actions: used,
-        });
+        rejected
     }
-    // A commitment covers what is left of a model's devices that got no placement action.
-    for (i, members) in commits {
-        let free: Vec<usize> = members
-            .iter()
-            .copied()
-            .filter(|di| !placed.contains(di))
-            .collect();
-        let left: f64 = free.iter().map(|&di| plans[di].projected_monthly_usd).sum();
-        if free.is_empty() || left <= 0.0 {
-            continue;
+
+    /// The combined plan: per device at most one idle action (shutdown alone, or the schedule
+    /// and culling together) and one placement (the group's consolidation unless vetoed, else
+    /// the cheapest), priced together as current × (1 − idle share) × multiplier; then each
+    /// commitment covers what its model's unplaced devices still cost. Returns the per-device
+    /// plans and what each action saves in the plan.
+    fn combined_plan(&self, devs: &[Dev<'_>]) -> (Vec<DevicePlan>, Vec<f64>) {
+        let actions = &self.actions;
+        let rejected = self.consolidation_vetoes(devs);
+        let mut plans = Vec::new();
+        let mut per_action = vec![0.0f64; actions.len()];
+        let mut placed: BTreeSet<usize> = BTreeSet::new();
+        for (di, d) in devs.iter().enumerate() {
+            let idle_pick: Vec<(usize, f64)> = match self.idle_of.get(&di) {
+                Some(list) => {
+                    if let Some(s) = list
+                        .iter()
+                        .find(|(i, _)| actions[*i].kind == Kind::ShutdownIdle)
+                    {
+                        vec![*s]
+                    } else {
+                        list.clone()
+                    }
+                }
+                None => Vec::new(),
+            };
+            let f: f64 = idle_pick.iter().map(|(_, s)| s).sum::<f64>().min(1.0);
+            let placements = || self.place_of.get(&di).into_iter().flatten();
+            let consolidated = placements()
+                .find(|(i, _)| actions[*i].kind == Kind::Consolidate && !rejected.contains(i))
+                .copied();
+            let best = consolidated.or_else(|| {
+                placements()
+                    .filter(|(i, _)| actions[*i].kind != Kind::Consolidate)
+                    .min_by(|a, b| a.1.total_cmp(&b.1))
+                    .copied()
+            });
+            let m = best.map_or(1.0, |(_, m)| m.clamp(0.0, 1.0));
+            let projected = d.monthly * (1.0 - f) * m;
+            let mut used = Vec::new();
+            for (i, s) in &idle_pick {
+                per_action[*i] += d.monthly * s.min(f);
+                used.push(*i);
+            }
+            if let Some((i, _)) = best {
+                per_action[i] += d.monthly * (1.0 - f) * (1.0 - m);
+                if !used.contains(&i) {
+                    used.push(i);
+                }
+                placed.insert(di);
+            }
+            plans.push(DevicePlan {
+                name: String::new(),
+                id: d.row.id.clone(),
+                current_monthly_usd: d.monthly,
+                projected_monthly_usd: projected,
+                actions: used,
+            });
         }
-        let s = actions[i].monthly_savings_usd.min(left);
-        for &di in &free {
-            let cut = s * plans[di].projected_monthly_usd / left;
-            plans[di].projected_monthly_usd -= cut;
-            plans[di].actions.push(i);
+        // A commitment covers what is left of a model's devices that got no placement action.
+        for (i, members) in &self.commits {
+            let free: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|di| !placed.contains(di))
+                .collect();
+            let left: f64 = free.iter().map(|&di| plans[di].projected_monthly_usd).sum();
+            if free.is_empty() || left <= 0.0 {
+                continue;
+            }
+            let s = actions[*i].monthly_savings_usd.min(left);
+            for &di in &free {
+                let cut = s * plans[di].projected_monthly_usd / left;
+                plans[di].projected_monthly_usd -= cut;
+                plans[di].actions.push(*i);
+            }
+            per_action[*i] += s;
         }
-        per_action[i] += s;
+        (plans, per_action)
     }
-    for (i, a) in actions.iter_mut().enumerate() {
-        a.plan_savings_usd = per_action[i];
-        a.in_plan = per_action[i] > 0.0;
-    }
-    // Rank by savings; renumber the plan's references.
+}
+
+/// Actions ranked by savings (then kind, then targets), with device names; the plans' action
+/// references renumbered to match.
+fn ranked(
+    report: &Report,
+    actions: Vec<Action>,
+    mut plans: Vec<DevicePlan>,
+) -> (Vec<Action>, Vec<DevicePlan>) {
     let mut order: Vec<usize> = (0..actions.len()).collect();
     order.sort_by(|&a, &b| {
         actions[b]
@@ -880,7 +843,7 @@ pub fn advise(
             .get(id.as_str())
             .map_or_else(|| id.clone(), |n| (*n).to_owned())
     };
-    let actions: Vec<Action> = order
+    let ranked: Vec<Action> = order
         .iter()
         .map(|&i| {
             let mut a = actions[i].clone();
@@ -890,28 +853,186 @@ pub fn advise(
         .collect();
     for p in &mut plans {
         p.name = name_of(&p.id);
-    }
-    for p in &mut plans {
         for i in &mut p.actions {
             *i = new_index[*i];
         }
         p.actions.sort_unstable();
     }
-    let current: f64 = plans.iter().map(|p| p.current_monthly_usd).sum();
-    let projected: f64 = plans.iter().map(|p| p.projected_monthly_usd).sum();
-    Advice {
-        schema: SCHEMA,
-        window_hours,
-        month_hours: MONTH_HOURS,
-        current_monthly_usd: current,
-        projected_monthly_usd: projected,
-        total_monthly_savings_usd: current - projected,
-        actions,
-        devices: plans,
-        unpriced,
-        notes,
-        settings: st.clone(),
+    (ranked, plans)
+}
+
+/// Release an idle device: it saves its idle share of the month.
+fn shutdown_idle(d: &Dev<'_>, c: &Context<'_>) -> Option<Action> {
+    let r = d.row;
+    let idle = d.idle_share();
+    let saved = d.monthly * idle;
+    (saved > 0.0).then(|| Action {
+        kind: Kind::ShutdownIdle,
+        targets: vec![r.id.clone()],
+        target_names: Vec::new(),
+        current_monthly_usd: d.monthly,
+        projected_monthly_usd: d.monthly - saved,
+        monthly_savings_usd: saved,
+        confidence: window_confidence(c.window_hours, "idle measured"),
+        evidence: vec![format!(
+            "idle {:.1} % of {:.0} observed hours ({:.0} h in episodes of ≥ {} min below {} %); {}",
+            idle * 100.0,
+            d.stats.observed_hours,
+            d.stats.idle_hours,
+            c.report.settings.min_idle_episode_min,
+            c.report.settings.idle_threshold_pct,
+            r.class_reason
+        )],
+        assumptions: vec!["the remaining busy hours are bought on demand when needed".to_owned()],
+        how: vec![format!(
+            "release {} (stop the instance or scale its node pool to zero); start capacity on demand for the {:.0} busy hours a month",
+            r.name,
+            (1.0 - d.idle_share()) * d.stats.observed_hours * c.scale
+        )],
+        target: None,
+        schedule: Vec::new(),
+        in_plan: false,
+        plan_savings_usd: 0.0,
+    })
+}
+
+/// Stop a device in the hours of the week in which it did no work at all: the action, the
+/// share of its cost it removes, and the hour-of-week bins of the schedule.
+fn schedule_off_hours(d: &Dev<'_>, c: &Context<'_>) -> Option<(Action, f64, BTreeSet<usize>)> {
+    let r = d.row;
+    let strict: Vec<HowBin> = d
+        .stats
+        .hour_of_week()
+        .iter()
+        .map(|b| HowBin {
+            idle_hours: if b.covered_hours > 0.0 && b.idle_hours + 1e-6 >= b.covered_hours {
+                b.covered_hours
+            } else {
+                0.0
+            },
+            ..*b
+        })
+        .collect();
+    let (windows, _) = diagnose::idle_windows(&strict, 100.0);
+    let bins = window_bins(&windows);
+    let per_week = bins.len() as f64;
+    if per_week < c.st.min_schedule_hours_per_week {
+        return None;
     }
+    let coverage = (d.stats.observed_hours / c.window_hours).min(1.0);
+    let saved_h = per_week * MONTH_HOURS / 168.0 * coverage;
+    let saved = d.usd_per_gpu_hour * d.share * saved_h;
+    let share = (saved / d.monthly.max(1e-9)).min(d.idle_share());
+    let tz_name = &c.report.window.timezone;
+    let a = Action {
+        kind: Kind::ScheduleOffHours,
+        targets: vec![r.id.clone()],
+        target_names: Vec::new(),
+        current_monthly_usd: d.monthly,
+        projected_monthly_usd: d.monthly * (1.0 - share),
+        monthly_savings_usd: d.monthly * share,
+        confidence: window_confidence(c.window_hours, "the weekly pattern held"),
+        evidence: vec![format!(
+            "{} ({per_week:.0} h a week in which the device did no work at all in the data); mean utilization {}",
+            diagnose::describe(&windows).unwrap_or_default(),
+            r.mean_utilization_pct
+                .map_or_else(|| "–".to_owned(), |u| format!("{u:.1} %"))
+        )],
+        assumptions: vec![
+            format!("the week repeats; hours in {tz_name} time"),
+            "the instance is not billed while stopped".to_owned(),
+        ],
+        how: schedule_steps(&windows, &r.name, tz_name),
+        target: None,
+        schedule: windows,
+        in_plan: false,
+        plan_savings_usd: 0.0,
+    };
+    Some((a, share, bins))
+}
+
+/// Cull sessions that hold memory while idle, after the idle timeout: the action (priced on
+/// its own) and the share of the device's cost it removes beside the off-hours schedule
+/// `sched` (hours inside the schedule are not counted twice).
+fn release_held_idle(
+    d: &Dev<'_>,
+    sched: Option<&BTreeSet<usize>>,
+    c: &Context<'_>,
+) -> Option<(Action, f64)> {
+    let (r, st) = (d.row, c.st);
+    if d.stats.held_idle_hours <= 0.0 {
+        return None;
+    }
+    let (mut alone_h, mut saved_h) = (0.0, 0.0);
+    let mut episodes = 0;
+    for e in &d.stats.idle_episodes {
+        if e.held_ms == 0 {
+            continue;
+        }
+        let held_frac = e.held_ms as f64 / e.dur_ms.max(1) as f64;
+        let all = outside_hours(e.start_ms, e.dur_ms, None, c.tz);
+        let h_alone = (all * held_frac - st.idle_timeout_h).max(0.0);
+        if h_alone > 0.0 {
+            alone_h += h_alone;
+            episodes += 1;
+        }
+        let outside = outside_hours(e.start_ms, e.dur_ms, sched, c.tz);
+        saved_h += (outside * held_frac - st.idle_timeout_h).max(0.0);
+    }
+    let idle = d.idle_share();
+    let share = (saved_h / d.observed()).min(idle);
+    let alone_share = (alone_h / d.observed()).min(idle);
+    let saved = d.monthly * alone_share;
+    if saved <= 0.0 {
+        return None;
+    }
+    let a = Action {
+        kind: Kind::ReleaseHeldIdle,
+        targets: vec![r.id.clone()],
+        target_names: Vec::new(),
+        current_monthly_usd: d.monthly,
+        projected_monthly_usd: d.monthly - saved,
+        monthly_savings_usd: saved,
+        confidence: window_confidence(c.window_hours, "held-idle time measured"),
+        evidence: vec![format!(
+            "{:.0} h idle while holding {} (peak {}) over {:.0} observed hours; {episodes} held-idle episodes longer than the {:.0}-minute timeout{}",
+            d.stats.held_idle_hours,
+            d.stats
+                .mem_used_mean_mib
+                .map_or_else(|| "memory".to_owned(), |m| format!("{} on average", gib(m))),
+            d.stats
+                .mem_used_peak_mib
+                .map_or_else(|| "–".to_owned(), gib),
+            d.stats.observed_hours,
+            st.idle_timeout_h * 60.0,
+            if sched.is_some() {
+                " (in the combined plan, hours inside the off-hours schedule are not counted again)"
+            } else {
+                ""
+            }
+        )],
+        assumptions: vec![
+            "a culled session's GPU is released (autoscaled pool) until the next session"
+                .to_owned(),
+        ],
+        how: vec![
+            format!(
+                "cull idle kernels after {:.0} minutes: JupyterHub `c.MappingKernelManager.cull_idle_timeout = {:.0}` with `cull_connected = True`, or Kubeflow notebooks `CULL_IDLE_TIME={:.0}`",
+                st.idle_timeout_h * 60.0,
+                st.idle_timeout_h * 3600.0,
+                st.idle_timeout_h * 60.0
+            ),
+            format!(
+                "let {}'s node pool scale to zero when no session holds the GPU",
+                r.name
+            ),
+        ],
+        target: None,
+        schedule: Vec::new(),
+        in_plan: false,
+        plan_savings_usd: 0.0,
+    };
+    Some((a, share))
 }
 
 /// Hour-of-week bins (0 = Monday 00:00) covered by windows.
