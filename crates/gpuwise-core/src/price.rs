@@ -145,7 +145,6 @@ impl PriceBook {
     }
 
     /// Add the rules of a price file (`origin` names it in messages and price sources).
-    #[allow(clippy::too_many_lines)]
     pub fn with_rules(mut self, text: &str, origin: &str) -> Result<Self, PriceError> {
         let file: PriceFile = toml::from_str(text).map_err(|e| PriceError::Syntax {
             origin: origin.to_owned(),
@@ -158,138 +157,153 @@ impl PriceBook {
                 index,
                 message,
             };
-            let mut source = format!("{origin} rule {index}");
-            let mut as_of = None;
-            let usd = match (
-                rule.usd_per_gpu_hour,
-                rule.usd_per_instance_hour,
-                &rule.instance,
-                &rule.cluster,
-            ) {
-                (Some(_), Some(_), ..) => {
-                    return Err(err(
-                        "give `usd_per_gpu_hour` or `usd_per_instance_hour`, not both".into(),
-                    ));
-                }
-                (Some(p), None, ..) => p,
-                (None, Some(p), ..) => match rule.gpus_per_instance {
-                    Some(n) if n > 0 => p / f64::from(n),
-                    _ => {
-                        return Err(err(
-                            "`usd_per_instance_hour` needs `gpus_per_instance` (at least 1)".into(),
-                        ));
-                    }
-                },
-                (None, None, _, Some(name)) => {
-                    let row = self
-                        .catalog
-                        .instances
-                        .iter()
-                        .find(|r| r.cloud == "onprem" && r.instance_type == *name)
-                        .ok_or_else(|| {
-                            err(format!(
-                                "cluster `{name}` is not in the catalog overlay (--overlay)"
-                            ))
-                        })?;
-                    as_of = Some(row.as_of.clone());
-                    source = format!("{source}: {}", row.source);
-                    row.on_demand_usd_per_hour.ok_or_else(|| {
-                        err(format!("cluster `{name}` has no price in the overlay"))
-                    })? / row.gpu_count
-                }
-                (None, None, Some(instance), None) => {
-                    let pricing = match rule.pricing.as_deref() {
-                        Some(p) => Pricing::parse(p).map_err(&err)?,
-                        None => Pricing::OnDemand,
-                    };
-                    let row = self
-                        .catalog
-                        .instances
-                        .iter()
-                        .filter(|r| r.instance_type == *instance)
-                        .filter(|r| rule.cloud.as_ref().is_none_or(|c| *c == r.cloud))
-                        .filter(|r| rule.region.as_ref().is_none_or(|g| *g == r.region))
-                        .filter_map(|r| r.per_gpu(pricing).map(|p| (r, p)))
-                        .min_by(|a, b| a.1.total_cmp(&b.1))
-                        .ok_or_else(|| {
-                            err(format!(
-                                "instance `{instance}`{}{} has no {pricing} price in the catalog",
-                                rule.cloud
-                                    .as_deref()
-                                    .map_or(String::new(), |c| format!(" on {c}")),
-                                rule.region
-                                    .as_deref()
-                                    .map_or(String::new(), |r| format!(" in {r}"))
-                            ))
-                        })?;
-                    as_of = Some(row.0.as_of.clone());
-                    source = format!(
-                        "{source}: {} {} {} {pricing} ${}/h ÷ {} GPUs ({}, {})",
-                        row.0.cloud,
-                        row.0.instance_type,
-                        row.0.region,
-                        row.1 * row.0.gpu_count,
-                        row.0.gpu_count,
-                        row.0.source,
-                        row.0.as_of
-                    );
-                    row.1
-                }
-                (None, None, None, None) => {
-                    return Err(err("no price: give `usd_per_gpu_hour`, `usd_per_instance_hour`, `instance` or `cluster`".into()));
-                }
-            };
-            let usd = gpuwise_catalog::check_gpu_hour_price(usd).map_err(&err)?;
-            if rule.usd_per_gpu_hour.is_some() || rule.usd_per_instance_hour.is_some() {
-                for extra in [&rule.instance, &rule.pricing, &rule.note]
-                    .into_iter()
-                    .flatten()
-                {
-                    source.push_str(", ");
-                    source.push_str(extra);
-                }
-            } else if let Some(n) = &rule.note {
-                source.push_str(", ");
-                source.push_str(n);
-            }
-            let host = rule
-                .host
-                .as_deref()
-                .map(glob::Pattern::new)
-                .transpose()
-                .map_err(|e| err(format!("`host` is not a valid glob: {e}")))?;
-            let model = match rule.model.as_deref() {
-                Some(m) => Some(
-                    self.catalog
-                        .resolve(m)
-                        .ok_or_else(|| err(format!("unknown GPU model `{m}`")))?
-                        .name
-                        .clone(),
-                ),
-                None => None,
-            };
-            let label = match rule.label.as_deref() {
-                Some(l) => {
-                    let (k, v) = l
-                        .split_once('=')
-                        .ok_or_else(|| err(format!("`label` must be `key=value`, got `{l}`")))?;
-                    Some((k.trim().to_owned(), v.trim().to_owned()))
-                }
-                None => None,
-            };
-            self.rules.push(Compiled {
-                host,
-                model,
-                label,
-                quote: Quote {
-                    usd_per_gpu_hour: usd,
-                    source,
-                    as_of,
-                    fallback: None,
-                },
-            });
+            let compiled = self
+                .compile(&rule, &format!("{origin} rule {index}"))
+                .map_err(err)?;
+            self.rules.push(compiled);
         }
         Ok(self)
+    }
+
+    /// One rule: its price (with where it came from) and what it matches.
+    fn compile(&self, rule: &PriceRule, name: &str) -> Result<Compiled, String> {
+        let (usd, mut source, as_of) = self.rule_price(rule, name)?;
+        let usd = gpuwise_catalog::check_gpu_hour_price(usd)?;
+        if rule.usd_per_gpu_hour.is_some() || rule.usd_per_instance_hour.is_some() {
+            for extra in [&rule.instance, &rule.pricing, &rule.note]
+                .into_iter()
+                .flatten()
+            {
+                source.push_str(", ");
+                source.push_str(extra);
+            }
+        } else if let Some(n) = &rule.note {
+            source.push_str(", ");
+            source.push_str(n);
+        }
+        let host = rule
+            .host
+            .as_deref()
+            .map(glob::Pattern::new)
+            .transpose()
+            .map_err(|e| format!("`host` is not a valid glob: {e}"))?;
+        let model = match rule.model.as_deref() {
+            Some(m) => Some(
+                self.catalog
+                    .resolve(m)
+                    .ok_or_else(|| format!("unknown GPU model `{m}`"))?
+                    .name
+                    .clone(),
+            ),
+            None => None,
+        };
+        let label = match rule.label.as_deref() {
+            Some(l) => {
+                let (k, v) = l
+                    .split_once('=')
+                    .ok_or_else(|| format!("`label` must be `key=value`, got `{l}`"))?;
+                Some((k.trim().to_owned(), v.trim().to_owned()))
+            }
+            None => None,
+        };
+        Ok(Compiled {
+            host,
+            model,
+            label,
+            quote: Quote {
+                usd_per_gpu_hour: usd,
+                source,
+                as_of,
+                fallback: None,
+            },
+        })
+    }
+
+    /// A rule's $ per GPU-hour, its source text and as-of date: given directly, per instance
+    /// and its GPUs, a catalog instance, or an overlay cluster, exactly one of them.
+    fn rule_price(
+        &self,
+        rule: &PriceRule,
+        name: &str,
+    ) -> Result<(f64, String, Option<String>), String> {
+        let source = name.to_owned();
+        match (
+            rule.usd_per_gpu_hour,
+            rule.usd_per_instance_hour,
+            &rule.instance,
+            &rule.cluster,
+        ) {
+            (Some(_), Some(_), ..) => {
+                Err("give `usd_per_gpu_hour` or `usd_per_instance_hour`, not both".into())
+            }
+            (Some(p), None, ..) => Ok((p, source, None)),
+            (None, Some(p), ..) => match rule.gpus_per_instance {
+                Some(n) if n > 0 => Ok((p / f64::from(n), source, None)),
+                _ => Err("`usd_per_instance_hour` needs `gpus_per_instance` (at least 1)".into()),
+            },
+            (None, None, _, Some(cluster)) => {
+                let row = self
+                    .catalog
+                    .instances
+                    .iter()
+                    .find(|r| r.cloud == "onprem" && r.instance_type == *cluster)
+                    .ok_or_else(|| {
+                        format!("cluster `{cluster}` is not in the catalog overlay (--overlay)")
+                    })?;
+                let usd = row
+                    .on_demand_usd_per_hour
+                    .ok_or_else(|| format!("cluster `{cluster}` has no price in the overlay"))?
+                    / row.gpu_count;
+                Ok((
+                    usd,
+                    format!("{source}: {}", row.source),
+                    Some(row.as_of.clone()),
+                ))
+            }
+            (None, None, Some(instance), None) => self.instance_price(rule, instance, &source),
+            (None, None, None, None) => Err(
+                "no price: give `usd_per_gpu_hour`, `usd_per_instance_hour`, `instance` or `cluster`"
+                    .into(),
+            ),
+        }
+    }
+
+    /// The cheapest catalog row of `instance` (in the rule's cloud and region) per GPU-hour.
+    fn instance_price(
+        &self,
+        rule: &PriceRule,
+        instance: &str,
+        source: &str,
+    ) -> Result<(f64, String, Option<String>), String> {
+        let pricing = match rule.pricing.as_deref() {
+            Some(p) => Pricing::parse(p)?,
+            None => Pricing::OnDemand,
+        };
+        let (row, listed, per_gpu) = self
+            .catalog
+            .instances
+            .iter()
+            .filter(|r| r.instance_type == instance)
+            .filter(|r| rule.cloud.as_ref().is_none_or(|c| *c == r.cloud))
+            .filter(|r| rule.region.as_ref().is_none_or(|g| *g == r.region))
+            .filter_map(|r| Some((r, r.price(pricing)?, r.per_gpu(pricing)?)))
+            .min_by(|a, b| a.2.total_cmp(&b.2))
+            .ok_or_else(|| {
+                format!(
+                    "instance `{instance}`{}{} has no {pricing} price in the catalog",
+                    rule.cloud
+                        .as_deref()
+                        .map_or(String::new(), |c| format!(" on {c}")),
+                    rule.region
+                        .as_deref()
+                        .map_or(String::new(), |r| format!(" in {r}"))
+                )
+            })?;
+        let source = format!(
+            "{source}: {} {} {} {pricing} ${listed}/h ÷ {} GPUs ({}, {})",
+            row.cloud, row.instance_type, row.region, row.gpu_count, row.source, row.as_of
+        );
+        Ok((per_gpu, source, Some(row.as_of.clone())))
     }
 
     /// The price of one whole GPU-hour of this device, or `None` when nothing is known.

@@ -27,10 +27,23 @@ fn bottleneck_name(k: BottleneckKind) -> &'static str {
     }
 }
 
-#[allow(clippy::too_many_lines)]
+/// The report's sections, in reading order.
 pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
-    let f = &r.fleet;
     let mut out = Vec::new();
+    fleet(r, &mut out);
+    by_class(r, &mut out);
+    devices(r, top, &mut out);
+    by_group(r, &mut out);
+    idle_windows(r, top, &mut out);
+    bottlenecks(r, top, &mut out);
+    warnings(r, &mut out);
+    settings(r, &mut out);
+    out
+}
+
+/// The fleet in one table: window, devices, hours, utilization and dollars.
+fn fleet(r: &Report, out: &mut Vec<Section>) {
+    let f = &r.fleet;
     let window = match (&r.window.start, &r.window.end) {
         (Some(a), Some(b)) => format!("{a} → {b}"),
         _ => "no data".to_owned(),
@@ -110,6 +123,11 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
             all
         }),
     });
+}
+
+/// GPU-hours per class.
+fn by_class(r: &Report, out: &mut Vec<Section>) {
+    let f = &r.fleet;
     let mut class_rows = Vec::new();
     for c in Class::ALL {
         let name = c.as_str();
@@ -137,7 +155,10 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
         right: vec![1, 2, 3],
         rows: class_rows,
     });
+}
 
+/// The most wasteful devices (`top` of them).
+fn devices(r: &Report, top: usize, out: &mut Vec<Section>) {
     let shown = r.devices.len().min(top);
     let note = (r.devices.len() > shown).then(|| {
         format!(
@@ -175,6 +196,10 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
             })
             .collect(),
     });
+}
+
+/// One row per group of `--group-by`.
+fn by_group(r: &Report, out: &mut Vec<Section>) {
     out.push(Section {
         title: format!("By {}", r.settings.group_by),
         note: None,
@@ -198,6 +223,10 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
             })
             .collect(),
     });
+}
+
+/// Recurring idle windows of devices that are not idle throughout.
+fn idle_windows(r: &Report, top: usize, out: &mut Vec<Section>) {
     let patterns: Vec<Vec<String>> = r
         .devices
         .iter()
@@ -218,6 +247,10 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
             rows: patterns,
         });
     }
+}
+
+/// Bottleneck hints that are not unknown.
+fn bottlenecks(r: &Report, top: usize, out: &mut Vec<Section>) {
     let bottlenecks: Vec<Vec<String>> = r
         .devices
         .iter()
@@ -240,6 +273,10 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
             rows: bottlenecks,
         });
     }
+}
+
+/// Warnings about the data and the figures.
+fn warnings(r: &Report, out: &mut Vec<Section>) {
     if !r.warnings.is_empty() {
         out.push(Section {
             title: "Warnings".into(),
@@ -253,6 +290,10 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
                 .collect(),
         });
     }
+}
+
+/// The settings the figures depend on, and what was read.
+fn settings(r: &Report, out: &mut Vec<Section>) {
     let s = &r.settings;
     out.push(Section {
         title: "Settings".into(),
@@ -286,5 +327,4 @@ pub(crate) fn report_sections(r: &Report, top: usize) -> Vec<Section> {
             }],
         ],
     });
-    out
 }
