@@ -279,7 +279,12 @@ impl<'a> SmiReader<'a> {
         None
     }
 
-    #[allow(clippy::too_many_lines)]
+    /// Field `i` of the line just split, trimmed.
+    fn field(&self, line: &'a [u8], i: usize) -> &'a [u8] {
+        let (a, z) = self.spans[i];
+        value::trim(&line[a..z])
+    }
+
     fn line(&mut self, line: &'a [u8], line_no: u64, b: &mut ProfileBuilder, t: &mut Tally) {
         let layout = self.layout;
         // Comments, and a header repeated by a restarted loop (checked only when the first byte
@@ -293,10 +298,6 @@ impl<'a> SmiReader<'a> {
             return;
         }
         let predicted = self.split(line);
-        let field = |i: usize| -> &'a [u8] {
-            let (a, z) = self.spans[i];
-            value::trim(&line[a..z])
-        };
         if self.spans.len() != layout.columns {
             t.skip(
                 "wrong_column_count",
@@ -311,56 +312,93 @@ impl<'a> SmiReader<'a> {
             return;
         }
         let Some(ts_i) = layout.ts else { return };
-        let ts_text = field(ts_i);
-        let (ts, kind) = if let Some((_, ts, kind)) =
-            self.last_ts.filter(|(text, ..)| value::same(text, ts_text))
-        {
-            (ts, kind)
-        } else {
-            // A trailing `Z` (as `gpuwise record` writes) marks UTC, whatever `--tz` says.
-            let utc = ts_text.last() == Some(&b'Z');
-            let naive_text = if utc {
-                &ts_text[..ts_text.len() - 1]
-            } else {
-                ts_text
-            };
-            let Some(local) = self.naive.parse(naive_text) else {
-                t.skip(
-                    "bad_timestamp",
-                    self.file,
-                    line_no,
-                    format!(
-                        "`timestamp` is not YYYY/MM/DD HH:MM:SS[.mmm]: `{}`",
-                        String::from_utf8_lossy(ts_text)
-                    ),
-                );
-                return;
-            };
-            let (ts, kind) = if utc {
-                (local, LocalKind::Unique)
-            } else {
-                self.clock.to_utc(local)
-            };
-            self.last_ts = Some((ts_text, ts, kind));
-            (ts, kind)
+        let Some(ts) = self.timestamp(self.field(line, ts_i), line_no, t) else {
+            return;
+        };
+        let slot = self.device(line, predicted, b);
+        let read = self.readings(line, slot, line_no, t);
+        let [util, mem_util, mem_used, mem_total, power, power_limit] = read;
+        let mut s = Sample {
+            util_pct: util,
+            mem_bw_util_pct: mem_util,
+            mem_used_mib: mem_used,
+            mem_total_mib: mem_total,
+            power_w: power,
+            power_limit_w: power_limit,
+            ..Sample::at(ts)
+        };
+        t.sanitize(&mut s, self.file, line_no);
+        // A sample without any reading still shows the device existed (and was billed).
+        // Out-of-order and duplicate samples are counted by the profile and reported there.
+        t.taken(b.push(self.devices[slot].dev, &s), self.file, line_no, ts);
+    }
+
+    /// The line's time in UTC: the previous line's when the text repeats (the GPUs of one query
+    /// share it), else parsed; DST folds and gaps are noted, a bad timestamp skips the line.
+    fn timestamp(&mut self, ts_text: &'a [u8], line_no: u64, t: &mut Tally) -> Option<EpochMs> {
+        let (ts, kind) = match self.last_ts.filter(|(text, ..)| value::same(text, ts_text)) {
+            Some((_, ts, kind)) => (ts, kind),
+            None => self.parse_timestamp(ts_text, line_no, t)?,
         };
         match kind {
             LocalKind::Unique => {}
             LocalKind::Ambiguous => t.skip("dst_ambiguous", self.file, line_no, "local time repeats at the end of daylight saving: first occurrence assumed (sample kept)"),
             LocalKind::Skipped => t.skip("dst_nonexistent", self.file, line_no, "local time does not exist (daylight-saving gap): read with the earlier offset (sample kept)"),
         }
-        // Device identity: uuid, else PCI bus id, else index, else one device per host.
+        Some(ts)
+    }
+
+    fn parse_timestamp(
+        &mut self,
+        ts_text: &'a [u8],
+        line_no: u64,
+        t: &mut Tally,
+    ) -> Option<(EpochMs, LocalKind)> {
+        // A trailing `Z` (as `gpuwise record` writes) marks UTC, whatever `--tz` says.
+        let utc = ts_text.last() == Some(&b'Z');
+        let naive_text = if utc {
+            &ts_text[..ts_text.len() - 1]
+        } else {
+            ts_text
+        };
+        let Some(local) = self.naive.parse(naive_text) else {
+            t.skip(
+                "bad_timestamp",
+                self.file,
+                line_no,
+                format!(
+                    "`timestamp` is not YYYY/MM/DD HH:MM:SS[.mmm]: `{}`",
+                    String::from_utf8_lossy(ts_text)
+                ),
+            );
+            return None;
+        };
+        let (ts, kind) = if utc {
+            (local, LocalKind::Unique)
+        } else {
+            self.clock.to_utc(local)
+        };
+        self.last_ts = Some((ts_text, ts, kind));
+        Some((ts, kind))
+    }
+
+    /// The slot of the line's device: predicted by [`Self::split`], else found by its identity
+    /// fields (uuid, else PCI bus id, else index; host and MIG instance), else added.
+    fn device(&mut self, line: &'a [u8], predicted: Option<usize>, b: &mut ProfileBuilder) -> usize {
+        let layout = self.layout;
         let id_field = layout
             .uuid
             .or(layout.bus)
             .or(layout.index)
-            .map_or(&b""[..], |i| field(i));
+            .map_or(&b""[..], |i| self.field(line, i));
         let host_field = match layout.hostname {
-            Some(i) if !self.force_host && !value::is_missing(field(i)) => field(i),
+            Some(i) if !self.force_host && !value::is_missing(self.field(line, i)) => {
+                self.field(line, i)
+            }
             _ => b"",
         };
         let mig_field = match layout.mig {
-            Some(i) if !value::is_missing(field(i)) => field(i),
+            Some(i) if !value::is_missing(self.field(line, i)) => self.field(line, i),
             _ => b"",
         };
         let n = self.devices.len();
@@ -372,54 +410,9 @@ impl<'a> SmiReader<'a> {
                     && value::same(d.mig, mig_field)
             })
         });
-        let slot = if let Some(k) = hit {
-            k
-        } else {
-            let host = if host_field.is_empty() {
-                self.host.to_owned()
-            } else {
-                String::from_utf8_lossy(host_field).into_owned()
-            };
-            let gpu = match (layout.uuid, layout.bus, layout.index) {
-                (Some(i), ..) | (None, Some(i), _) => {
-                    String::from_utf8_lossy(field(i)).into_owned()
-                }
-                (None, None, Some(i)) => format!("gpu{}", String::from_utf8_lossy(field(i))),
-                (None, None, None) => "gpu".to_owned(),
-            };
-            let mut key = DeviceKey::new(host, gpu);
-            if !mig_field.is_empty() {
-                key.mig = Some(String::from_utf8_lossy(mig_field).into_owned());
-            }
-            let id = b.device(key);
-            let info = b.info_mut(id);
-            if !mig_field.is_empty()
-                && let Some(i) = layout.mig_profile
-                && !value::is_missing(field(i))
-            {
-                info.mig_profile = Some(String::from_utf8_lossy(field(i)).into_owned());
-            }
-            info.util_source = Some(UtilSource::NvidiaSmi);
-            if let Some(i) = layout.name
-                && !value::is_missing(field(i))
-            {
-                info.model_name = Some(String::from_utf8_lossy(field(i)).into_owned());
-            }
-            if let Some(i) = layout.index {
-                info.index = std::str::from_utf8(field(i))
-                    .ok()
-                    .and_then(|x| x.parse().ok());
-            }
-            self.devices.push(Slot {
-                host: host_field,
-                id: id_field,
-                mig: mig_field,
-                dev: id,
-                ident: b"",
-                ident_spans: Vec::new(),
-                last: vec![None; layout.values.len()],
-            });
-            self.devices.len() - 1
+        let slot = match hit {
+            Some(k) => k,
+            None => self.add_device(line, id_field, host_field, mig_field, b),
         };
         if predicted.is_none()
             && let Some(k) = layout.ident_run
@@ -432,10 +425,81 @@ impl<'a> SmiReader<'a> {
                 .extend(self.spans[1..k].iter().map(|&(a, z)| (a - from, z - from)));
         }
         self.last_hit = slot;
-        // Readings by `Field` (an index, not a match per value), moved into the sample after.
+        slot
+    }
+
+    /// A device seen for the first time in this block: its key and what the line says of it.
+    fn add_device(
+        &mut self,
+        line: &'a [u8],
+        id_field: &'a [u8],
+        host_field: &'a [u8],
+        mig_field: &'a [u8],
+        b: &mut ProfileBuilder,
+    ) -> usize {
+        let layout = self.layout;
+        let host = if host_field.is_empty() {
+            self.host.to_owned()
+        } else {
+            String::from_utf8_lossy(host_field).into_owned()
+        };
+        let gpu = match (layout.uuid, layout.bus, layout.index) {
+            (Some(i), ..) | (None, Some(i), _) => {
+                String::from_utf8_lossy(self.field(line, i)).into_owned()
+            }
+            (None, None, Some(i)) => {
+                format!("gpu{}", String::from_utf8_lossy(self.field(line, i)))
+            }
+            (None, None, None) => "gpu".to_owned(),
+        };
+        let mut key = DeviceKey::new(host, gpu);
+        if !mig_field.is_empty() {
+            key.mig = Some(String::from_utf8_lossy(mig_field).into_owned());
+        }
+        let id = b.device(key);
+        let info = b.info_mut(id);
+        if !mig_field.is_empty()
+            && let Some(i) = layout.mig_profile
+            && !value::is_missing(self.field(line, i))
+        {
+            info.mig_profile = Some(String::from_utf8_lossy(self.field(line, i)).into_owned());
+        }
+        info.util_source = Some(UtilSource::NvidiaSmi);
+        if let Some(i) = layout.name
+            && !value::is_missing(self.field(line, i))
+        {
+            info.model_name = Some(String::from_utf8_lossy(self.field(line, i)).into_owned());
+        }
+        if let Some(i) = layout.index {
+            info.index = std::str::from_utf8(self.field(line, i))
+                .ok()
+                .and_then(|x| x.parse().ok());
+        }
+        self.devices.push(Slot {
+            host: host_field,
+            id: id_field,
+            mig: mig_field,
+            dev: id,
+            ident: b"",
+            ident_spans: Vec::new(),
+            last: vec![None; layout.values.len()],
+        });
+        self.devices.len() - 1
+    }
+
+    /// The value columns by [`Field`] (an index, not a match per value); a text equal to the
+    /// device's last in that column is not parsed again; a bad value is a counted skip.
+    fn readings(
+        &mut self,
+        line: &'a [u8],
+        slot: usize,
+        line_no: u64,
+        t: &mut Tally,
+    ) -> [Option<f32>; 6] {
+        let layout = self.layout;
         let mut read = [None; 6];
         for (c, &(i, kind)) in layout.values.iter().enumerate() {
-            let raw = field(i);
+            let raw = self.field(line, i);
             let cached = &mut self.devices[slot].last[c];
             let parsed = if let Some((_, v)) = cached.filter(|(text, _)| value::same(text, raw)) {
                 Ok(v)
@@ -471,20 +535,7 @@ impl<'a> SmiReader<'a> {
                 }
             }
         }
-        let [util, mem_util, mem_used, mem_total, power, power_limit] = read;
-        let mut s = Sample {
-            util_pct: util,
-            mem_bw_util_pct: mem_util,
-            mem_used_mib: mem_used,
-            mem_total_mib: mem_total,
-            power_w: power,
-            power_limit_w: power_limit,
-            ..Sample::at(ts)
-        };
-        t.sanitize(&mut s, self.file, line_no);
-        // A sample without any reading still shows the device existed (and was billed).
-        // Out-of-order and duplicate samples are counted by the profile and reported there.
-        t.taken(b.push(self.devices[slot].dev, &s), self.file, line_no, ts);
+        read
     }
 }
 
