@@ -184,6 +184,27 @@ struct Partial {
     limit: Option<f32>,
 }
 
+impl Partial {
+    /// Where a metric's value goes.
+    fn slot(&mut self, m: Metric) -> &mut Option<f32> {
+        match m {
+            Metric::GrActive => &mut self.gr,
+            Metric::GpuUtil => &mut self.gpu_util,
+            Metric::SmActive => &mut self.sm,
+            Metric::SmOccupancy => &mut self.occ,
+            Metric::Tensor => &mut self.tensor,
+            Metric::Dram => &mut self.dram,
+            Metric::MemCopy => &mut self.mem_copy,
+            Metric::FbUsed => &mut self.used,
+            Metric::FbFree => &mut self.free,
+            Metric::FbTotal => &mut self.total,
+            Metric::FbReserved => &mut self.reserved,
+            Metric::Power => &mut self.power,
+            Metric::PowerLimit => &mut self.limit,
+        }
+    }
+}
+
 /// Parsed `name{labels} value [ts]`.
 struct Line<'a> {
     name: &'a str,
@@ -348,7 +369,6 @@ fn split_labels(line: &[u8]) -> Option<(&[u8], &[u8])> {
 /// up by their text afterwards. In a file ordered by scrape (see [`Order`]), a device's
 /// sample is handed to the profile as soon as a later timestamp of that device appears, so
 /// memory is bounded by the number of devices; a file ordered by series is buffered.
-#[allow(clippy::too_many_lines)]
 pub fn read(
     r: &mut dyn std::io::BufRead,
     order: Order,
@@ -357,15 +377,20 @@ pub fn read(
     b: &mut ProfileBuilder,
     t: &mut Tally,
 ) -> std::io::Result<Outcome> {
-    let Origin { file, host, stem } = *origin;
-    let mut series: FxHashMap<Vec<u8>, Series> = FxHashMap::default();
-    let mut index: HashMap<DeviceKey, usize> = HashMap::new();
-    let mut devs: Vec<Dev> = Vec::new();
-    let mut missing_time = false;
+    let mut reader = Reader {
+        origin,
+        order,
+        file_ts,
+        series: FxHashMap::default(),
+        index: HashMap::new(),
+        devs: Vec::new(),
+        missing_time: false,
+        since_flush: 0,
+        late: 0,
+    };
+    let file = origin.file;
     let mut buf = Vec::with_capacity(512);
     let mut line_no = 0u64;
-    let mut since_flush = 0u32;
-    let mut late = 0u64;
     loop {
         match crate::lines::read_line(r, &mut buf, crate::lines::MAX_LINE)? {
             crate::lines::Line::End => break,
@@ -387,6 +412,40 @@ pub fn read(
             continue;
         }
         t.lines += 1;
+        if reader.line(line, line_no, b, t) == Step::ReadAgainBySeries {
+            return Ok(Outcome::ReadAgainBySeries);
+        }
+    }
+    reader.finish(b, t);
+    Ok(Outcome::Done)
+}
+
+/// What a line asks of the read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Next,
+    /// A sample arrived for a time already handed on: the file is not ordered by scrape.
+    ReadAgainBySeries,
+}
+
+/// The state of one DCGM read: the label sets seen, their devices, and what was noted.
+struct Reader<'o> {
+    origin: &'o Origin<'o>,
+    order: Order,
+    file_ts: Option<EpochMs>,
+    series: FxHashMap<Vec<u8>, Series>,
+    index: HashMap<DeviceKey, usize>,
+    devs: Vec<Dev>,
+    missing_time: bool,
+    since_flush: u32,
+    late: u64,
+}
+
+impl Reader<'_> {
+    /// One metric line: its series (labels parsed on first sight), its time, the device's
+    /// pending sample at that time, and the value in its slot.
+    fn line(&mut self, line: &[u8], line_no: u64, b: &mut ProfileBuilder, t: &mut Tally) -> Step {
+        let file = self.origin.file;
         // The metric name decides whether the line matters at all.
         let name_end = line
             .iter()
@@ -395,7 +454,7 @@ pub fn read(
         let name = std::str::from_utf8(&line[..name_end]).unwrap_or("");
         let known = metric(name);
         if known.is_none() && !name.starts_with("DCGM_") && !name.starts_with("dcgm_") {
-            continue;
+            return Step::Next;
         }
         let Some((label_text, rest)) = split_labels(line) else {
             t.skip(
@@ -404,7 +463,7 @@ pub fn read(
                 line_no,
                 "not a metric line: labels are not closed with `}`",
             );
-            continue;
+            return Step::Next;
         };
         let mut parts = rest
             .split(|c| c.is_ascii_whitespace())
@@ -416,156 +475,35 @@ pub fn read(
                 line_no,
                 "not a metric line: expected a value and an optional timestamp after the labels",
             );
-            continue;
+            return Step::Next;
         };
-        let s_idx = match series.get(label_text) {
-            Some(s) => s,
-            None => {
-                let Ok(text) = std::str::from_utf8(line) else {
-                    t.skip("bad_line", file, line_no, "not UTF-8");
-                    continue;
-                };
-                let parsed = match parse_line(text) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        t.skip("bad_line", file, line_no, format!("not a metric line: {e}"));
-                        continue;
-                    }
-                };
-                let label = |keys: &[&str]| -> Option<String> {
-                    keys.iter().find_map(|k| {
-                        parsed
-                            .labels
-                            .iter()
-                            .find(|(lk, v)| lk == k && !v.is_empty())
-                            .map(|(_, v)| v.clone())
-                    })
-                };
-                let Some(uuid) =
-                    label(&["UUID", "uuid"]).or_else(|| label(&["gpu"]).map(|g| format!("gpu{g}")))
-                else {
-                    t.skip(
-                        "bad_line",
-                        file,
-                        line_no,
-                        format!("`{}` has neither a `UUID` nor a `gpu` label", parsed.name),
-                    );
-                    continue;
-                };
-                let mig = label(&["GPU_I_ID"]);
-                let host_name = host
-                    .map(str::to_owned)
-                    .or_else(|| label(&["Hostname", "hostname"]))
-                    .unwrap_or_else(|| stem.to_owned());
-                let key = DeviceKey {
-                    host: host_name,
-                    gpu: uuid,
-                    mig: mig.clone(),
-                };
-                let dev = match index.get(&key) {
-                    Some(d) => *d,
-                    None => {
-                        let id = b.device(key.clone());
-                        devs.push(Dev {
-                            id,
-                            info: gpuwise_core::DeviceInfo::default(),
-                            source: None,
-                            pending: Vec::new(),
-                            flushed: None,
-                        });
-                        index.insert(key, devs.len() - 1);
-                        devs.len() - 1
-                    }
-                };
-                let info = &mut devs[dev].info;
-                if info.model_name.is_none() {
-                    info.model_name = label(&["modelName", "model_name"]);
-                    info.index = label(&["gpu"]).and_then(|g| g.parse().ok());
-                    info.mig_profile = label(&["GPU_I_PROFILE"]);
-                }
-                let labels =
-                    workload_labels(label, parsed.labels.iter().map(|(k, v)| (*k, v.as_str())));
-                series.insert(
-                    label_text.to_vec(),
-                    Series {
-                        dev,
-                        mig: mig.is_some(),
-                        labels,
-                        counted: 0,
-                    },
-                );
-                &series[label_text]
-            }
+        let (dev, is_mig) = match self.series.get(label_text) {
+            Some(s) => (s.dev, s.mig),
+            None => match self.new_series(line, label_text, line_no, b, t) {
+                Some(x) => x,
+                None => return Step::Next,
+            },
         };
-        let (dev, is_mig) = (s_idx.dev, s_idx.mig);
         if is_mig && known.is_some_and(|(m, _)| m == Metric::GpuUtil) {
-            continue;
+            return Step::Next;
         }
-        let ts = match ts_raw {
-            Some(raw) => match std::str::from_utf8(raw).ok().and_then(parse_ts) {
-                Some(ts) => ts,
-                None => {
-                    t.skip(
-                        "bad_timestamp",
-                        file,
-                        line_no,
-                        format!(
-                            "timestamp is not a number: `{}`",
-                            String::from_utf8_lossy(raw)
-                        ),
-                    );
-                    continue;
-                }
-            },
-            None => match file_ts {
-                Some(ts) => ts,
-                None => {
-                    missing_time = true;
-                    continue;
-                }
-            },
+        let Some(ts) = self.timestamp(ts_raw, line_no, t) else {
+            return Step::Next;
         };
-        let d = &mut devs[dev];
+        let d = &mut self.devs[dev];
         if d.flushed.is_some_and(|f| ts <= f) {
-            if order == Order::ByScrape {
-                return Ok(Outcome::ReadAgainBySeries);
+            if self.order == Order::ByScrape {
+                return Step::ReadAgainBySeries;
             }
-            late += 1;
-            continue;
+            self.late += 1;
+            return Step::Next;
         }
         // Any DCGM metric of a device shows it exists at that time (and is billed), even one
         // gpuwise does not read.
-        let pos = match d.pending.last() {
-            Some((last, _)) if *last == ts => d.pending.len() - 1,
-            Some((last, _)) if *last > ts => match d.pending.binary_search_by_key(&ts, |(x, _)| *x)
-            {
-                Ok(i) => i,
-                Err(i) => {
-                    d.pending.insert(
-                        i,
-                        (
-                            ts,
-                            Partial {
-                                line: line_no,
-                                ..Partial::default()
-                            },
-                        ),
-                    );
-                    i
-                }
-            },
-            _ => {
-                d.pending.push((
-                    ts,
-                    Partial {
-                        line: line_no,
-                        ..Partial::default()
-                    },
-                ));
-                d.pending.len() - 1
-            }
+        let pos = pending_at(d, ts, line_no);
+        let Some((m, scale)) = known else {
+            return Step::Next;
         };
-        let Some((m, scale)) = known else { continue };
         let value_text = std::str::from_utf8(value_raw).unwrap_or("");
         if is_sentinel(value_text) {
             t.skip(
@@ -576,7 +514,7 @@ pub fn read(
                     "`{name}` is a DCGM blank sentinel `{value_text}` (not supported / not found)"
                 ),
             );
-            continue;
+            return Step::Next;
         }
         let Some(v) = value::parse_f64(value_raw) else {
             t.skip(
@@ -585,73 +523,207 @@ pub fn read(
                 line_no,
                 format!("`{name}` value is not a number: `{value_text}`"),
             );
-            continue;
+            return Step::Next;
         };
         if matches!(m, Metric::GrActive | Metric::GpuUtil | Metric::FbUsed)
-            && let Some(s) = series.get_mut(label_text)
+            && let Some(s) = self.series.get_mut(label_text)
         {
             s.counted += 1;
         }
         #[allow(clippy::cast_possible_truncation)]
         let v = (v * scale) as f32;
-        let p = &mut d.pending[pos].1;
-        let slot = match m {
-            Metric::GrActive => &mut p.gr,
-            Metric::GpuUtil => &mut p.gpu_util,
-            Metric::SmActive => &mut p.sm,
-            Metric::SmOccupancy => &mut p.occ,
-            Metric::Tensor => &mut p.tensor,
-            Metric::Dram => &mut p.dram,
-            Metric::MemCopy => &mut p.mem_copy,
-            Metric::FbUsed => &mut p.used,
-            Metric::FbFree => &mut p.free,
-            Metric::FbTotal => &mut p.total,
-            Metric::FbReserved => &mut p.reserved,
-            Metric::Power => &mut p.power,
-            Metric::PowerLimit => &mut p.limit,
-        };
-        *slot = Some(v);
-        since_flush += 1;
-        if order == Order::ByScrape && since_flush >= 1 << 14 {
-            since_flush = 0;
-            for d in &mut devs {
+        let p = &mut self.devs[dev].pending[pos].1;
+        *p.slot(m) = Some(v);
+        self.since_flush += 1;
+        if self.order == Order::ByScrape && self.since_flush >= 1 << 14 {
+            self.since_flush = 0;
+            for d in &mut self.devs {
                 // Everything but the newest timestamp of a device is complete.
                 let keep = d.pending.len().saturating_sub(1);
                 flush(d, keep, file, b, t);
             }
         }
+        Step::Next
     }
-    if missing_time {
-        t.skip(
-            "no_timestamp",
-            file,
-            0,
-            "lines without a timestamp, and no time in the file name or metadata",
+
+    /// A label set seen for the first time: its device (by host, UUID and MIG instance; added
+    /// when new) and workload labels. `None` when the line cannot name a device.
+    fn new_series(
+        &mut self,
+        line: &[u8],
+        label_text: &[u8],
+        line_no: u64,
+        b: &mut ProfileBuilder,
+        t: &mut Tally,
+    ) -> Option<(usize, bool)> {
+        let Origin { file, host, stem } = *self.origin;
+        let Ok(text) = std::str::from_utf8(line) else {
+            t.skip("bad_line", file, line_no, "not UTF-8");
+            return None;
+        };
+        let parsed = match parse_line(text) {
+            Ok(p) => p,
+            Err(e) => {
+                t.skip("bad_line", file, line_no, format!("not a metric line: {e}"));
+                return None;
+            }
+        };
+        let label = |keys: &[&str]| -> Option<String> {
+            keys.iter().find_map(|k| {
+                parsed
+                    .labels
+                    .iter()
+                    .find(|(lk, v)| lk == k && !v.is_empty())
+                    .map(|(_, v)| v.clone())
+            })
+        };
+        let Some(uuid) =
+            label(&["UUID", "uuid"]).or_else(|| label(&["gpu"]).map(|g| format!("gpu{g}")))
+        else {
+            t.skip(
+                "bad_line",
+                file,
+                line_no,
+                format!("`{}` has neither a `UUID` nor a `gpu` label", parsed.name),
+            );
+            return None;
+        };
+        let mig = label(&["GPU_I_ID"]);
+        let host_name = host
+            .map(str::to_owned)
+            .or_else(|| label(&["Hostname", "hostname"]))
+            .unwrap_or_else(|| stem.to_owned());
+        let key = DeviceKey {
+            host: host_name,
+            gpu: uuid,
+            mig: mig.clone(),
+        };
+        let dev = match self.index.get(&key) {
+            Some(d) => *d,
+            None => {
+                let id = b.device(key.clone());
+                self.devs.push(Dev {
+                    id,
+                    info: gpuwise_core::DeviceInfo::default(),
+                    source: None,
+                    pending: Vec::new(),
+                    flushed: None,
+                });
+                self.index.insert(key, self.devs.len() - 1);
+                self.devs.len() - 1
+            }
+        };
+        let info = &mut self.devs[dev].info;
+        if info.model_name.is_none() {
+            info.model_name = label(&["modelName", "model_name"]);
+            info.index = label(&["gpu"]).and_then(|g| g.parse().ok());
+            info.mig_profile = label(&["GPU_I_PROFILE"]);
+        }
+        let labels = workload_labels(label, parsed.labels.iter().map(|(k, v)| (*k, v.as_str())));
+        self.series.insert(
+            label_text.to_vec(),
+            Series {
+                dev,
+                mig: mig.is_some(),
+                labels,
+                counted: 0,
+            },
         );
+        Some((dev, mig.is_some()))
     }
-    if late > 0 {
-        t.skip(
-            "late_line",
-            file,
-            0,
-            format!("{late} line(s) repeat a sample already complete: dropped"),
-        );
-    }
-    for d in &mut devs {
-        let n = d.pending.len();
-        flush(d, n, file, b, t);
-    }
-    for s in series.values() {
-        for (k, v) in &s.labels {
-            devs[s.dev].info.add_label(k, v, s.counted);
+
+    /// The line's timestamp, else the file's time; `None` (noted) when neither is there.
+    fn timestamp(&mut self, ts_raw: Option<&[u8]>, line_no: u64, t: &mut Tally) -> Option<EpochMs> {
+        match ts_raw {
+            Some(raw) => {
+                let ts = std::str::from_utf8(raw).ok().and_then(parse_ts);
+                if ts.is_none() {
+                    t.skip(
+                        "bad_timestamp",
+                        self.origin.file,
+                        line_no,
+                        format!(
+                            "timestamp is not a number: `{}`",
+                            String::from_utf8_lossy(raw)
+                        ),
+                    );
+                }
+                ts
+            }
+            None => {
+                if self.file_ts.is_none() {
+                    self.missing_time = true;
+                }
+                self.file_ts
+            }
         }
     }
-    for d in devs {
-        let mut info = d.info;
-        info.util_source = d.source;
-        b.info_mut(d.id).merge(&info);
+
+    /// Hand everything still pending to the profile, with the notes and each device's labels
+    /// and utilization source.
+    fn finish(mut self, b: &mut ProfileBuilder, t: &mut Tally) {
+        let file = self.origin.file;
+        if self.missing_time {
+            t.skip(
+                "no_timestamp",
+                file,
+                0,
+                "lines without a timestamp, and no time in the file name or metadata",
+            );
+        }
+        if self.late > 0 {
+            t.skip(
+                "late_line",
+                file,
+                0,
+                format!(
+                    "{} line(s) repeat a sample already complete: dropped",
+                    self.late
+                ),
+            );
+        }
+        for d in &mut self.devs {
+            let n = d.pending.len();
+            flush(d, n, file, b, t);
+        }
+        for s in self.series.values() {
+            for (k, v) in &s.labels {
+                self.devs[s.dev].info.add_label(k, v, s.counted);
+            }
+        }
+        for d in self.devs {
+            let mut info = d.info;
+            info.util_source = d.source;
+            b.info_mut(d.id).merge(&info);
+        }
     }
-    Ok(Outcome::Done)
+}
+
+/// The index of the device's pending sample at `ts`, added (in time order) when missing.
+fn pending_at(d: &mut Dev, ts: EpochMs, line_no: u64) -> usize {
+    let fresh = || {
+        (
+            ts,
+            Partial {
+                line: line_no,
+                ..Partial::default()
+            },
+        )
+    };
+    match d.pending.last() {
+        Some((last, _)) if *last == ts => d.pending.len() - 1,
+        Some((last, _)) if *last > ts => match d.pending.binary_search_by_key(&ts, |(x, _)| *x) {
+            Ok(i) => i,
+            Err(i) => {
+                d.pending.insert(i, fresh());
+                i
+            }
+        },
+        _ => {
+            d.pending.push(fresh());
+            d.pending.len() - 1
+        }
+    }
 }
 
 /// Hand the first `n` pending samples of a device to the profile.

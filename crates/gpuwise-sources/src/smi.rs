@@ -384,7 +384,12 @@ impl<'a> SmiReader<'a> {
 
     /// The slot of the line's device: predicted by [`Self::split`], else found by its identity
     /// fields (uuid, else PCI bus id, else index; host and MIG instance), else added.
-    fn device(&mut self, line: &'a [u8], predicted: Option<usize>, b: &mut ProfileBuilder) -> usize {
+    fn device(
+        &mut self,
+        line: &'a [u8],
+        predicted: Option<usize>,
+        b: &mut ProfileBuilder,
+    ) -> usize {
         let layout = self.layout;
         let id_field = layout
             .uuid
