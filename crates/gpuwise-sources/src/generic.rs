@@ -95,7 +95,6 @@ impl ColumnMap {
 }
 
 /// Read a whole generic CSV.
-#[allow(clippy::too_many_lines)]
 pub fn read(
     r: impl Read,
     map: &ColumnMap,
@@ -104,7 +103,7 @@ pub fn read(
     b: &mut ProfileBuilder,
     t: &mut Tally,
 ) -> Result<(), IngestError> {
-    let Origin { file, host, stem } = *origin;
+    let file = origin.file;
     let mut rdr = csv::ReaderBuilder::new()
         .flexible(true)
         .trim(csv::Trim::All)
@@ -116,30 +115,7 @@ pub fn read(
             message: format!("cannot read the CSV header: {e}"),
         })?
         .clone();
-    let col = |name: &str| -> Result<usize, IngestError> {
-        headers
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| IngestError::Format {
-                file: file.to_owned(),
-                message: format!(
-                    "--map names column `{name}`, which is not in the header ({})",
-                    headers.iter().collect::<Vec<_>>().join(", ")
-                ),
-            })
-    };
-    let mut ids: HashMap<&str, usize> = HashMap::new();
-    let mut readings: Vec<(usize, Reading, f64, &str)> = Vec::new();
-    for (k, c) in &map.entries {
-        let i = col(c)?;
-        match reading(k) {
-            Some((r, scale)) => readings.push((i, r, scale, c.as_str())),
-            None => {
-                ids.insert(k.as_str(), i);
-            }
-        }
-    }
-    let ts_col = ids["timestamp"];
+    let columns = Columns::of(map, &headers, file)?;
     let mut devices: HashMap<(String, String), DeviceId> = HashMap::new();
     let mut record = csv::StringRecord::new();
     loop {
@@ -164,22 +140,87 @@ pub fn read(
             );
             continue;
         }
-        let get = |key: &str| ids.get(key).map(|i| &record[*i]);
-        let Some((ts, _)) = time::parse_instant(&record[ts_col], clock) else {
+        let Some(mut s) = columns.sample(&record, &headers, clock, file, line, t) else {
+            continue;
+        };
+        t.sanitize(&mut s, file, line);
+        let id = columns.device(&record, origin, &mut devices, b);
+        // A sample without any reading still shows the device existed (and was billed).
+        t.taken(b.push(id, &s), file, line, s.ts_ms);
+    }
+    Ok(())
+}
+
+/// Where the mapped columns are: identity columns by key, readings with their scale.
+struct Columns<'m> {
+    ids: HashMap<&'m str, usize>,
+    readings: Vec<(usize, Reading, f64, &'m str)>,
+    ts: usize,
+}
+
+impl<'m> Columns<'m> {
+    fn of(
+        map: &'m ColumnMap,
+        headers: &csv::StringRecord,
+        file: &str,
+    ) -> Result<Self, IngestError> {
+        let col = |name: &str| -> Result<usize, IngestError> {
+            headers
+                .iter()
+                .position(|h| h == name)
+                .ok_or_else(|| IngestError::Format {
+                    file: file.to_owned(),
+                    message: format!(
+                        "--map names column `{name}`, which is not in the header ({})",
+                        headers.iter().collect::<Vec<_>>().join(", ")
+                    ),
+                })
+        };
+        let mut ids: HashMap<&str, usize> = HashMap::new();
+        let mut readings = Vec::new();
+        for (k, c) in &map.entries {
+            let i = col(c)?;
+            match reading(k) {
+                Some((r, scale)) => readings.push((i, r, scale, c.as_str())),
+                None => {
+                    ids.insert(k.as_str(), i);
+                }
+            }
+        }
+        let ts = ids["timestamp"];
+        Ok(Self { ids, readings, ts })
+    }
+
+    fn get<'r>(&self, record: &'r csv::StringRecord, key: &str) -> Option<&'r str> {
+        self.ids.get(key).map(|i| &record[*i])
+    }
+
+    /// The record's sample: its time and readings (a bad value is dropped and counted; a bad
+    /// timestamp skips the record).
+    fn sample(
+        &self,
+        record: &csv::StringRecord,
+        headers: &csv::StringRecord,
+        clock: &mut LocalClock,
+        file: &str,
+        line: u64,
+        t: &mut Tally,
+    ) -> Option<Sample> {
+        let Some((ts, _)) = time::parse_instant(&record[self.ts], clock) else {
             t.skip(
                 "bad_timestamp",
                 file,
                 line,
                 format!(
                     "`{}` is not a timestamp: `{}`",
-                    headers.get(ts_col).unwrap_or(""),
-                    &record[ts_col]
+                    headers.get(self.ts).unwrap_or(""),
+                    &record[self.ts]
                 ),
             );
-            continue;
+            return None;
         };
         let mut s = Sample::at(ts);
-        for &(i, r, scale, name) in &readings {
+        for &(i, r, scale, name) in &self.readings {
             let raw = record[i].as_bytes();
             if value::is_missing(raw) {
                 continue;
@@ -208,35 +249,49 @@ pub fn read(
                 Reading::PowerLimit => s.power_limit_w = v,
             }
         }
-        t.sanitize(&mut s, file, line);
-        let h = host
+        Some(s)
+    }
+
+    /// The record's device (host from `--host`, the `host` column, or the file name; device
+    /// from the `device` column), added on first sight; its model and workload labels noted.
+    fn device(
+        &self,
+        record: &csv::StringRecord,
+        origin: &Origin<'_>,
+        devices: &mut HashMap<(String, String), DeviceId>,
+        b: &mut ProfileBuilder,
+    ) -> DeviceId {
+        let h = origin
+            .host
             .map(str::to_owned)
-            .or_else(|| get("host").filter(|h| !h.is_empty()).map(str::to_owned))
-            .unwrap_or_else(|| stem.to_owned());
-        let d = get("device").unwrap_or("gpu").to_owned();
+            .or_else(|| {
+                self.get(record, "host")
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| origin.stem.to_owned());
+        let d = self.get(record, "device").unwrap_or("gpu").to_owned();
         let id = match devices.get(&(h.clone(), d.clone())) {
             Some(id) => *id,
             None => {
                 let id = b.device(DeviceKey::new(h.clone(), d.clone()));
                 devices.insert((h, d), id);
-                let info = b.info_mut(id);
-                info.util_source = Some(UtilSource::Mapped);
+                b.info_mut(id).util_source = Some(UtilSource::Mapped);
                 id
             }
         };
-        {
-            let info = b.info_mut(id);
-            if info.model_name.is_none() {
-                info.model_name = get("model").filter(|m| !m.is_empty()).map(str::to_owned);
-            }
-            for k in ["namespace", "pod"] {
-                if let Some(v) = get(k) {
-                    info.add_label(k, v, 1);
-                }
+        let info = b.info_mut(id);
+        if info.model_name.is_none() {
+            info.model_name = self
+                .get(record, "model")
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned);
+        }
+        for k in ["namespace", "pod"] {
+            if let Some(v) = self.get(record, k) {
+                info.add_label(k, v, 1);
             }
         }
-        // A sample without any reading still shows the device existed (and was billed).
-        t.taken(b.push(id, &s), file, line, s.ts_ms);
+        id
     }
-    Ok(())
 }
