@@ -365,8 +365,52 @@ fn gcp_family(instance: &str) -> Option<(&'static str, u32)> {
 type AccelKey = (String, String, u32);
 type AccelPrice = (Option<f64>, Option<f64>);
 
+/// The columns of a SkyPilot `vms.csv`.
+struct VmColumns {
+    instance_type: usize,
+    accelerator: usize,
+    count: usize,
+    price: usize,
+    region: usize,
+    spot: Option<usize>,
+    zone: Option<usize>,
+    vcpus: Option<usize>,
+    memory: Option<usize>,
+    gpu_info: Option<usize>,
+}
+
+impl VmColumns {
+    fn of(t: &Table, path: &Path) -> Result<Self, IngestError> {
+        Ok(Self {
+            instance_type: t.col("InstanceType", path)?,
+            accelerator: t.col("AcceleratorName", path)?,
+            count: t.col("AcceleratorCount", path)?,
+            price: t.col("Price", path)?,
+            region: t.col("Region", path)?,
+            spot: t.opt_col("SpotPrice"),
+            zone: t.opt_col("AvailabilityZone"),
+            vcpus: t.opt_col("vCPUs"),
+            memory: t.opt_col("MemoryGiB"),
+            gpu_info: t.opt_col("GpuInfo"),
+        })
+    }
+}
+
+/// A GPU offer read from one row, before its GPU is looked up in the catalog.
+struct Offer {
+    name: String,
+    count: f64,
+    on_demand: Option<f64>,
+    spot: Option<f64>,
+    instance_type: String,
+    /// GPU memory from `GpuInfo`, to tell memory variants apart.
+    mem_mib: Option<f64>,
+    /// A GCP host joined to an accelerator row whose spot price is not below its on-demand
+    /// price: the source row is broken, so both joined prices are doubtful.
+    source_suspect: bool,
+}
+
 /// Import one SkyPilot-format cloud folder's `vms.csv`.
-#[allow(clippy::too_many_lines)]
 fn skypilot_cloud(
     cloud: &str,
     path: &Path,
@@ -379,140 +423,155 @@ fn skypilot_cloud(
         cloud: cloud.to_owned(),
         ..FileSummary::default()
     };
-    let c_type = t.col("InstanceType", path)?;
-    let c_acc = t.col("AcceleratorName", path)?;
-    let c_count = t.col("AcceleratorCount", path)?;
-    let c_price = t.col("Price", path)?;
-    let c_region = t.col("Region", path)?;
-    let c_spot = t.opt_col("SpotPrice");
-    let c_zone = t.opt_col("AvailabilityZone");
-    let c_vcpus = t.opt_col("vCPUs");
-    let c_mem = t.opt_col("MemoryGiB");
-    let c_info = t.opt_col("GpuInfo");
+    let c = VmColumns::of(&t, path)?;
+    let accel = if cloud == "gcp" {
+        gcp_accelerators(&t, &c)
+    } else {
+        BTreeMap::new()
+    };
     let mut out = Vec::new();
-    // GCP: accelerator rows by (zone, name, count) for the host join.
-    let mut accel: BTreeMap<AccelKey, AccelPrice> = BTreeMap::new();
-    if cloud == "gcp" {
-        for r in &t.rows {
-            if r.get(c_type).unwrap_or("").is_empty() {
-                let name = r.get(c_acc).unwrap_or("").to_owned();
-                let count = num(r.get(c_count)).unwrap_or(0.0);
-                let zone = get(r, c_zone).unwrap_or("").to_owned();
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                accel.insert(
-                    (zone, name, count as u32),
-                    (price(r.get(c_price)), price(get(r, c_spot))),
-                );
-            }
-        }
-    }
     for r in &t.rows {
         s.rows += 1;
-        let itype = r.get(c_type).unwrap_or("").trim();
-        let acc = r.get(c_acc).unwrap_or("").trim();
-        let region = clean_region(r.get(c_region).unwrap_or(""));
-        let mut mem_mib = get(r, c_info).and_then(|i| gpu_info_mib(i, &mut s));
-        // A GCP host joined to an accelerator row whose spot price is not below its on-demand
-        // price: the source row is broken, so both joined prices are doubtful.
-        let mut source_suspect = false;
-        let (name, count, od, spot, instance_type) = if cloud == "gcp" {
-            if itype.is_empty() {
-                // An accelerator row: an attachable GPU becomes a GPU-only offer; the others
-                // only count joined to their host.
-                if acc.is_empty() || !matches!(acc, "T4" | "V100" | "P100" | "P4" | "K80") {
-                    s.skip("GCP accelerator row used only in host joins");
-                    continue;
-                }
-                let count = num(r.get(c_count)).unwrap_or(0.0);
-                (
-                    acc.to_owned(),
-                    count,
-                    price(r.get(c_price)),
-                    price(get(r, c_spot)),
-                    format!("gpu-only-{}x{}", count, acc),
-                )
-            } else {
-                let Some((fam_acc, n)) = gcp_family(itype) else {
-                    s.skip("not a GPU instance");
-                    continue;
-                };
-                let zone = get(r, c_zone).unwrap_or("").to_owned();
-                let Some((a_od, a_spot)) = accel.get(&(zone, fam_acc.to_owned(), n)).copied()
-                else {
-                    s.skip("GCP host without an accelerator row in its zone");
-                    continue;
-                };
-                let h_od = price(r.get(c_price));
-                let h_spot = price(get(r, c_spot));
-                source_suspect = matches!((a_od, a_spot), (Some(o), Some(sp)) if sp >= o);
-                if source_suspect {
-                    s.note("GCP accelerator row with spot ≥ on-demand: the joined prices are flagged suspect");
-                }
-                let join = |a: Option<f64>, b: Option<f64>| Some(a? + b?);
-                mem_mib = None;
-                (
-                    fam_acc.to_owned(),
-                    f64::from(n),
-                    join(h_od, a_od),
-                    join(h_spot, a_spot),
-                    itype.to_owned(),
-                )
-            }
+        let offer = if cloud == "gcp" {
+            gcp_offer(r, &c, &accel, &mut s)
         } else {
-            if acc.is_empty() {
-                s.skip("not a GPU instance");
-                continue;
-            }
-            let count = num(r.get(c_count)).unwrap_or(0.0);
-            (
-                acc.to_owned(),
-                count,
-                price(r.get(c_price)),
-                price(get(r, c_spot)),
-                itype.to_owned(),
-            )
+            plain_offer(r, &c, &mut s)
         };
-        let Some(gpu) = map_gpu(cloud, &instance_type, &name, mem_mib) else {
-            s.skip(&format!("accelerator `{name}` is not in the catalog"));
+        let Some(o) = offer else { continue };
+        let Some(gpu) = map_gpu(cloud, &o.instance_type, &o.name, o.mem_mib) else {
+            s.skip(&format!("accelerator `{}` is not in the catalog", o.name));
             continue;
         };
-        if count <= 0.0 {
+        if o.count <= 0.0 {
             s.skip("no GPU count");
             continue;
         }
-        if od.is_none() && spot.is_none() {
+        if o.on_demand.is_none() && o.spot.is_none() {
             s.skip("no price (sentinel 0.0 / 700.0, or empty)");
             continue;
         }
-        let (vcpus, memory_gib) = if instance_type.starts_with("gpu-only") {
+        let (vcpus, memory_gib) = if o.instance_type.starts_with("gpu-only") {
             (None, None)
         } else {
-            (num(get(r, c_vcpus)), num(get(r, c_mem)))
+            (num(get(r, c.vcpus)), num(get(r, c.memory)))
         };
         s.kept += 1;
-        out.push(Instance {
+        let mut row = Instance {
             cloud: cloud.to_owned(),
-            instance_type,
-            region,
+            instance_type: o.instance_type,
+            region: clean_region(r.get(c.region).unwrap_or("")),
             gpu: gpu.to_owned(),
-            gpu_count: count,
+            gpu_count: o.count,
             vcpus,
             memory_gib,
-            on_demand_usd_per_hour: od,
-            spot_usd_per_hour: spot,
+            on_demand_usd_per_hour: o.on_demand,
+            spot_usd_per_hour: o.spot,
             commit_1y_usd_per_hour: None,
             commit_3y_usd_per_hour: None,
             as_of: as_of.to_owned(),
             source: source.to_owned(),
             suspect: Vec::new(),
-        });
-        if source_suspect && let Some(row) = out.last_mut() {
+        };
+        if o.source_suspect {
             for p in [Pricing::OnDemand, Pricing::Spot] {
                 row.mark_suspect(p, "source_spot_not_below_on_demand");
             }
         }
+        out.push(row);
     }
     Ok((out, s))
+}
+
+/// GCP accelerator rows (no instance type) by (zone, name, count), for the host join.
+fn gcp_accelerators(t: &Table, c: &VmColumns) -> BTreeMap<AccelKey, AccelPrice> {
+    let mut accel = BTreeMap::new();
+    for r in &t.rows {
+        if r.get(c.instance_type).unwrap_or("").is_empty() {
+            let name = r.get(c.accelerator).unwrap_or("").to_owned();
+            let count = num(r.get(c.count)).unwrap_or(0.0);
+            let zone = get(r, c.zone).unwrap_or("").to_owned();
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            accel.insert(
+                (zone, name, count as u32),
+                (price(r.get(c.price)), price(get(r, c.spot))),
+            );
+        }
+    }
+    accel
+}
+
+/// A row of any cloud but GCP: its accelerator, count and prices as they stand.
+fn plain_offer(r: &csv::StringRecord, c: &VmColumns, s: &mut FileSummary) -> Option<Offer> {
+    let acc = r.get(c.accelerator).unwrap_or("").trim();
+    // Read (and note a bad `GpuInfo`) for every row, as the summary counts them.
+    let mem_mib = get(r, c.gpu_info).and_then(|i| gpu_info_mib(i, s));
+    if acc.is_empty() {
+        s.skip("not a GPU instance");
+        return None;
+    }
+    Some(Offer {
+        name: acc.to_owned(),
+        count: num(r.get(c.count)).unwrap_or(0.0),
+        on_demand: price(r.get(c.price)),
+        spot: price(get(r, c.spot)),
+        instance_type: r.get(c.instance_type).unwrap_or("").trim().to_owned(),
+        mem_mib,
+        source_suspect: false,
+    })
+}
+
+/// A GCP row: an attachable accelerator as a GPU-only offer, or a GPU host joined to its
+/// accelerator row in the same zone (host price + accelerator price).
+fn gcp_offer(
+    r: &csv::StringRecord,
+    c: &VmColumns,
+    accel: &BTreeMap<AccelKey, AccelPrice>,
+    s: &mut FileSummary,
+) -> Option<Offer> {
+    let itype = r.get(c.instance_type).unwrap_or("").trim();
+    let acc = r.get(c.accelerator).unwrap_or("").trim();
+    let mem_mib = get(r, c.gpu_info).and_then(|i| gpu_info_mib(i, s));
+    if itype.is_empty() {
+        // An accelerator row: an attachable GPU becomes a GPU-only offer; the others only
+        // count joined to their host.
+        if acc.is_empty() || !matches!(acc, "T4" | "V100" | "P100" | "P4" | "K80") {
+            s.skip("GCP accelerator row used only in host joins");
+            return None;
+        }
+        let count = num(r.get(c.count)).unwrap_or(0.0);
+        return Some(Offer {
+            name: acc.to_owned(),
+            count,
+            on_demand: price(r.get(c.price)),
+            spot: price(get(r, c.spot)),
+            instance_type: format!("gpu-only-{count}x{acc}"),
+            mem_mib,
+            source_suspect: false,
+        });
+    }
+    let Some((fam_acc, n)) = gcp_family(itype) else {
+        s.skip("not a GPU instance");
+        return None;
+    };
+    let zone = get(r, c.zone).unwrap_or("").to_owned();
+    let Some((a_od, a_spot)) = accel.get(&(zone, fam_acc.to_owned(), n)).copied() else {
+        s.skip("GCP host without an accelerator row in its zone");
+        return None;
+    };
+    let source_suspect = matches!((a_od, a_spot), (Some(o), Some(sp)) if sp >= o);
+    if source_suspect {
+        s.note("GCP accelerator row with spot ≥ on-demand: the joined prices are flagged suspect");
+    }
+    let join = |a: Option<f64>, b: Option<f64>| Some(a? + b?);
+    Some(Offer {
+        name: fam_acc.to_owned(),
+        count: f64::from(n),
+        on_demand: join(price(r.get(c.price)), a_od),
+        spot: join(price(get(r, c.spot)), a_spot),
+        instance_type: itype.to_owned(),
+        mem_mib: None,
+        source_suspect,
+    })
 }
 
 /// How far below the other clouds a price may lie before it is doubtful: under a quarter of
