@@ -253,69 +253,18 @@ pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
     Ok(all)
 }
 
-#[allow(clippy::too_many_lines)]
 fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError> {
-    let mut queries = Vec::new();
-    let mut warnings = Vec::new();
-    let util = q.util();
-    let w_ms = (q.end_ms - q.start_ms).max(1000);
-    // The scrape interval: from the densest series of the window.
-    let w = format!("[{w_ms}ms:{s}ms]");
-    let l = i64::try_from(q.profile.min_idle_episode_ms)
-        .unwrap_or(600_000)
-        .max(s)
-        - s;
-    let thr = q.profile.idle_threshold_pct;
-    let held = q.profile.held_idle_min_mib;
-    // I: a real sample (not one the 5-minute lookback repeats past the end of the data)
-    // below the threshold. B(u): the L/S points up to u are all I; E(t) = B somewhere in
-    // [t, t + L − S], evaluated L − S after t.
-    let n = l / s + 1;
-    let secs = s as f64 / 1000.0;
-    let i = format!("(({util} < bool {thr}) * (time() - timestamp({util}) < bool {secs}))");
-    let b = format!(
-        "(min_over_time({i}[{l}ms:{s}ms]) * (count_over_time({i}[{l}ms:{s}ms]) >= bool {n}))"
-    );
-    let e = format!("max_over_time({b}[{l}ms:{s}ms])");
-    let fb = q.metric("DCGM_FI_DEV_FB_USED");
-    let e_held = format!("({e} * ({fb} offset {l}ms >= bool {held}))");
-
-    let mut devs: BTreeMap<DeviceKey, Acc> = BTreeMap::new();
-    let mut run = |promql: String,
-                   at: EpochMs,
-                   queries: &mut QueryLog,
-                   warnings: &mut Vec<String>,
-                   f: &mut dyn FnMut(&mut Acc, f64)|
-     -> Result<usize, PromError> {
-        let r = client.query(&promql, at)?;
-        for wmsg in &r.warnings {
-            warnings.push(format!("partial result for `{promql}`: {wmsg}"));
-        }
-        let n = r.series.len();
-        queries.push((promql, n, n));
-        for series in &r.series {
-            let Some((key, info)) = device_of(&series.labels) else {
-                continue;
-            };
-            let Some(v) = last_value(series) else {
-                continue;
-            };
-            let acc = devs.entry(key).or_default();
-            if acc.info.is_none() {
-                acc.info = Some(info);
-            }
-            f(acc, v);
-        }
-        Ok(n)
+    let x = Exprs::new(q, s);
+    let mut c = Collect {
+        client,
+        queries: Vec::new(),
+        warnings: Vec::new(),
+        devs: BTreeMap::new(),
     };
-    let end = q.end_ms;
-    let later = end + l;
-    let found = run(
-        format!("count_over_time({util}{w})"),
-        end,
-        &mut queries,
-        &mut warnings,
-        &mut |a, v| a.n = v,
+    let found = c.instant(
+        format!("count_over_time({}{})", x.util, x.w),
+        q.end_ms,
+        |a, v| a.n = v,
     )?;
     if found == 0 {
         return Err(PromError::Config(format!(
@@ -327,7 +276,111 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
             }
         )));
     }
-    type Set = fn(&mut Acc, f64);
+    for (promql, at, set) in window_queries(q, &x) {
+        c.instant(promql, at, set)?;
+    }
+    c.hourly(q, &x, s)?;
+    // The idle-episode total is the sum of the hourly counts (the hours partition the
+    // window's samples): one evaluation of the nested expression instead of two.
+    for acc in c.devs.values_mut() {
+        acc.idle = acc.hours.values().map(|h| h.2).sum();
+    }
+    for metric in ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE"] {
+        if !c
+            .queries
+            .iter()
+            .any(|(qq, n, _)| qq.contains(metric) && *n > 0)
+        {
+            c.warnings
+                .push(format!("{metric} is missing: its figures are left empty"));
+        }
+    }
+    let present = client.query(
+        &format!(
+            "count by (__name__) ({{__name__=~\"{}\"{}{}}})",
+            RAW_METRICS.join("|"),
+            if q.matchers.is_empty() { "" } else { "," },
+            q.matchers
+        ),
+        q.end_ms,
+    )?;
+    let Collect {
+        queries,
+        mut warnings,
+        devs,
+        ..
+    } = c;
+    let profiles = plausible_profiles(devs, q, s, &mut warnings);
+    Ok(Pushed {
+        profiles,
+        step_ms: s,
+        queries,
+        warnings,
+        metrics_present: present.series.len(),
+    })
+}
+
+/// The PromQL pieces of one pushdown at scrape interval `s`.
+struct Exprs {
+    /// The utilization expression `U`.
+    util: String,
+    /// The window as a subquery range at the scrape interval, `[w:S]`.
+    w: String,
+    /// `L − S`: how long after a sample its idle episode is known, ms.
+    l: i64,
+    /// E: a sample in an idle episode (evaluated `L − S` later).
+    e: String,
+    /// E while the device holds memory.
+    e_held: String,
+}
+
+impl Exprs {
+    fn new(q: &Query, s: i64) -> Self {
+        let util = q.util();
+        let w_ms = (q.end_ms - q.start_ms).max(1000);
+        let w = format!("[{w_ms}ms:{s}ms]");
+        let l = i64::try_from(q.profile.min_idle_episode_ms)
+            .unwrap_or(600_000)
+            .max(s)
+            - s;
+        let thr = q.profile.idle_threshold_pct;
+        let held = q.profile.held_idle_min_mib;
+        // I: a real sample (not one the 5-minute lookback repeats past the end of the data)
+        // below the threshold. B(u): the L/S points up to u are all I; E(t) = B somewhere in
+        // [t, t + L − S], evaluated L − S after t.
+        let n = l / s + 1;
+        let secs = s as f64 / 1000.0;
+        let i = format!("(({util} < bool {thr}) * (time() - timestamp({util}) < bool {secs}))");
+        let b = format!(
+            "(min_over_time({i}[{l}ms:{s}ms]) * (count_over_time({i}[{l}ms:{s}ms]) >= bool {n}))"
+        );
+        let e = format!("max_over_time({b}[{l}ms:{s}ms])");
+        let fb = q.metric("DCGM_FI_DEV_FB_USED");
+        let e_held = format!("({e} * ({fb} offset {l}ms >= bool {held}))");
+        Self {
+            util,
+            w,
+            l,
+            e,
+            e_held,
+        }
+    }
+}
+
+type Set = fn(&mut Acc, f64);
+
+/// The window's instant queries (at the window's end, or `L − S` later for idle figures) and
+/// where each answer goes.
+fn window_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
+    let Exprs {
+        util, w, l, e_held, ..
+    } = x;
+    let (util, w, l, e_held) = (util.as_str(), w.as_str(), *l, e_held.as_str());
+    let w_ms = (q.end_ms - q.start_ms).max(1000);
+    let end = q.end_ms;
+    let later = end + l;
+    let thr = q.profile.idle_threshold_pct;
+    let fb = q.metric("DCGM_FI_DEV_FB_USED");
     let mut instant: Vec<(String, EpochMs, Set)> = vec![
         (format!("avg_over_time({util}{w})"), end, |a, v| {
             a.mean = Some(v)
@@ -483,74 +536,105 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
             |a, v| a.below_idle = Some(v),
         ));
     }
-    for (promql, at, set) in instant {
-        let mut f = |a: &mut Acc, v: f64| set(a, v);
-        run(promql, at, &mut queries, &mut warnings, &mut f)?;
-    }
-    // Hourly: counts and means of [H − 1h, H) evaluated at H − S, idle counts L − S later.
-    let hour = 3_600_000;
-    let first_hour = q.start_ms.div_euclid(hour) * hour;
-    let last_hour = q.end_ms.div_euclid(hour) * hour;
-    let hw = format!("[{}ms:{s}ms]", hour - s);
-    let ranges: [(String, i64, usize); 3] = [
-        (format!("count_over_time({util}{hw})"), hour - s, 0),
-        (format!("avg_over_time({util}{hw})"), hour - s, 1),
-        (format!("sum_over_time({e}{hw})"), hour - s + l, 2),
-    ];
-    for (promql, shift, slot) in ranges {
-        let r = client.query_range(&promql, first_hour + shift, last_hour + shift, hour)?;
+    instant
+}
+
+/// The queries' answers, per device, and what was asked.
+struct Collect<'c> {
+    client: &'c Client,
+    queries: QueryLog,
+    warnings: Vec<String>,
+    devs: BTreeMap<DeviceKey, Acc>,
+}
+
+impl Collect<'_> {
+    /// Run an instant query at `at` and hand each device's value to `set`. Returns the series.
+    fn instant(
+        &mut self,
+        promql: String,
+        at: EpochMs,
+        set: impl Fn(&mut Acc, f64),
+    ) -> Result<usize, PromError> {
+        let r = self.client.query(&promql, at)?;
         for wmsg in &r.warnings {
-            warnings.push(format!("partial result for `{promql}`: {wmsg}"));
+            self.warnings
+                .push(format!("partial result for `{promql}`: {wmsg}"));
         }
-        let points: usize = r.series.iter().map(|x| x.samples.len()).sum();
-        queries.push((promql, r.series.len(), points));
+        let n = r.series.len();
+        self.queries.push((promql, n, n));
         for series in &r.series {
-            let Some((key, _)) = device_of(&series.labels) else {
+            let Some((key, info)) = device_of(&series.labels) else {
                 continue;
             };
-            let Some(acc) = devs.get_mut(&key) else {
+            let Some(v) = last_value(series) else {
                 continue;
             };
-            for (t, v) in &series.samples {
-                if !v.is_finite() {
+            let acc = self.devs.entry(key).or_default();
+            if acc.info.is_none() {
+                acc.info = Some(info);
+            }
+            set(acc, v);
+        }
+        Ok(n)
+    }
+
+    /// Hourly: counts and means of [H − 1h, H) evaluated at H − S, idle counts L − S later.
+    fn hourly(&mut self, q: &Query, x: &Exprs, s: i64) -> Result<(), PromError> {
+        let (util, e, l) = (&x.util, &x.e, x.l);
+        let hour = 3_600_000;
+        let first_hour = q.start_ms.div_euclid(hour) * hour;
+        let last_hour = q.end_ms.div_euclid(hour) * hour;
+        let hw = format!("[{}ms:{s}ms]", hour - s);
+        let ranges: [(String, i64, usize); 3] = [
+            (format!("count_over_time({util}{hw})"), hour - s, 0),
+            (format!("avg_over_time({util}{hw})"), hour - s, 1),
+            (format!("sum_over_time({e}{hw})"), hour - s + l, 2),
+        ];
+        for (promql, shift, slot) in ranges {
+            let r =
+                self.client
+                    .query_range(&promql, first_hour + shift, last_hour + shift, hour)?;
+            for wmsg in &r.warnings {
+                self.warnings
+                    .push(format!("partial result for `{promql}`: {wmsg}"));
+            }
+            let points: usize = r.series.iter().map(|x| x.samples.len()).sum();
+            self.queries.push((promql, r.series.len(), points));
+            for series in &r.series {
+                let Some((key, _)) = device_of(&series.labels) else {
                     continue;
-                }
-                let e = acc.hours.entry(t - shift).or_default();
-                match slot {
-                    0 => e.0 = *v,
-                    1 => e.1 = *v,
-                    _ => e.2 = *v,
+                };
+                let Some(acc) = self.devs.get_mut(&key) else {
+                    continue;
+                };
+                for (t, v) in &series.samples {
+                    if !v.is_finite() {
+                        continue;
+                    }
+                    let e = acc.hours.entry(t - shift).or_default();
+                    match slot {
+                        0 => e.0 = *v,
+                        1 => e.1 = *v,
+                        _ => e.2 = *v,
+                    }
                 }
             }
         }
+        Ok(())
     }
-    // The idle-episode total is the sum of the hourly counts (the hours partition the
-    // window's samples): one evaluation of the nested expression instead of two.
-    for acc in devs.values_mut() {
-        acc.idle = acc.hours.values().map(|h| h.2).sum();
-    }
-    for metric in ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE"] {
-        if !queries
-            .iter()
-            .any(|(qq, n, _)| qq.contains(metric) && *n > 0)
-        {
-            warnings.push(format!("{metric} is missing: its figures are left empty"));
-        }
-    }
-    let present = client.query(
-        &format!(
-            "count by (__name__) ({{__name__=~\"{}\"{}{}}})",
-            RAW_METRICS.join("|"),
-            if q.matchers.is_empty() { "" } else { "," },
-            q.matchers
-        ),
-        end,
-    )?;
-    let metrics_present = present.series.len();
+}
+
+/// The devices with samples whose answers are plausible, as profiles; implausible values are
+/// left empty and named, a device with implausible counts is left out and named.
+fn plausible_profiles(
+    devs: BTreeMap<DeviceKey, Acc>,
+    q: &Query,
+    s: i64,
+    warnings: &mut Vec<String>,
+) -> Vec<DeviceProfile> {
     let sh = s as f64 / 3_600_000.0;
     let window_samples = (q.end_ms - q.start_ms) as f64 / s as f64 + 1.0;
-    let profiles = devs
-        .into_iter()
+    devs.into_iter()
         .filter(|(_, a)| a.n > 0.0)
         .filter_map(|(key, mut a)| match plausible(&mut a, window_samples, s) {
             Ok(dropped) => {
@@ -568,14 +652,7 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
                 None
             }
         })
-        .collect();
-    Ok(Pushed {
-        profiles,
-        step_ms: s,
-        queries,
-        warnings,
-        metrics_present,
-    })
+        .collect()
 }
 
 /// The plausibility rules of file samples (`Sample::sanitize`), applied to what the store
@@ -597,6 +674,7 @@ fn plausible(a: &mut Acc, window_samples: f64, step_ms: i64) -> Result<Vec<Strin
         ("band count", a.below[1]),
         ("band count", a.below[2]),
         ("band count", a.below[3]),
+        ("below-idle-threshold count", a.below_idle.unwrap_or(0.0)),
         ("idle count", a.idle),
         ("held-idle count", a.held),
     ] {
