@@ -843,159 +843,175 @@ impl Catalog {
         Some((pick, note))
     }
 
-    /// Apply an overlay: negotiated prices replace (or add) instance prices; clusters become
-    /// `onprem` instances priced by their TCO.
+    /// Apply an overlay: negotiated prices replace (or add) instance prices; confirmations
+    /// clear suspect flags; clusters become `onprem` instances priced by their TCO.
     pub fn apply(&mut self, overlay: &Overlay, origin: &str) -> Result<(), CatalogError> {
         let err = |message: String| CatalogError::Overlay {
             origin: origin.to_owned(),
             message,
         };
         for p in &overlay.prices {
-            let pricing = Pricing::parse(&p.pricing)
-                .map_err(|e| err(format!("price for `{}`: {e}", p.instance_type)))?;
-            let per_gpu = self
-                .instances
-                .iter()
-                .find(|i| i.cloud == p.cloud && i.instance_type == p.instance_type)
-                .map(|i| i.gpu_count)
-                .or(p.gpu_count)
-                .filter(|n| *n > 0.0)
-                .unwrap_or(1.0);
-            check_gpu_hour_price(p.usd_per_hour / per_gpu).map_err(|m| {
-                err(format!(
-                    "price for `{}`: `usd_per_hour`: {m}",
-                    p.instance_type
-                ))
-            })?;
-            let source = format!(
-                "{origin} (negotiated{})",
-                p.note
-                    .as_deref()
-                    .map_or(String::new(), |n| format!(": {n}"))
-            );
-            let mut hit = false;
-            for i in &mut self.instances {
-                if i.cloud == p.cloud
-                    && i.instance_type == p.instance_type
-                    && p.region.as_ref().is_none_or(|r| *r == i.region)
-                {
-                    hit = true;
-                    let slot = match pricing {
-                        Pricing::OnDemand => &mut i.on_demand_usd_per_hour,
-                        Pricing::Spot => &mut i.spot_usd_per_hour,
-                        Pricing::Commit1y => &mut i.commit_1y_usd_per_hour,
-                        Pricing::Commit3y => &mut i.commit_3y_usd_per_hour,
-                    };
-                    *slot = Some(p.usd_per_hour);
-                    i.suspect.retain(|x| x.pricing != pricing);
-                    i.as_of.clone_from(&p.as_of);
-                    i.source.clone_from(&source);
-                }
-            }
-            if !hit {
-                let (Some(gpu), Some(count), Some(region)) = (&p.gpu, p.gpu_count, &p.region)
-                else {
-                    return Err(err(format!(
-                        "`{}` `{}` is not in the catalog: give `gpu`, `gpu_count` and `region` to add it",
-                        p.cloud, p.instance_type
-                    )));
-                };
-                let spec = self
-                    .resolve(gpu)
-                    .ok_or_else(|| err(format!("unknown GPU `{gpu}`")))?;
-                let mut row = Instance {
-                    cloud: p.cloud.clone(),
-                    instance_type: p.instance_type.clone(),
-                    region: region.clone(),
-                    gpu: spec.name.clone(),
-                    gpu_count: count,
-                    vcpus: None,
-                    memory_gib: None,
-                    on_demand_usd_per_hour: None,
-                    spot_usd_per_hour: None,
-                    commit_1y_usd_per_hour: None,
-                    commit_3y_usd_per_hour: None,
-                    as_of: p.as_of.clone(),
-                    source,
-                    suspect: Vec::new(),
-                };
-                match pricing {
-                    Pricing::OnDemand => row.on_demand_usd_per_hour = Some(p.usd_per_hour),
-                    Pricing::Spot => row.spot_usd_per_hour = Some(p.usd_per_hour),
-                    Pricing::Commit1y => row.commit_1y_usd_per_hour = Some(p.usd_per_hour),
-                    Pricing::Commit3y => row.commit_3y_usd_per_hour = Some(p.usd_per_hour),
-                }
-                self.instances.push(row);
-            }
+            self.apply_price(p, origin).map_err(err)?;
         }
         for c in &overlay.confirms {
-            let pricing = c
-                .pricing
-                .as_deref()
-                .map(Pricing::parse)
-                .transpose()
-                .map_err(|e| err(format!("confirm for `{}`: {e}", c.instance_type)))?;
-            let mut hit = false;
-            for i in &mut self.instances {
-                if i.cloud == c.cloud
-                    && i.instance_type == c.instance_type
-                    && c.region.as_ref().is_none_or(|r| *r == i.region)
-                {
-                    hit = true;
-                    i.suspect
-                        .retain(|x| pricing.is_some_and(|p| p != x.pricing));
-                }
-            }
-            if !hit {
-                return Err(err(format!(
-                    "confirm: `{}` `{}`{} is not in the catalog",
-                    c.cloud,
-                    c.instance_type,
-                    c.region
-                        .as_deref()
-                        .map_or(String::new(), |r| format!(" in {r}"))
-                )));
-            }
+            self.apply_confirm(c).map_err(err)?;
         }
         for c in &overlay.clusters {
-            let spec = self
-                .resolve(&c.gpu)
-                .ok_or_else(|| err(format!("cluster `{}`: unknown GPU `{}`", c.name, c.gpu)))?
-                .clone();
-            if c.gpus == 0
-                || c.amortization_years <= 0.0
-                || c.pue < 1.0
-                || c.usd_per_kwh < 0.0
-                || c.purchase_usd < 0.0
+            self.apply_cluster(c, origin).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// A negotiated price: on the catalog rows it names, or a row of its own.
+    fn apply_price(&mut self, p: &NegotiatedPrice, origin: &str) -> Result<(), String> {
+        let pricing = Pricing::parse(&p.pricing)
+            .map_err(|e| format!("price for `{}`: {e}", p.instance_type))?;
+        let per_gpu = self
+            .instances
+            .iter()
+            .find(|i| i.cloud == p.cloud && i.instance_type == p.instance_type)
+            .map(|i| i.gpu_count)
+            .or(p.gpu_count)
+            .filter(|n| *n > 0.0)
+            .unwrap_or(1.0);
+        check_gpu_hour_price(p.usd_per_hour / per_gpu)
+            .map_err(|m| format!("price for `{}`: `usd_per_hour`: {m}", p.instance_type))?;
+        let source = format!(
+            "{origin} (negotiated{})",
+            p.note
+                .as_deref()
+                .map_or(String::new(), |n| format!(": {n}"))
+        );
+        let mut hit = false;
+        for i in &mut self.instances {
+            if i.cloud == p.cloud
+                && i.instance_type == p.instance_type
+                && p.region.as_ref().is_none_or(|r| *r == i.region)
             {
-                return Err(err(format!(
-                    "cluster `{}`: needs gpus ≥ 1, amortization_years > 0, pue ≥ 1, usd_per_kwh ≥ 0, purchase_usd ≥ 0",
-                    c.name
-                )));
+                hit = true;
+                let slot = match pricing {
+                    Pricing::OnDemand => &mut i.on_demand_usd_per_hour,
+                    Pricing::Spot => &mut i.spot_usd_per_hour,
+                    Pricing::Commit1y => &mut i.commit_1y_usd_per_hour,
+                    Pricing::Commit3y => &mut i.commit_3y_usd_per_hour,
+                };
+                *slot = Some(p.usd_per_hour);
+                i.suspect.retain(|x| x.pricing != pricing);
+                i.as_of.clone_from(&p.as_of);
+                i.source.clone_from(&source);
             }
-            let (cost, formula) = c.gpu_hour_cost(spec.tdp_w).ok_or_else(|| {
-                err(format!(
-                    "cluster `{}`: `{}` has no TDP in the catalog: give `power_w_per_gpu`",
-                    c.name, spec.name
-                ))
-            })?;
-            self.instances.push(Instance {
-                cloud: "onprem".into(),
-                instance_type: c.name.clone(),
-                region: "onprem".into(),
+        }
+        if !hit {
+            let (Some(gpu), Some(count), Some(region)) = (&p.gpu, p.gpu_count, &p.region) else {
+                return Err(format!(
+                    "`{}` `{}` is not in the catalog: give `gpu`, `gpu_count` and `region` to add it",
+                    p.cloud, p.instance_type
+                ));
+            };
+            let spec = self
+                .resolve(gpu)
+                .ok_or_else(|| format!("unknown GPU `{gpu}`"))?;
+            let mut row = Instance {
+                cloud: p.cloud.clone(),
+                instance_type: p.instance_type.clone(),
+                region: region.clone(),
                 gpu: spec.name.clone(),
-                gpu_count: 1.0,
+                gpu_count: count,
                 vcpus: None,
                 memory_gib: None,
-                on_demand_usd_per_hour: Some(cost),
+                on_demand_usd_per_hour: None,
                 spot_usd_per_hour: None,
                 commit_1y_usd_per_hour: None,
                 commit_3y_usd_per_hour: None,
-                as_of: c.as_of.clone(),
-                source: format!("{origin} cluster `{}`: {formula}", c.name),
+                as_of: p.as_of.clone(),
+                source,
                 suspect: Vec::new(),
-            });
+            };
+            match pricing {
+                Pricing::OnDemand => row.on_demand_usd_per_hour = Some(p.usd_per_hour),
+                Pricing::Spot => row.spot_usd_per_hour = Some(p.usd_per_hour),
+                Pricing::Commit1y => row.commit_1y_usd_per_hour = Some(p.usd_per_hour),
+                Pricing::Commit3y => row.commit_3y_usd_per_hour = Some(p.usd_per_hour),
+            }
+            self.instances.push(row);
         }
+
+        Ok(())
+    }
+
+    /// A suspect price confirmed as real: quoted again.
+    fn apply_confirm(&mut self, c: &Confirm) -> Result<(), String> {
+        let pricing = c
+            .pricing
+            .as_deref()
+            .map(Pricing::parse)
+            .transpose()
+            .map_err(|e| format!("confirm for `{}`: {e}", c.instance_type))?;
+        let mut hit = false;
+        for i in &mut self.instances {
+            if i.cloud == c.cloud
+                && i.instance_type == c.instance_type
+                && c.region.as_ref().is_none_or(|r| *r == i.region)
+            {
+                hit = true;
+                i.suspect
+                    .retain(|x| pricing.is_some_and(|p| p != x.pricing));
+            }
+        }
+        if !hit {
+            return Err(format!(
+                "confirm: `{}` `{}`{} is not in the catalog",
+                c.cloud,
+                c.instance_type,
+                c.region
+                    .as_deref()
+                    .map_or(String::new(), |r| format!(" in {r}"))
+            ));
+        }
+
+        Ok(())
+    }
+
+    /// A private cluster: an `onprem` instance at its TCO per GPU-hour.
+    fn apply_cluster(&mut self, c: &Cluster, origin: &str) -> Result<(), String> {
+        let spec = self
+            .resolve(&c.gpu)
+            .ok_or_else(|| format!("cluster `{}`: unknown GPU `{}`", c.name, c.gpu))?
+            .clone();
+        if c.gpus == 0
+            || c.amortization_years <= 0.0
+            || c.pue < 1.0
+            || c.usd_per_kwh < 0.0
+            || c.purchase_usd < 0.0
+        {
+            return Err(format!(
+                "cluster `{}`: needs gpus ≥ 1, amortization_years > 0, pue ≥ 1, usd_per_kwh ≥ 0, purchase_usd ≥ 0",
+                c.name
+            ));
+        }
+        let (cost, formula) = c.gpu_hour_cost(spec.tdp_w).ok_or_else(|| {
+            format!(
+                "cluster `{}`: `{}` has no TDP in the catalog: give `power_w_per_gpu`",
+                c.name, spec.name
+            )
+        })?;
+        self.instances.push(Instance {
+            cloud: "onprem".into(),
+            instance_type: c.name.clone(),
+            region: "onprem".into(),
+            gpu: spec.name.clone(),
+            gpu_count: 1.0,
+            vcpus: None,
+            memory_gib: None,
+            on_demand_usd_per_hour: Some(cost),
+            spot_usd_per_hour: None,
+            commit_1y_usd_per_hour: None,
+            commit_3y_usd_per_hour: None,
+            as_of: c.as_of.clone(),
+            source: format!("{origin} cluster `{}`: {formula}", c.name),
+            suspect: Vec::new(),
+        });
+
         Ok(())
     }
 

@@ -806,18 +806,20 @@ impl Notes {
         }
     }
 
-    /// The notes as warnings, in a stable order.
+    /// The notes as warnings, in a stable order: prices, then the data, then overlaps.
     fn warnings(&self, opts: &ReportOptions) -> Vec<Warning> {
         let mut out = Vec::new();
-        let mut push = |kind: &str, message: String, count: u64| {
-            out.push(Warning {
-                kind: kind.into(),
-                message,
-                count,
-            });
-        };
+        self.price_warnings(opts, &mut out);
+        self.data_warnings(opts, &mut out);
+        self.overlap_warnings(&mut out);
+        out
+    }
+
+    /// Unknown models and shares, unpriced devices, stale prices.
+    fn price_warnings(&self, opts: &ReportOptions, out: &mut Vec<Warning>) {
         for (name, n) in &self.unknown_models {
-            push(
+            warn(
+                out,
                 "unknown_model",
                 format!(
                     "GPU model `{name}` is not in the catalog: its devices are not priced unless a --prices rule matches them"
@@ -826,10 +828,11 @@ impl Notes {
             );
         }
         if self.no_model > 0 {
-            push("no_model", "unpriced devices whose data names no GPU model (dmon logs, generic CSV without a model column): price them with a --prices rule".into(), self.no_model);
+            warn(out, "no_model", "unpriced devices whose data names no GPU model (dmon logs, generic CSV without a model column): price them with a --prices rule".into(), self.no_model);
         }
         if !self.unknown_share.is_empty() {
-            push(
+            warn(
+                out,
                 "mig_share_unknown",
                 format!(
                     "{} MIG instance(s) of a GPU whose MIG slices the catalog does not know ({}): their share of the GPU, and so their GPU-hours and cost, are unknown and not counted",
@@ -840,7 +843,8 @@ impl Notes {
             );
         }
         if !self.unpriced.is_empty() {
-            push(
+            warn(
+                out,
                 "unpriced",
                 format!(
                     "no price for {} device(s) ({}): their cost is not counted",
@@ -853,7 +857,8 @@ impl Notes {
         if !self.stale.is_empty() {
             let n: u64 = self.stale.values().sum();
             let dates: Vec<String> = self.stale.keys().cloned().collect();
-            push(
+            warn(
+                out,
                 "stale_price",
                 format!(
                     "{n} device(s) priced with prices older than {} days (as of {}): refresh the catalog (`gpuwise catalog import`, docs/catalog.md), or pass --prices",
@@ -863,8 +868,13 @@ impl Notes {
                 n,
             );
         }
+    }
+
+    /// Gaps, samples out of order or repeated, clocks in the future.
+    fn data_warnings(&self, opts: &ReportOptions, out: &mut Vec<Warning>) {
         if self.gap_devices > 0 {
-            push(
+            warn(
+                out,
                 "gaps",
                 format!(
                     "{} gap(s) longer than {:.0} s in {} device(s) count as no data (neither idle nor billed)",
@@ -893,12 +903,17 @@ impl Notes {
             ),
         ] {
             if n > 0 {
-                push(kind, format!("{n} {what}"), n);
+                warn(out, kind, format!("{n} {what}"), n);
             }
         }
+    }
+
+    /// Inputs that covered a device twice, GPUs under several hosts, unresolved overlaps.
+    fn overlap_warnings(&self, out: &mut Vec<Warning>) {
         let o = &self.overlap;
         if o.devices > 0 {
-            push(
+            warn(
+                out,
                 "overlap",
                 format!(
                     "{} device(s) were covered by more than one input at the same time (the same file twice, copies, or two collectors): {:.2} h covered twice and {} sample(s) dropped, so each device-hour counts once",
@@ -908,7 +923,8 @@ impl Notes {
             );
         }
         if !self.several_hosts.is_empty() {
-            push(
+            warn(
+                out,
                 "same_gpu_several_hosts",
                 format!(
                     "{} GPU(s) were reported under more than one host and are counted once, under the host that reported them most: {}",
@@ -924,7 +940,8 @@ impl Notes {
             );
         }
         if !self.unresolved.is_empty() {
-            push(
+            warn(
+                out,
                 "unresolved_overlap",
                 format!(
                     "{} device(s) overlap between standard input and other inputs; standard input cannot be read twice, so only their data before the overlap counts (pass the data as a file): {}",
@@ -939,8 +956,15 @@ impl Notes {
                 self.unresolved.len() as u64,
             );
         }
-        out
     }
+}
+
+fn warn(out: &mut Vec<Warning>, kind: &str, message: String, count: u64) {
+    out.push(Warning {
+        kind: kind.into(),
+        message,
+        count,
+    });
 }
 
 /// The first five of a list, joined, with `…` when there are more.

@@ -177,8 +177,10 @@ fn layer_units(m: &Model, seq: f64, flash: bool) -> (f64, f64, f64) {
     (attn + mlp + 4.0 + scores, scores, mm)
 }
 
-/// Memory per GPU for `model` under `s`. `runtime`: add the CUDA context and allocator
-/// headroom (fitting a plan; NVML-measured memory).
+/// Memory per GPU for `model` under `s`, as named terms: the model states (weights, and in
+/// training gradients, master weights, optimizer moments), then activations and loss
+/// (training) or KV cache and prefill workspace (inference), then workspaces and, with
+/// `runtime`, the CUDA context and allocator headroom (fitting a plan; NVML-measured memory).
 #[must_use]
 pub fn estimate(model: &Model, s: &Setup, runtime: bool) -> Memory {
     let w = &s.workload;
@@ -186,181 +188,207 @@ pub fn estimate(model: &Model, s: &Setup, runtime: bool) -> Memory {
         terms: Vec::new(),
         total_bytes: 0.0,
     };
-    let mp = s.model_parallel();
-    let dp = f64::from(s.dp);
-    let p = s.precision;
-    let n = model.params;
-    let emb = model.embedding_params() * if model.tied_embeddings { 1.0 } else { 2.0 };
-    let h = f64::from(model.hidden);
-    let gib = |b: f64| format!("{:.2} GiB", b / super::GIB);
-
-    // Weights as stored for inference and for a frozen LoRA base.
-    let stored_weights = |mem: &mut Memory, label: &str| {
-        let (bytes, formula) = if p.quantizes_embeddings() || w.gguf {
-            (
-                n * p.weight_bits() / 8.0,
-                format!("{n:.4e} params × {} bits", p.weight_bits()),
-            )
-        } else {
-            let blocks = model.block_linear_params();
-            (
-                blocks * p.weight_bits() / 8.0 + emb * 2.0,
-                format!(
-                    "{blocks:.4e} block params × {} bits + {emb:.4e} embedding params × 16 bits",
-                    p.weight_bits()
-                ),
-            )
-        };
-        mem.push(
-            "weights",
-            bytes / mp,
-            format!("{label}{formula} ÷ {mp} (tp × pp)"),
-        );
-    };
-
     match w.mode {
-        Mode::Train => {
-            let master_copy = w.zero > 0
-                || s.tp > 1
-                || s.pp > 1
-                || w.framework_is(&["megatron", "deepspeed", "nemo", "torchtitan", "llm-foundry"]);
-            let b = StateBytes::new(p, w.optimizer, h, master_copy);
-            let shard = |stage: u8| if w.zero >= stage { dp } else { 1.0 };
-            let per = |x: f64, stage: u8| n * x / mp / shard(stage);
-            mem.push(
-                "weights",
-                per(b.weights, 3),
-                format!(
-                    "{n:.4e} params × {} B ÷ {mp} (tp × pp){}",
-                    b.weights,
-                    zero_note(w.zero, 3, dp)
-                ),
-            );
-            mem.push(
-                "gradients",
-                per(b.grads, 2),
-                format!("params × {} B ÷ tp·pp{}", b.grads, zero_note(w.zero, 2, dp)),
-            );
-            mem.push(
-                "master_weights",
-                per(b.master, 1),
-                format!(
-                    "params × 4 B (fp32 master) ÷ tp·pp{}",
-                    zero_note(w.zero, 1, dp)
-                ),
-            );
-            mem.push(
-                "optimizer",
-                per(b.optimizer, 1),
-                format!(
-                    "params × {:.3} B ({:?} moments) ÷ tp·pp{}",
-                    b.optimizer,
-                    w.optimizer,
-                    zero_note(w.zero, 1, dp)
-                ),
-            );
-            mem.push(
-                "cast_cache",
-                n * b.cast_cache / mp,
-                "params × 2 B: autocast's 16-bit copies of fp32 weights".to_owned(),
-            );
-            if w.zero >= 3 && dp > 1.0 {
-                let layer = (n - emb) / f64::from(model.layers.max(1));
-                mem.push(
-                    "gathered_layers",
-                    2.0 * layer * 2.0 / mp,
-                    "2 layers × layer params × 2 B: the unsharded layer in use and the next prefetched".to_owned(),
-                );
-            }
-        }
+        Mode::Train => training_states(model, s, &mut mem),
         Mode::Lora | Mode::Qlora => {
-            stored_weights(&mut mem, "frozen base: ");
-            let adapters = lora_params(model, w.lora_rank);
-            let b = StateBytes::new(Precision::Fp32, w.optimizer, h, false);
-            mem.push(
-                "adapters",
-                adapters * (b.weights + b.grads + b.optimizer) / mp,
-                format!(
-                    "{adapters:.4e} adapter params (rank {} on every block linear) × {} B (fp32 weights, gradients, moments)",
-                    w.lora_rank,
-                    b.weights + b.grads + b.optimizer
-                ),
-            );
+            stored_weights(model, s, &mut mem, "frozen base: ");
+            adapters(model, s, &mut mem);
         }
-        Mode::Infer => stored_weights(&mut mem, ""),
+        Mode::Infer => stored_weights(model, s, &mut mem, ""),
     }
-
     if w.mode.trains() && w.scope.as_deref() == Some("model_states_only") {
         return mem;
     }
-
-    let tp = f64::from(s.tp);
     if w.mode.trains() {
-        let seq = f64::from(s.seq);
-        let t = f64::from(s.batch) * seq;
-        let unit = p.activation_bytes() / 2.0 * h * t / tp;
-        let (full, scores, mm) = layer_units(model, seq, w.flash_attention);
-        let l = f64::from(model.layers);
-        let (kept, how) = match w.checkpointing {
-            Checkpointing::None => (l * full, format!("{l} layers × {full:.1}")),
-            Checkpointing::Selective if w.framework_is(&["megatron", "nemo"]) => (
-                l * (full - scores),
-                format!("{l} layers × {:.1} (scores recomputed)", full - scores),
-            ),
-            Checkpointing::Selective => {
-                let keep = 2.0 + 2.0 * f64::from(model.heads * model.head_dim) / h + mm / 2.0;
-                (
-                    l * keep + full,
-                    format!(
-                        "{l} layers × {keep:.1} (input, attention output, every other matmul output) + one layer recomputed ({full:.1})"
-                    ),
-                )
-            }
-            Checkpointing::Full => (
-                l * 2.0 + full,
-                format!("{l} layer inputs × 2 + one layer recomputed ({full:.1})"),
-            ),
-        };
-        mem.push(
-            "activations",
-            kept * unit,
-            format!(
-                "{how} B per hidden unit per token at 16 bits; × hidden × {t} tokens{}{}",
-                if p.activation_bytes() > 2.0 {
-                    " × 2 (fp32)"
-                } else {
-                    ""
-                },
-                if s.tp > 1 {
-                    " ÷ tp (sequence parallel)"
-                } else {
-                    ""
-                }
-            ),
-        );
-        let v = f64::from(model.vocab);
-        let ab = p.activation_bytes();
-        let (per_token, how) = if w.framework_is(&["torchtune"]) {
-            (ab + 12.0 / 8.0, "logits + fp32 loss in 8 chunks")
-        } else {
-            (
-                ab + 12.0,
-                "logits + 3 fp32 copies (upcast, log-softmax, gradient)",
-            )
-        };
-        mem.push(
-            "loss",
-            per_token * t * v / tp,
-            format!("{how}: {per_token} B × {t} tokens × {v} vocab ÷ tp"),
-        );
+        activations_and_loss(model, s, &mut mem);
     } else {
-        let kv_b = s.kv_precision.weight_bits() / 8.0;
-        let kv_heads = f64::from(model.kv_heads);
-        let per_gpu_heads = (kv_heads / tp).ceil().max(1.0);
-        let per_token =
-            model.kv_elems_per_token() * kv_b * per_gpu_heads / kv_heads / f64::from(s.pp);
-        let seqs = f64::from(s.batch);
+        kv_cache_and_prefill(model, s, &mut mem);
+    }
+    workspaces(model, s, runtime, &mut mem);
+    mem
+}
+
+/// Weights as stored for inference and for a frozen LoRA base.
+fn stored_weights(model: &Model, s: &Setup, mem: &mut Memory, label: &str) {
+    let (w, p, n, mp) = (&s.workload, s.precision, model.params, s.model_parallel());
+    let emb = model.embedding_params() * if model.tied_embeddings { 1.0 } else { 2.0 };
+    let (bytes, formula) = if p.quantizes_embeddings() || w.gguf {
+        (
+            n * p.weight_bits() / 8.0,
+            format!("{n:.4e} params × {} bits", p.weight_bits()),
+        )
+    } else {
+        let blocks = model.block_linear_params();
+        (
+            blocks * p.weight_bits() / 8.0 + emb * 2.0,
+            format!(
+                "{blocks:.4e} block params × {} bits + {emb:.4e} embedding params × 16 bits",
+                p.weight_bits()
+            ),
+        )
+    };
+    mem.push(
+        "weights",
+        bytes / mp,
+        format!("{label}{formula} ÷ {mp} (tp × pp)"),
+    );
+}
+
+/// Full training: weights, gradients, master weights, optimizer moments and the autocast
+/// copies, sharded by ZeRO stage over data parallel; with ZeRO-3 the gathered layers.
+fn training_states(model: &Model, s: &Setup, mem: &mut Memory) {
+    let (w, p, n, mp) = (&s.workload, s.precision, model.params, s.model_parallel());
+    let dp = f64::from(s.dp);
+    let h = f64::from(model.hidden);
+    let emb = model.embedding_params() * if model.tied_embeddings { 1.0 } else { 2.0 };
+    let master_copy = w.zero > 0
+        || s.tp > 1
+        || s.pp > 1
+        || w.framework_is(&["megatron", "deepspeed", "nemo", "torchtitan", "llm-foundry"]);
+    let b = StateBytes::new(p, w.optimizer, h, master_copy);
+    let shard = |stage: u8| if w.zero >= stage { dp } else { 1.0 };
+    let per = |x: f64, stage: u8| n * x / mp / shard(stage);
+    mem.push(
+        "weights",
+        per(b.weights, 3),
+        format!(
+            "{n:.4e} params × {} B ÷ {mp} (tp × pp){}",
+            b.weights,
+            zero_note(w.zero, 3, dp)
+        ),
+    );
+    mem.push(
+        "gradients",
+        per(b.grads, 2),
+        format!("params × {} B ÷ tp·pp{}", b.grads, zero_note(w.zero, 2, dp)),
+    );
+    mem.push(
+        "master_weights",
+        per(b.master, 1),
+        format!(
+            "params × 4 B (fp32 master) ÷ tp·pp{}",
+            zero_note(w.zero, 1, dp)
+        ),
+    );
+    mem.push(
+        "optimizer",
+        per(b.optimizer, 1),
+        format!(
+            "params × {:.3} B ({:?} moments) ÷ tp·pp{}",
+            b.optimizer,
+            w.optimizer,
+            zero_note(w.zero, 1, dp)
+        ),
+    );
+    mem.push(
+        "cast_cache",
+        n * b.cast_cache / mp,
+        "params × 2 B: autocast's 16-bit copies of fp32 weights".to_owned(),
+    );
+    if w.zero >= 3 && dp > 1.0 {
+        let layer = (n - emb) / f64::from(model.layers.max(1));
         mem.push(
+            "gathered_layers",
+            2.0 * layer * 2.0 / mp,
+            "2 layers × layer params × 2 B: the unsharded layer in use and the next prefetched"
+                .to_owned(),
+        );
+    }
+}
+
+/// LoRA / QLoRA adapters with their fp32 gradients and moments.
+fn adapters(model: &Model, s: &Setup, mem: &mut Memory) {
+    let (w, mp) = (&s.workload, s.model_parallel());
+    let h = f64::from(model.hidden);
+
+    let adapters = lora_params(model, w.lora_rank);
+    let b = StateBytes::new(Precision::Fp32, w.optimizer, h, false);
+    mem.push(
+            "adapters",
+            adapters * (b.weights + b.grads + b.optimizer) / mp,
+            format!(
+                "{adapters:.4e} adapter params (rank {} on every block linear) × {} B (fp32 weights, gradients, moments)",
+                w.lora_rank,
+                b.weights + b.grads + b.optimizer
+            ),
+        );
+}
+
+/// Training activations (by checkpointing policy) and the loss's logits.
+fn activations_and_loss(model: &Model, s: &Setup, mem: &mut Memory) {
+    let (w, p) = (&s.workload, s.precision);
+    let h = f64::from(model.hidden);
+    let tp = f64::from(s.tp);
+    let seq = f64::from(s.seq);
+    let t = f64::from(s.batch) * seq;
+    let unit = p.activation_bytes() / 2.0 * h * t / tp;
+    let (full, scores, mm) = layer_units(model, seq, w.flash_attention);
+    let l = f64::from(model.layers);
+    let (kept, how) = match w.checkpointing {
+        Checkpointing::None => (l * full, format!("{l} layers × {full:.1}")),
+        Checkpointing::Selective if w.framework_is(&["megatron", "nemo"]) => (
+            l * (full - scores),
+            format!("{l} layers × {:.1} (scores recomputed)", full - scores),
+        ),
+        Checkpointing::Selective => {
+            let keep = 2.0 + 2.0 * f64::from(model.heads * model.head_dim) / h + mm / 2.0;
+            (
+                l * keep + full,
+                format!(
+                    "{l} layers × {keep:.1} (input, attention output, every other matmul output) + one layer recomputed ({full:.1})"
+                ),
+            )
+        }
+        Checkpointing::Full => (
+            l * 2.0 + full,
+            format!("{l} layer inputs × 2 + one layer recomputed ({full:.1})"),
+        ),
+    };
+    mem.push(
+        "activations",
+        kept * unit,
+        format!(
+            "{how} B per hidden unit per token at 16 bits; × hidden × {t} tokens{}{}",
+            if p.activation_bytes() > 2.0 {
+                " × 2 (fp32)"
+            } else {
+                ""
+            },
+            if s.tp > 1 {
+                " ÷ tp (sequence parallel)"
+            } else {
+                ""
+            }
+        ),
+    );
+    let v = f64::from(model.vocab);
+    let ab = p.activation_bytes();
+    let (per_token, how) = if w.framework_is(&["torchtune"]) {
+        (ab + 12.0 / 8.0, "logits + fp32 loss in 8 chunks")
+    } else {
+        (
+            ab + 12.0,
+            "logits + 3 fp32 copies (upcast, log-softmax, gradient)",
+        )
+    };
+    mem.push(
+        "loss",
+        per_token * t * v / tp,
+        format!("{how}: {per_token} B × {t} tokens × {v} vocab ÷ tp"),
+    );
+}
+
+/// Inference: the KV cache of every sequence and the prefill workspace.
+fn kv_cache_and_prefill(model: &Model, s: &Setup, mem: &mut Memory) {
+    let w = &s.workload;
+    let h = f64::from(model.hidden);
+    let tp = f64::from(s.tp);
+    let kv_b = s.kv_precision.weight_bits() / 8.0;
+    let kv_heads = f64::from(model.kv_heads);
+    let per_gpu_heads = (kv_heads / tp).ceil().max(1.0);
+    let per_token = model.kv_elems_per_token() * kv_b * per_gpu_heads / kv_heads / f64::from(s.pp);
+    let seqs = f64::from(s.batch);
+    mem.push(
             "kv_cache",
             seqs * f64::from(s.kv_len) * per_token,
             format!(
@@ -368,14 +396,24 @@ pub fn estimate(model: &Model, s: &Setup, runtime: bool) -> Memory {
                 s.kv_len, model.layers, model.kv_heads, model.head_dim
             ),
         );
-        let tokens = (seqs * f64::from(s.prompt)).clamp(1.0, PREFILL_CHUNK_TOKENS);
-        let (full, _, _) = layer_units(model, f64::from(s.prompt), w.flash_attention);
-        mem.push(
-            "prefill_workspace",
-            full * h * tokens / tp + 4.0 * seqs * f64::from(model.vocab),
-            format!("one layer × {full:.1} B × hidden × {tokens} tokens + fp32 logits of the last tokens"),
-        );
-    }
+    let tokens = (seqs * f64::from(s.prompt)).clamp(1.0, PREFILL_CHUNK_TOKENS);
+    let (full, _, _) = layer_units(model, f64::from(s.prompt), w.flash_attention);
+    mem.push(
+        "prefill_workspace",
+        full * h * tokens / tp + 4.0 * seqs * f64::from(model.vocab),
+        format!(
+            "one layer × {full:.1} B × hidden × {tokens} tokens + fp32 logits of the last tokens"
+        ),
+    );
+}
+
+/// The dequantization workspace of weight-only formats; with `runtime`, allocator headroom and
+/// the CUDA context.
+fn workspaces(model: &Model, s: &Setup, runtime: bool, mem: &mut Memory) {
+    let (w, p) = (&s.workload, s.precision);
+    let h = f64::from(model.hidden);
+    let tp = f64::from(s.tp);
+    let gib = |b: f64| format!("{:.2} GiB", b / super::GIB);
     if p.weight_only() && !w.gguf {
         let widest = f64::from(model.ffn).max(f64::from(model.heads * model.head_dim)) * h;
         mem.push(
@@ -401,7 +439,6 @@ pub fn estimate(model: &Model, s: &Setup, runtime: bool) -> Memory {
             "CUDA context and kernels (1,343 MB, Hugging Face measurement)".to_owned(),
         );
     }
-    mem
 }
 
 fn zero_note(zero: u8, stage: u8, dp: f64) -> String {

@@ -199,15 +199,7 @@ impl Model {
         let head_dim = int(&["head_dim"]).unwrap_or(hidden / heads);
         let ffn = match int(&["intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"]) {
             Some(f) => f,
-            None => {
-                let ratio = obj
-                    .get("expansion_ratio")
-                    .and_then(serde_json::Value::as_f64);
-                if ratio.is_none() {
-                    assumptions.push("feed-forward width not given: 4 × hidden".to_owned());
-                }
-                (f64::from(hidden) * ratio.unwrap_or(4.0)).round() as u32
-            }
+            None => ffn_from_ratio(obj, hidden, &mut assumptions),
         };
         let model_type = obj
             .get("model_type")
@@ -219,24 +211,7 @@ impl Model {
             .or_else(|| obj.get("activation_function"))
             .and_then(serde_json::Value::as_str)
             .unwrap_or("");
-        let gated = matches!(
-            model_type,
-            "llama"
-                | "mistral"
-                | "mixtral"
-                | "qwen2"
-                | "qwen2_moe"
-                | "qwen3"
-                | "gemma"
-                | "gemma2"
-                | "gemma3_text"
-                | "phi3"
-                | "olmo2"
-                | "deepseek_v2"
-                | "deepseek_v3"
-                | "granite"
-        ) || act.contains("glu")
-            || (act == "silu" && model_type != "gpt_neox");
+        let gated = gated_ffn(model_type, act);
         let vocab = int(&["vocab_size", "padded_vocab_size"]).unwrap_or(0);
         if vocab == 0 {
             assumptions.push("no vocab_size: embedding and output terms left out".to_owned());
@@ -247,20 +222,7 @@ impl Model {
             .get("tie_word_embeddings")
             .and_then(serde_json::Value::as_bool)
             .unwrap_or(true);
-        let name = obj
-            .get("_name_or_path")
-            .and_then(serde_json::Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map_or_else(
-                || {
-                    if model_type.is_empty() {
-                        origin.to_owned()
-                    } else {
-                        model_type.to_owned()
-                    }
-                },
-                str::to_owned,
-            );
+        let name = config_name(obj, model_type, origin);
         let mut m = Model {
             name,
             params: 0.0,
@@ -416,6 +378,66 @@ pub fn parse_count(s: &str) -> Option<f64> {
     };
     let v: f64 = num.trim().parse().ok()?;
     (v.is_finite() && v > 0.0).then_some(v * mult)
+}
+
+/// Whether the feed-forward block is gated (SwiGLU, GeGLU): by model type, else activation.
+fn gated_ffn(model_type: &str, act: &str) -> bool {
+    matches!(
+        model_type,
+        "llama"
+            | "mistral"
+            | "mixtral"
+            | "qwen2"
+            | "qwen2_moe"
+            | "qwen3"
+            | "gemma"
+            | "gemma2"
+            | "gemma3_text"
+            | "phi3"
+            | "olmo2"
+            | "deepseek_v2"
+            | "deepseek_v3"
+            | "granite"
+    ) || act.contains("glu")
+        || (act == "silu" && model_type != "gpt_neox")
+}
+
+/// A config's name: `_name_or_path`, else its model type, else where it came from.
+fn config_name(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    model_type: &str,
+    origin: &str,
+) -> String {
+    obj.get("_name_or_path")
+        .and_then(serde_json::Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map_or_else(
+            || {
+                if model_type.is_empty() {
+                    origin.to_owned()
+                } else {
+                    model_type.to_owned()
+                }
+            },
+            str::to_owned,
+        )
+}
+
+/// The feed-forward width from an `expansion_ratio` (MPT), else 4 × hidden (said so).
+fn ffn_from_ratio(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    hidden: u32,
+    assumptions: &mut Vec<String>,
+) -> u32 {
+    let ratio = obj
+        .get("expansion_ratio")
+        .and_then(serde_json::Value::as_f64);
+    if ratio.is_none() {
+        assumptions.push("feed-forward width not given: 4 × hidden".to_owned());
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let w = (f64::from(hidden) * ratio.unwrap_or(4.0)).round() as u32;
+    w
 }
 
 #[cfg(test)]

@@ -158,7 +158,8 @@ pub struct Plan {
 /// Schema id of the JSON.
 pub const SCHEMA: &str = "gpuwise.plan/v1";
 
-/// Plan `req` over `catalog`.
+/// Plan `req` over `catalog`: every GPU (of `req.gpus`, or all) at the GPU counts to try,
+/// each fitting setup priced in every matching instance, then ranked with the picks.
 #[must_use]
 pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
     let base = Setup::new(&req.model, &req.workload);
@@ -166,9 +167,6 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
         || req.workload.tp > 1
         || req.workload.pp > 1
         || req.workload.dp.is_some();
-    let mut options = Vec::new();
-    let mut unfit = Vec::new();
-    let mut skipped = Vec::new();
     let counts: Vec<u32> = if fixed {
         vec![base.gpus]
     } else {
@@ -176,6 +174,9 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
             .take_while(|c| *c <= req.max_gpus.max(1))
             .collect()
     };
+    let mut options = Vec::new();
+    let mut unfit = Vec::new();
+    let mut skipped = Vec::new();
     for spec in &catalog.gpus {
         if req
             .gpus
@@ -184,165 +185,16 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
         {
             continue;
         }
-        let hw = Hardware::from_spec(spec).with_overrides(&req.workload);
-        let prices_for = |min_gpus: u32| -> Vec<_> {
-            catalog
-                .cheapest_options_with(&spec.name, req.pricing, f64::from(min_gpus))
-                .into_iter()
-                .filter(|(_, i, _)| {
-                    req.clouds
-                        .as_ref()
-                        .is_none_or(|c| c.iter().any(|x| x == &i.cloud))
-                })
-                .collect()
-        };
-        if prices_for(0).is_empty() {
-            skipped.push(Skipped {
-                gpu: spec.name.clone(),
-                reason: "no price in the catalog for the clouds and pricing asked".to_owned(),
-            });
-            continue;
-        }
-        let mut fitted = 0;
-        let mut failed = false;
-        let mut last: Option<(u32, Memory)> = None;
-        for &count in &counts {
-            if fitted >= 3 {
-                break;
-            }
-            let mut w = req.workload.clone();
-            if !fixed && count > 1 {
-                if w.mode == Mode::Infer {
-                    w.tp = count;
-                } else {
-                    w.dp = Some(count);
-                    w.zero = 3;
-                }
-            }
-            let s = Setup::new(&req.model, &w);
-            let mem = memory::estimate(&req.model, &s, true);
-            if mem.total_bytes > hw.memory_bytes {
-                last = Some((count, mem));
-                continue;
-            }
-            let (tokens_per_s, tpot_ms, bound, crossover, mfu) = if w.mode == Mode::Infer {
-                match perf::infer(&req.model, &s, &hw, &req.constants) {
-                    Ok(r) => (
-                        r.output_tokens_per_s * f64::from(s.dp),
-                        Some(r.tpot_ms),
-                        Some(r.decode_bound),
-                        Some(r.crossover_batch),
-                        None,
-                    ),
-                    Err(e) => {
-                        skipped.push(Skipped {
-                            gpu: spec.name.clone(),
-                            reason: e.to_string(),
-                        });
-                        failed = true;
-                        break;
-                    }
-                }
-            } else {
-                match perf::train(&req.model, &s, &hw, &req.constants) {
-                    Ok(t) => (
-                        t.tokens_per_s_per_gpu * f64::from(s.gpus),
-                        None,
-                        None,
-                        None,
-                        Some(t.mfu),
-                    ),
-                    Err(e) => {
-                        skipped.push(Skipped {
-                            gpu: spec.name.clone(),
-                            reason: e.to_string(),
-                        });
-                        failed = true;
-                        break;
-                    }
-                }
-            };
-            fitted += 1;
-            let hours = req.tokens / tokens_per_s / 3600.0;
-            // Tensor and pipeline parallel GPUs talk every layer: one machine holds them all.
-            let one_machine = s.tp * s.pp;
-            for (pricing, inst, usd) in &prices_for(if one_machine > 1 { one_machine } else { 0 }) {
-                let total = hours * f64::from(s.gpus) * usd;
-                let mut o = PlanOption {
-                    gpu: spec.name.clone(),
-                    count: s.gpus,
-                    cloud: inst.cloud.clone(),
-                    instance_type: inst.instance_type.clone(),
-                    region: inst.region.clone(),
-                    pricing: *pricing,
-                    usd_per_gpu_hour: *usd,
-                    price_as_of: inst.as_of.clone(),
-                    memory_per_gpu_gib: mem.total_bytes / GIB,
-                    gpu_memory_gib: hw.memory_bytes / GIB,
-                    tokens_per_s,
-                    tpot_ms,
-                    decode_bound: bound,
-                    crossover_batch: crossover,
-                    mfu,
-                    hours,
-                    gpu_hours: hours * f64::from(s.gpus),
-                    total_usd: total,
-                    usd_per_million_tokens: total / req.tokens * 1e6,
-                    violates: Vec::new(),
-                    pareto: false,
-                };
-                o.violates = violations(&o, &req.constraints);
-                options.push(o);
-            }
-        }
-        if fitted == 0
-            && !failed
-            && let Some((count, mem)) = last
-        {
-            unfit.push(Unfit {
-                gpu: spec.name.clone(),
-                count,
-                needed_gib: mem.total_bytes / GIB,
-                has_gib: hw.memory_bytes / GIB,
-                overflow: mem.largest().map(|t| t.name.to_owned()).unwrap_or_default(),
-            });
-        }
+        let found = gpu_options(req, catalog, spec, &counts, fixed);
+        options.extend(found.options);
+        unfit.extend(found.unfit);
+        skipped.extend(found.skipped.map(|reason| Skipped {
+            gpu: spec.name.clone(),
+            reason,
+        }));
     }
-    options.sort_by(|a, b| {
-        a.violates
-            .is_empty()
-            .cmp(&b.violates.is_empty())
-            .reverse()
-            .then(
-                a.usd_per_million_tokens
-                    .total_cmp(&b.usd_per_million_tokens),
-            )
-            .then(a.hours.total_cmp(&b.hours))
-            .then_with(|| a.gpu.cmp(&b.gpu))
-            .then_with(|| a.cloud.cmp(&b.cloud))
-    });
-    mark_pareto(&mut options);
-    let ok = |o: &&PlanOption| o.violates.is_empty();
-    let idx = |f: &dyn Fn(&PlanOption, &PlanOption) -> std::cmp::Ordering| {
-        options
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| ok(o))
-            .min_by(|a, b| f(a.1, b.1))
-            .map(|(i, _)| i)
-    };
-    let cheapest = idx(&|a, b| a.total_usd.total_cmp(&b.total_usd));
-    let fastest = idx(&|a, b| {
-        a.hours
-            .total_cmp(&b.hours)
-            .then(a.total_usd.total_cmp(&b.total_usd))
-    });
-    let balanced = options
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| o.pareto)
-        .min_by(|a, b| (a.1.total_usd * a.1.hours).total_cmp(&(b.1.total_usd * b.1.hours)))
-        .map(|(i, _)| i);
+    rank(&mut options);
+    let (cheapest, balanced, fastest) = picks(&options);
     let memory_one_gpu = memory::estimate(&req.model, &base, true);
     Plan {
         schema: SCHEMA,
@@ -359,6 +211,196 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
         skipped,
         constants: req.constants.clone(),
     }
+}
+
+/// What one GPU model offers.
+struct Found {
+    options: Vec<PlanOption>,
+    /// No GPU count fitted its memory.
+    unfit: Option<Unfit>,
+    /// Why it was left out (no price), or why the counts after its last option were (the
+    /// estimate failed).
+    skipped: Option<String>,
+}
+
+/// The options of one GPU model: the first three GPU counts whose setup fits its memory, each
+/// priced in every matching instance (one machine for tensor and pipeline parallel).
+fn gpu_options(
+    req: &Request,
+    catalog: &Catalog,
+    spec: &gpuwise_catalog::GpuSpec,
+    counts: &[u32],
+    fixed: bool,
+) -> Found {
+    let hw = Hardware::from_spec(spec).with_overrides(&req.workload);
+    let prices_for = |min_gpus: u32| -> Vec<_> {
+        catalog
+            .cheapest_options_with(&spec.name, req.pricing, f64::from(min_gpus))
+            .into_iter()
+            .filter(|(_, i, _)| {
+                req.clouds
+                    .as_ref()
+                    .is_none_or(|c| c.iter().any(|x| x == &i.cloud))
+            })
+            .collect()
+    };
+    let mut found = Found {
+        options: Vec::new(),
+        unfit: None,
+        skipped: None,
+    };
+    if prices_for(0).is_empty() {
+        found.skipped = Some("no price in the catalog for the clouds and pricing asked".to_owned());
+        return found;
+    }
+    let mut fitted = 0;
+    let mut last: Option<(u32, Memory)> = None;
+    for &count in counts {
+        if fitted >= 3 {
+            break;
+        }
+        let mut w = req.workload.clone();
+        if !fixed && count > 1 {
+            if w.mode == Mode::Infer {
+                w.tp = count;
+            } else {
+                w.dp = Some(count);
+                w.zero = 3;
+            }
+        }
+        let s = Setup::new(&req.model, &w);
+        let mem = memory::estimate(&req.model, &s, true);
+        if mem.total_bytes > hw.memory_bytes {
+            last = Some((count, mem));
+            continue;
+        }
+        let speed = match speed(req, &s, &hw, w.mode) {
+            Ok(x) => x,
+            Err(e) => {
+                found.skipped = Some(e.to_string());
+                break;
+            }
+        };
+        fitted += 1;
+        let hours = req.tokens / speed.tokens_per_s / 3600.0;
+        // Tensor and pipeline parallel GPUs talk every layer: one machine holds them all.
+        let one_machine = s.tp * s.pp;
+        for (pricing, inst, usd) in &prices_for(if one_machine > 1 { one_machine } else { 0 }) {
+            let total = hours * f64::from(s.gpus) * usd;
+            let mut o = PlanOption {
+                gpu: spec.name.clone(),
+                count: s.gpus,
+                cloud: inst.cloud.clone(),
+                instance_type: inst.instance_type.clone(),
+                region: inst.region.clone(),
+                pricing: *pricing,
+                usd_per_gpu_hour: *usd,
+                price_as_of: inst.as_of.clone(),
+                memory_per_gpu_gib: mem.total_bytes / GIB,
+                gpu_memory_gib: hw.memory_bytes / GIB,
+                tokens_per_s: speed.tokens_per_s,
+                tpot_ms: speed.tpot_ms,
+                decode_bound: speed.decode_bound,
+                crossover_batch: speed.crossover_batch,
+                mfu: speed.mfu,
+                hours,
+                gpu_hours: hours * f64::from(s.gpus),
+                total_usd: total,
+                usd_per_million_tokens: total / req.tokens * 1e6,
+                violates: Vec::new(),
+                pareto: false,
+            };
+            o.violates = violations(&o, &req.constraints);
+            found.options.push(o);
+        }
+    }
+    found.unfit = last
+        .filter(|_| fitted == 0 && found.skipped.is_none())
+        .map(|(count, mem)| Unfit {
+            gpu: spec.name.clone(),
+            count,
+            needed_gib: mem.total_bytes / GIB,
+            has_gib: hw.memory_bytes / GIB,
+            overflow: mem.largest().map(|t| t.name.to_owned()).unwrap_or_default(),
+        });
+    found
+}
+
+/// How fast a setup runs: tokens per second of the whole setup, and the inference or training
+/// figures that go with it.
+struct Speed {
+    tokens_per_s: f64,
+    tpot_ms: Option<f64>,
+    decode_bound: Option<&'static str>,
+    crossover_batch: Option<f64>,
+    mfu: Option<f64>,
+}
+
+fn speed(req: &Request, s: &Setup, hw: &Hardware, mode: Mode) -> Result<Speed, perf::PerfError> {
+    if mode == Mode::Infer {
+        let r = perf::infer(&req.model, s, hw, &req.constants)?;
+        Ok(Speed {
+            tokens_per_s: r.output_tokens_per_s * f64::from(s.dp),
+            tpot_ms: Some(r.tpot_ms),
+            decode_bound: Some(r.decode_bound),
+            crossover_batch: Some(r.crossover_batch),
+            mfu: None,
+        })
+    } else {
+        let t = perf::train(&req.model, s, hw, &req.constants)?;
+        Ok(Speed {
+            tokens_per_s: t.tokens_per_s_per_gpu * f64::from(s.gpus),
+            tpot_ms: None,
+            decode_bound: None,
+            crossover_batch: None,
+            mfu: Some(t.mfu),
+        })
+    }
+}
+
+/// Options that meet the constraints first, then by $ per million tokens, hours, GPU, cloud;
+/// the Pareto front (cost × time) marked.
+fn rank(options: &mut [PlanOption]) {
+    options.sort_by(|a, b| {
+        a.violates
+            .is_empty()
+            .cmp(&b.violates.is_empty())
+            .reverse()
+            .then(
+                a.usd_per_million_tokens
+                    .total_cmp(&b.usd_per_million_tokens),
+            )
+            .then(a.hours.total_cmp(&b.hours))
+            .then_with(|| a.gpu.cmp(&b.gpu))
+            .then_with(|| a.cloud.cmp(&b.cloud))
+    });
+    mark_pareto(options);
+}
+
+/// The cheapest and the fastest option that meet the constraints, and the balanced one (the
+/// Pareto option with the least cost × time).
+fn picks(options: &[PlanOption]) -> (Option<usize>, Option<usize>, Option<usize>) {
+    let idx = |f: &dyn Fn(&PlanOption, &PlanOption) -> std::cmp::Ordering| {
+        options
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.violates.is_empty())
+            .min_by(|a, b| f(a.1, b.1))
+            .map(|(i, _)| i)
+    };
+    let cheapest = idx(&|a, b| a.total_usd.total_cmp(&b.total_usd));
+    let fastest = idx(&|a, b| {
+        a.hours
+            .total_cmp(&b.hours)
+            .then(a.total_usd.total_cmp(&b.total_usd))
+    });
+    let balanced = options
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.pareto)
+        .min_by(|a, b| (a.1.total_usd * a.1.hours).total_cmp(&(b.1.total_usd * b.1.hours)))
+        .map(|(i, _)| i);
+    (cheapest, balanced, fastest)
 }
 
 fn violations(o: &PlanOption, c: &Constraints) -> Vec<String> {

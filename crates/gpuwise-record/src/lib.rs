@@ -75,7 +75,7 @@ fn now_ms() -> i64 {
 ///
 /// Each tick samples once, appends its rows, and updates `exposition`. A tick whose sampling
 /// fails is counted and skipped (the driver may come back); a log that cannot be written ends
-/// the run with an error, after a last attempt to flush the other log.
+/// the run with an error.
 ///
 /// # Errors
 /// [`RecordError::Write`] when a log cannot be opened, written or flushed.
@@ -86,69 +86,14 @@ pub fn record(
     exposition: Option<&exposition::Shared>,
 ) -> Result<Summary, RecordError> {
     let mut summary = Summary::default();
-    let start_ms = now_ms();
-    let (mut gpu_log, rec) = writer::Log::open(
-        &settings.out,
-        &settings.host,
-        logs::GPU_HEADER,
-        settings.rotation,
-        start_ms,
-    )?;
-    summary.recovered.push((gpu_log.path(), rec));
-    let mut proc_log = if settings.processes {
-        let (log, rec) = writer::Log::open(
-            &settings.out.join("processes"),
-            &settings.host,
-            logs::PROCESS_HEADER,
-            settings.rotation,
-            start_ms,
-        )?;
-        summary.recovered.push((log.path(), rec));
-        Some(log)
-    } else {
-        None
-    };
+    let mut logs = Logs::open(settings, &mut summary)?;
     let started = Instant::now();
     let mut next = started;
     let mut last_flush = started;
-    let mut text = String::new();
-    let mut bytes = Vec::new();
     loop {
-        let at_ms = now_ms();
-        match sampler.sample() {
-            Ok((gpus, processes)) => {
-                let snap = Snapshot {
-                    at_ms,
-                    gpus,
-                    processes,
-                };
-                text.clear();
-                logs::gpu_rows(&snap, &mut text);
-                gpu_log.append(text.as_bytes(), at_ms)?;
-                summary.gpu_rows += snap.gpus.len() as u64;
-                if let Some(log) = proc_log.as_mut() {
-                    bytes.clear();
-                    logs::process_rows(&snap, &mut bytes);
-                    log.append(&bytes, at_ms)?;
-                    summary.process_rows += snap.processes.len() as u64;
-                }
-                if let Some(e) = exposition
-                    && let Ok(e) = e.write()
-                {
-                    e.update(&snap);
-                }
-            }
-            Err(e) => {
-                summary.failed_ticks += 1;
-                summary.last_error = Some(e.to_string());
-            }
-        }
-        summary.ticks += 1;
+        logs.tick(sampler, exposition, &mut summary)?;
         if last_flush.elapsed() >= settings.flush {
-            gpu_log.flush()?;
-            if let Some(log) = proc_log.as_mut() {
-                log.flush()?;
-            }
+            logs.flush()?;
             last_flush = Instant::now();
         }
         // The next tick on the fixed schedule; ticks missed while sampling was slow are
@@ -159,21 +104,20 @@ pub fn record(
             next += settings.interval;
             summary.late_ticks += 1;
         }
-        let wake = match settings.duration {
-            Some(d) if started + d <= next => {
-                // The last tick is at or before the end; wait out the rest, then stop.
-                let end = started + d;
-                if stop
-                    .recv_timeout(end.saturating_duration_since(now))
-                    .is_ok()
-                {
-                    summary.stopped_by_signal = true;
-                }
-                break;
+        if let Some(d) = settings.duration
+            && started + d <= next
+        {
+            // The last tick is at or before the end; wait out the rest, then stop.
+            let end = started + d;
+            if stop
+                .recv_timeout(end.saturating_duration_since(now))
+                .is_ok()
+            {
+                summary.stopped_by_signal = true;
             }
-            _ => next,
-        };
-        match stop.recv_timeout(wake.saturating_duration_since(Instant::now())) {
+            break;
+        }
+        match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
             Ok(()) => {
                 summary.stopped_by_signal = true;
                 break;
@@ -181,13 +125,109 @@ pub fn record(
             Err(RecvTimeoutError::Timeout) => {}
             // Nobody can tell us to stop any more: keep to the schedule.
             Err(RecvTimeoutError::Disconnected) => {
-                std::thread::sleep(wake.saturating_duration_since(Instant::now()));
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
             }
         }
     }
-    summary.rotated += gpu_log.finish()?;
-    if let Some(log) = proc_log {
-        summary.rotated += log.finish()?;
-    }
+    summary.rotated += logs.finish()?;
     Ok(summary)
+}
+
+/// The GPU log and, when asked, the process log, with reusable text buffers.
+struct Logs {
+    gpu: writer::Log,
+    processes: Option<writer::Log>,
+    text: String,
+    bytes: Vec<u8>,
+}
+
+impl Logs {
+    /// Open (and repair) both logs, noting what was repaired in `summary`.
+    fn open(settings: &Settings, summary: &mut Summary) -> Result<Self, RecordError> {
+        let now = now_ms();
+        let (gpu, rec) = writer::Log::open(
+            &settings.out,
+            &settings.host,
+            logs::GPU_HEADER,
+            settings.rotation,
+            now,
+        )?;
+        summary.recovered.push((gpu.path(), rec));
+        let processes = if settings.processes {
+            let (log, rec) = writer::Log::open(
+                &settings.out.join("processes"),
+                &settings.host,
+                logs::PROCESS_HEADER,
+                settings.rotation,
+                now,
+            )?;
+            summary.recovered.push((log.path(), rec));
+            Some(log)
+        } else {
+            None
+        };
+        Ok(Self {
+            gpu,
+            processes,
+            text: String::new(),
+            bytes: Vec::new(),
+        })
+    }
+
+    /// Sample once and append the rows; a failed sample is counted, not fatal.
+    fn tick(
+        &mut self,
+        sampler: &mut dyn Sampler,
+        exposition: Option<&exposition::Shared>,
+        summary: &mut Summary,
+    ) -> Result<(), RecordError> {
+        let at_ms = now_ms();
+        summary.ticks += 1;
+        let (gpus, processes) = match sampler.sample() {
+            Ok(x) => x,
+            Err(e) => {
+                summary.failed_ticks += 1;
+                summary.last_error = Some(e.to_string());
+                return Ok(());
+            }
+        };
+        let snap = Snapshot {
+            at_ms,
+            gpus,
+            processes,
+        };
+        self.text.clear();
+        logs::gpu_rows(&snap, &mut self.text);
+        self.gpu.append(self.text.as_bytes(), at_ms)?;
+        summary.gpu_rows += snap.gpus.len() as u64;
+        if let Some(log) = self.processes.as_mut() {
+            self.bytes.clear();
+            logs::process_rows(&snap, &mut self.bytes);
+            log.append(&self.bytes, at_ms)?;
+            summary.process_rows += snap.processes.len() as u64;
+        }
+        if let Some(e) = exposition
+            && let Ok(e) = e.write()
+        {
+            e.update(&snap);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), RecordError> {
+        self.gpu.flush()?;
+        if let Some(log) = self.processes.as_mut() {
+            log.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Flush, wait for compressions; the number of files rotated.
+    fn finish(self) -> Result<usize, RecordError> {
+        let mut rotated = self.gpu.finish()?;
+        if let Some(log) = self.processes {
+            rotated += log.finish()?;
+        }
+        Ok(rotated)
+    }
 }
