@@ -1116,9 +1116,10 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
     let r = d.row;
     let spec = d.spec?;
     let peak = r.peak_memory_used_mib?;
-    let p95 = r.p95_utilization_pct?;
-    let cur_tf = half_tflops(spec)?;
-    let cur_bw = spec.memory_bandwidth_gb_s?;
+    // Both GPUs need the figures the scaling uses, even when the planner sizes the model.
+    r.p95_utilization_pct?;
+    half_tflops(spec)?;
+    spec.memory_bandwidth_gb_s?;
     let dram = r.dram_active_pct.or(r.memory_bandwidth_utilization_pct);
     let need_mib = peak * st.headroom;
     let planner = d.hint.and_then(|h| h.model.as_ref().map(|m| (h, m)));
@@ -1135,50 +1136,11 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
         {
             continue;
         }
-        let (Some(tf), Some(bw)) = (half_tflops(g), g.memory_bandwidth_gb_s) else {
+        if half_tflops(g).is_none() || g.memory_bandwidth_gb_s.is_none() {
             continue;
-        };
-        let mut ev = Vec::new();
-        let projected = if let Some((h, m)) = planner {
-            let (Some(cur), Some(new)) = (&current, planned(m, &h.workload, g)) else {
-                continue;
-            };
-            let need = cur.memory_bytes.max(peak * 1_048_576.0);
-            if need > g.memory_gb * 1e9 {
-                continue;
-            }
-            if let (Some(limit), Some(t)) = (h.latency_ms, new.tpot_ms)
-                && t > limit
-            {
-                continue;
-            }
-            let u = p95 * cur.tokens_per_s / new.tokens_per_s;
-            ev.push(format!(
-                "planner ({}): needs {:.1} GiB; {:.0} → {:.0} tokens/s, so p95 {p95:.0} % × {:.2} = {u:.0} %{}",
-                m.name,
-                need / plan::GIB,
-                cur.tokens_per_s,
-                new.tokens_per_s,
-                cur.tokens_per_s / new.tokens_per_s,
-                match (h.latency_ms, new.tpot_ms) {
-                    (Some(l), Some(t)) => format!("; {t:.1} ms per output token ≤ {l} ms target"),
-                    _ => String::new(),
-                }
-            ));
-            u
-        } else {
-            let compute = p95 * cur_tf / tf;
-            let memory = dram.map(|x| x * cur_bw / bw);
-            ev.push(format!(
-                "compute: p95 utilization {p95:.0} % × ({} {cur_tf} ÷ {} {tf} dense TFLOPS) = {compute:.0} %",
-                spec.name, g.name
-            ));
-            if let (Some(dr), Some(mm)) = (dram, memory) {
-                ev.push(format!(
-                    "bandwidth: DRAM activity {dr:.0} % × ({cur_bw} ÷ {bw} GB/s) = {mm:.0} %"
-                ));
-            }
-            compute.max(memory.unwrap_or(0.0))
+        }
+        let Some((projected, mut ev)) = projected_use(d, g, planner, current.as_ref(), dram) else {
+            continue;
         };
         if projected > st.ceiling_pct {
             continue;
@@ -1214,20 +1176,42 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
         }
     }
     let (price, g, q, mut evidence, _) = best?;
-    let m = price / d.usd_per_gpu_hour;
-    let saved = d.monthly * (1.0 - m);
     evidence.insert(
         0,
         format!("{} class {}: {}", r.name, r.class.as_str(), r.class_reason),
     );
-    Some(Action {
+    Some(rightsize_action(
+        d,
+        g,
+        &q,
+        price,
+        evidence,
+        planner.is_some(),
+        st,
+    ))
+}
+
+/// The rightsize action to `g` at `price` (quote `q`), with its evidence.
+fn rightsize_action(
+    d: &Dev<'_>,
+    g: &GpuSpec,
+    q: &gpuwise_catalog::Quote,
+    price: f64,
+    evidence: Vec<String>,
+    by_planner: bool,
+    st: &AdviseSettings,
+) -> Action {
+    let r = d.row;
+    let m = price / d.usd_per_gpu_hour;
+    let saved = d.monthly * (1.0 - m);
+    Action {
         kind: Kind::Rightsize,
         targets: vec![r.id.clone()],
         target_names: Vec::new(),
         current_monthly_usd: d.monthly,
         projected_monthly_usd: d.monthly * m,
         monthly_savings_usd: saved,
-        confidence: if planner.is_some() {
+        confidence: if by_planner {
             Confidence {
                 level: Level::High,
                 reason: "the planner sized the model on both GPUs".to_owned(),
@@ -1260,7 +1244,66 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
         schedule: Vec::new(),
         in_plan: false,
         plan_savings_usd: 0.0,
-    })
+    }
+}
+
+/// The device's p95 utilization projected onto candidate `g`, with its evidence: by the
+/// planner when a model is hinted (`None` when the model does not fit or misses its latency
+/// target), else by the ratio of dense 16-bit TFLOPS and, with DRAM activity measured, of
+/// memory bandwidth.
+fn projected_use(
+    d: &Dev<'_>,
+    g: &GpuSpec,
+    planner: Option<(&Hint, &Model)>,
+    current: Option<&Planned>,
+    dram: Option<f64>,
+) -> Option<(f64, Vec<String>)> {
+    let (r, spec) = (d.row, d.spec?);
+    let peak = r.peak_memory_used_mib?;
+    let p95 = r.p95_utilization_pct?;
+    let mut ev = Vec::new();
+    if let Some((h, m)) = planner {
+        let (Some(cur), Some(new)) = (current, planned(m, &h.workload, g)) else {
+            return None;
+        };
+        let need = cur.memory_bytes.max(peak * 1_048_576.0);
+        if need > g.memory_gb * 1e9 {
+            return None;
+        }
+        if let (Some(limit), Some(t)) = (h.latency_ms, new.tpot_ms)
+            && t > limit
+        {
+            return None;
+        }
+        let u = p95 * cur.tokens_per_s / new.tokens_per_s;
+        ev.push(format!(
+            "planner ({}): needs {:.1} GiB; {:.0} → {:.0} tokens/s, so p95 {p95:.0} % × {:.2} = {u:.0} %{}",
+            m.name,
+            need / plan::GIB,
+            cur.tokens_per_s,
+            new.tokens_per_s,
+            cur.tokens_per_s / new.tokens_per_s,
+            match (h.latency_ms, new.tpot_ms) {
+                (Some(l), Some(t)) => format!("; {t:.1} ms per output token ≤ {l} ms target"),
+                _ => String::new(),
+            }
+        ));
+        return Some((u, ev));
+    }
+    let (cur_tf, cur_bw) = (half_tflops(spec)?, spec.memory_bandwidth_gb_s?);
+    let (tf, bw) = (half_tflops(g)?, g.memory_bandwidth_gb_s?);
+    let compute = p95 * cur_tf / tf;
+    let memory = dram.map(|x| x * cur_bw / bw);
+    ev.push(format!(
+        "compute: p95 utilization {p95:.0} % × ({} {cur_tf} ÷ {} {tf} dense TFLOPS) = {compute:.0} %",
+        spec.name, g.name
+    ));
+    if let (Some(dr), Some(mm)) = (dram, memory) {
+        ev.push(format!(
+            "bandwidth: DRAM activity {dr:.0} % × ({cur_bw} ÷ {bw} GB/s) = {mm:.0} %"
+        ));
+    }
+    Some((compute.max(memory.unwrap_or(0.0)), ev))
 }
 
 /// (tokens/s, memory bytes) of the hinted model on the current and the candidate GPU.
@@ -1470,89 +1513,16 @@ fn move_cheaper(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<A
     })
 }
 
-/// Pack members onto fewer GPUs: MIG slices where the GPU has MIG, else time-slicing.
-/// First-fit decreasing; the lower bound is the larger of total compute and total memory
-/// over one GPU's.
-fn consolidate(
+/// How to consolidate: enable MIG or sharing on the kept GPUs, each GPU's layout, and what to
+/// release.
+fn consolidation_steps(
     devs: &[Dev<'_>],
-    members: &[usize],
-    st: &AdviseSettings,
-) -> Option<(Action, BTreeSet<usize>)> {
-    let spec = devs[members[0]].spec?;
-    let total_mib = spec_mib(spec);
-    // Each item: (device, compute units, memory MiB, label).
-    let mut items: Vec<(usize, f64, f64, String)> = Vec::new();
-    let (capacity, mig) = match spec.mig_slices() {
-        Some(n) => (f64::from(n), true),
-        None => (st.ceiling_pct, false),
-    };
-    for &di in members {
-        let r = devs[di].row;
-        let peak = r.peak_memory_used_mib?;
-        let p95 = r.p95_utilization_pct?;
-        if mig {
-            let need_slices = p95 * capacity / st.ceiling_pct;
-            let profile = spec
-                .mig_profiles
-                .iter()
-                .filter(|p| !p.name.contains('+'))
-                .filter(|p| {
-                    p.memory_gb * 1e9 / 1_048_576.0 >= peak * st.headroom
-                        && f64::from(p.compute_slices) >= need_slices
-                })
-                .min_by(|a, b| {
-                    a.compute_slices
-                        .cmp(&b.compute_slices)
-                        .then(a.memory_gb.total_cmp(&b.memory_gb))
-                })?;
-            items.push((
-                di,
-                f64::from(profile.compute_slices),
-                profile.memory_gb * 1e9 / 1_048_576.0,
-                profile.name.clone(),
-            ));
-        } else {
-            items.push((
-                di,
-                p95,
-                peak * st.headroom,
-                format!("{p95:.0} % of the GPU"),
-            ));
-        }
-    }
-    items.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
-    let mut bins: Vec<(f64, f64, Vec<usize>)> = Vec::new();
-    for (k, it) in items.iter().enumerate() {
-        match bins
-            .iter_mut()
-            .find(|b| b.0 + it.1 <= capacity + 1e-9 && b.1 + it.2 <= total_mib + 1e-9)
-        {
-            Some(b) => {
-                b.0 += it.1;
-                b.1 += it.2;
-                b.2.push(k);
-            }
-            None => bins.push((it.1, it.2, vec![k])),
-        }
-    }
-    let sum_c: f64 = items.iter().map(|i| i.1).sum();
-    let sum_m: f64 = items.iter().map(|i| i.2).sum();
-    let lower = (sum_c / capacity).max(sum_m / total_mib).ceil().max(1.0);
-    let freed_n = members.len().saturating_sub(bins.len());
-    if freed_n == 0 {
-        return None;
-    }
-    // Keep the GPUs that host a bin's first item; free the rest, most expensive first.
-    let keep: BTreeSet<usize> = bins.iter().map(|b| items[b.2[0]].0).collect();
-    let mut rest: Vec<usize> = members
-        .iter()
-        .copied()
-        .filter(|d| !keep.contains(d))
-        .collect();
-    rest.sort_by(|&a, &b| devs[b].monthly.total_cmp(&devs[a].monthly));
-    let freed: BTreeSet<usize> = rest.into_iter().take(freed_n).collect();
-    let current: f64 = members.iter().map(|&d| devs[d].monthly).sum();
-    let saved: f64 = freed.iter().map(|&d| devs[d].monthly).sum();
+    spec: &GpuSpec,
+    mig: bool,
+    items: &[(usize, f64, f64, String)],
+    bins: &[(f64, f64, Vec<usize>)],
+    freed: &BTreeSet<usize>,
+) -> Vec<String> {
     let layout: Vec<String> = bins
         .iter()
         .enumerate()
@@ -1588,6 +1558,119 @@ fn consolidate(
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    how
+}
+
+/// What each member needs of a shared GPU: (device, compute units, memory MiB, label). With
+/// MIG, the smallest profile with memory ≥ peak × headroom and enough slices for p95 under
+/// the ceiling; else p95 utilization and peak × headroom. `None` when a member fits no profile.
+fn pack_items(
+    devs: &[Dev<'_>],
+    members: &[usize],
+    spec: &GpuSpec,
+    capacity: f64,
+    mig: bool,
+    st: &AdviseSettings,
+) -> Option<Vec<(usize, f64, f64, String)>> {
+    let mut items = Vec::new();
+    for &di in members {
+        let r = devs[di].row;
+        let peak = r.peak_memory_used_mib?;
+        let p95 = r.p95_utilization_pct?;
+        if mig {
+            let need_slices = p95 * capacity / st.ceiling_pct;
+            let profile = spec
+                .mig_profiles
+                .iter()
+                .filter(|p| !p.name.contains('+'))
+                .filter(|p| {
+                    p.memory_gb * 1e9 / 1_048_576.0 >= peak * st.headroom
+                        && f64::from(p.compute_slices) >= need_slices
+                })
+                .min_by(|a, b| {
+                    a.compute_slices
+                        .cmp(&b.compute_slices)
+                        .then(a.memory_gb.total_cmp(&b.memory_gb))
+                })?;
+            items.push((
+                di,
+                f64::from(profile.compute_slices),
+                profile.memory_gb * 1e9 / 1_048_576.0,
+                profile.name.clone(),
+            ));
+        } else {
+            items.push((
+                di,
+                p95,
+                peak * st.headroom,
+                format!("{p95:.0} % of the GPU"),
+            ));
+        }
+    }
+    Some(items)
+}
+
+/// First fit of the items, in their order, into GPUs of `capacity` compute and `total_mib`
+/// memory: (compute used, memory used, item indices) per GPU.
+fn first_fit(
+    items: &[(usize, f64, f64, String)],
+    capacity: f64,
+    total_mib: f64,
+) -> Vec<(f64, f64, Vec<usize>)> {
+    let mut bins: Vec<(f64, f64, Vec<usize>)> = Vec::new();
+    for (k, it) in items.iter().enumerate() {
+        match bins
+            .iter_mut()
+            .find(|b| b.0 + it.1 <= capacity + 1e-9 && b.1 + it.2 <= total_mib + 1e-9)
+        {
+            Some(b) => {
+                b.0 += it.1;
+                b.1 += it.2;
+                b.2.push(k);
+            }
+            None => bins.push((it.1, it.2, vec![k])),
+        }
+    }
+    bins
+}
+
+/// Pack members onto fewer GPUs: MIG slices where the GPU has MIG, else time-slicing.
+/// First-fit decreasing; the lower bound is the larger of total compute and total memory
+/// over one GPU's.
+fn consolidate(
+    devs: &[Dev<'_>],
+    members: &[usize],
+    st: &AdviseSettings,
+) -> Option<(Action, BTreeSet<usize>)> {
+    let spec = devs[members[0]].spec?;
+    let total_mib = spec_mib(spec);
+    let (capacity, mig) = match spec.mig_slices() {
+        Some(n) => (f64::from(n), true),
+        None => (st.ceiling_pct, false),
+    };
+    let mut items = pack_items(devs, members, spec, capacity, mig, st)?;
+    // Decreasing by compute, then memory.
+    items.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
+    let bins = first_fit(&items, capacity, total_mib);
+    let sum_c: f64 = items.iter().map(|i| i.1).sum();
+    let sum_m: f64 = items.iter().map(|i| i.2).sum();
+    let lower = (sum_c / capacity).max(sum_m / total_mib).ceil().max(1.0);
+    let freed_n = members.len().saturating_sub(bins.len());
+    if freed_n == 0 {
+        return None;
+    }
+    // Keep the GPUs that host a bin's first item; free the rest, most expensive first.
+    let keep: BTreeSet<usize> = bins.iter().map(|b| items[b.2[0]].0).collect();
+    let mut rest: Vec<usize> = members
+        .iter()
+        .copied()
+        .filter(|d| !keep.contains(d))
+        .collect();
+    rest.sort_by(|&a, &b| devs[b].monthly.total_cmp(&devs[a].monthly));
+    let freed: BTreeSet<usize> = rest.into_iter().take(freed_n).collect();
+    let current: f64 = members.iter().map(|&d| devs[d].monthly).sum();
+    let saved: f64 = freed.iter().map(|&d| devs[d].monthly).sum();
+    let how = consolidation_steps(devs, spec, mig, &items, &bins, &freed);
     Some((
         Action {
             kind: Kind::Consolidate,
