@@ -329,6 +329,92 @@ impl Client {
         short
     }
 
+    /// Authorization (bearer or basic) and the extra headers, on every request.
+    fn request_headers(&self) -> Vec<(&str, String)> {
+        let mut out = Vec::new();
+        if let Some(t) = &self.opts.bearer_token {
+            out.push(("Authorization", format!("Bearer {t}")));
+        }
+        if let Some((u, p)) = &self.opts.basic_auth {
+            out.push((
+                "Authorization",
+                format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+                ),
+            ));
+        }
+        for (k, v) in &self.opts.headers {
+            out.push((k.as_str(), v.clone()));
+        }
+        out
+    }
+
+    fn unreachable(&self, url: &str, query: &str, message: String) -> PromError {
+        PromError::Unreachable {
+            url: url.to_owned(),
+            query: query.to_owned(),
+            message,
+        }
+    }
+
+    /// A response that is not a redirect: its body within the size limit, parsed; API errors
+    /// (a JSON body on 4xx/5xx) named; whether a retry may help (429, 5xx, a broken read).
+    fn answer(
+        &self,
+        url: &str,
+        query: &str,
+        mut resp: ureq::http::Response<ureq::Body>,
+    ) -> Result<Response, (PromError, bool)> {
+        let status = resp.status().as_u16();
+        let limit = self.opts.max_response_bytes;
+        let body = match resp.body_mut().with_config().limit(limit).read_to_string() {
+            Err(ureq::Error::BodyExceedsLimit(_)) => {
+                return Err((
+                    PromError::TooLarge {
+                        url: url.to_owned(),
+                        query: query.to_owned(),
+                        limit,
+                    },
+                    false,
+                ));
+            }
+            Err(e) => return Err((self.unreachable(url, query, e.to_string()), true)),
+            Ok(body) => body,
+        };
+        self.pulled
+            .bytes
+            .fetch_add(body.len() as u64, Ordering::Relaxed);
+        let http = |status| PromError::Http {
+            url: url.to_owned(),
+            query: query.to_owned(),
+            status,
+            body: self.quote(&body),
+        };
+        // The API answers errors with a JSON body too (400 bad_data, 422 execution, 503
+        // timeout): use it whenever it is one.
+        match api::parse(body.as_bytes()) {
+            Ok(r) if status < 300 => Ok(r),
+            Err(e @ ResponseError::Api { .. }) => Err((
+                PromError::Response {
+                    query: query.to_owned(),
+                    source: e,
+                },
+                status >= 500,
+            )),
+            _ if status == 429 || status >= 500 => Err((http(status), true)),
+            _ if status >= 300 => Err((http(status), false)),
+            Err(e) => Err((
+                PromError::Response {
+                    query: query.to_owned(),
+                    source: e,
+                },
+                false,
+            )),
+            Ok(r) => Ok(r),
+        }
+    }
+
     fn send(
         &self,
         path: &str,
@@ -340,112 +426,32 @@ impl Client {
         let mut redirects = 0;
         loop {
             let mut req = self.agent.post(&url);
-            if let Some(t) = &self.opts.bearer_token {
-                req = req.header("Authorization", &format!("Bearer {t}"));
-            }
-            if let Some((u, p)) = &self.opts.basic_auth {
-                req = req.header(
-                    "Authorization",
-                    &format!(
-                        "Basic {}",
-                        base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
-                    ),
-                );
-            }
-            for (k, v) in &self.opts.headers {
-                req = req.header(k.as_str(), v.as_str());
+            for (k, v) in self.request_headers() {
+                req = req.header(k, v.as_str());
             }
             self.pulled.requests.fetch_add(1, Ordering::Relaxed);
             let result = req.send_form(params.iter().map(|(k, v)| (*k, v.as_str())));
-            let unreachable = |message: String| PromError::Unreachable {
-                url: url.clone(),
-                query: query.to_owned(),
-                message,
-            };
             let mut wait: Option<Duration> = None;
             // (error, whether a retry may help)
             let outcome: Result<Response, (PromError, bool)> = match result {
-                Err(e) => Err((unreachable(e.to_string()), true)),
+                Err(e) => Err((self.unreachable(&url, query, e.to_string()), true)),
                 Ok(resp) if resp.status().is_redirection() => {
-                    let to = resp
-                        .headers()
-                        .get("location")
-                        .and_then(|v| v.to_str().ok())
-                        .map(|l| absolute(&url, l));
-                    match to {
-                        Some(to) if origin(&to) == origin(&url) && redirects < MAX_REDIRECTS => {
+                    match redirect(&url, &resp, query, redirects) {
+                        Ok(to) => {
                             redirects += 1;
                             url = to;
                             continue;
                         }
-                        Some(to) => Err((
-                            PromError::Config(format!(
-                                "{url} redirected `{query}` to {}: gpuwise follows redirects only on the same host (its credentials and headers go nowhere else); use the final URL",
-                                split_credentials(&to).0
-                            )),
-                            false,
-                        )),
-                        None => Err((
-                            PromError::Config(format!(
-                                "{url} answered {} without a Location",
-                                resp.status().as_u16()
-                            )),
-                            false,
-                        )),
+                        Err(e) => Err((e, false)),
                     }
                 }
-                Ok(mut resp) => {
-                    let status = resp.status().as_u16();
+                Ok(resp) => {
                     wait = resp
                         .headers()
                         .get("retry-after")
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| retry_after(v, jiff::Timestamp::now()));
-                    let limit = self.opts.max_response_bytes;
-                    match resp.body_mut().with_config().limit(limit).read_to_string() {
-                        Err(ureq::Error::BodyExceedsLimit(_)) => Err((
-                            PromError::TooLarge {
-                                url: url.clone(),
-                                query: query.to_owned(),
-                                limit,
-                            },
-                            false,
-                        )),
-                        Err(e) => Err((unreachable(e.to_string()), true)),
-                        Ok(body) => {
-                            self.pulled
-                                .bytes
-                                .fetch_add(body.len() as u64, Ordering::Relaxed);
-                            let http = |status| PromError::Http {
-                                url: url.clone(),
-                                query: query.to_owned(),
-                                status,
-                                body: self.quote(&body),
-                            };
-                            // The API answers errors with a JSON body too (400 bad_data,
-                            // 422 execution, 503 timeout): use it whenever it is one.
-                            match api::parse(body.as_bytes()) {
-                                Ok(r) if status < 300 => Ok(r),
-                                Err(e @ ResponseError::Api { .. }) => Err((
-                                    PromError::Response {
-                                        query: query.to_owned(),
-                                        source: e,
-                                    },
-                                    status >= 500,
-                                )),
-                                _ if status == 429 || status >= 500 => Err((http(status), true)),
-                                _ if status >= 300 => Err((http(status), false)),
-                                Err(e) => Err((
-                                    PromError::Response {
-                                        query: query.to_owned(),
-                                        source: e,
-                                    },
-                                    false,
-                                )),
-                                Ok(r) => Ok(r),
-                            }
-                        }
-                    }
+                    self.answer(&url, query, resp)
                 }
             };
             match outcome {
@@ -541,6 +547,32 @@ fn absolute(base: &str, location: &str) -> String {
     } else {
         let dir = p.rest.rfind('/').map_or("", |i| &p.rest[..=i]);
         format!("{}://{}{dir}{location}", p.scheme, p.host_port)
+    }
+}
+
+/// Where a redirect goes, when it stays on the same host (credentials and headers go nowhere
+/// else) and within the redirect limit.
+fn redirect<B>(
+    url: &str,
+    resp: &ureq::http::Response<B>,
+    query: &str,
+    redirects: u32,
+) -> Result<String, PromError> {
+    let to = resp
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(|l| absolute(url, l));
+    match to {
+        Some(to) if origin(&to) == origin(url) && redirects < MAX_REDIRECTS => Ok(to),
+        Some(to) => Err(PromError::Config(format!(
+            "{url} redirected `{query}` to {}: gpuwise follows redirects only on the same host (its credentials and headers go nowhere else); use the final URL",
+            split_credentials(&to).0
+        ))),
+        None => Err(PromError::Config(format!(
+            "{url} answered {} without a Location",
+            resp.status().as_u16()
+        ))),
     }
 }
 

@@ -372,16 +372,33 @@ type Set = fn(&mut Acc, f64);
 /// The window's instant queries (at the window's end, or `L − S` later for idle figures) and
 /// where each answer goes.
 fn window_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
+    let mut instant = utilization_queries(q, x);
+    instant.extend(device_queries(q, x));
+    let (util, w) = (x.util.as_str(), x.w.as_str());
+    let thr = q.profile.idle_threshold_pct;
+    let end = q.end_ms;
+    // The idle threshold is its own question when it is not the first band's edge.
+    #[allow(clippy::float_cmp)] // both are settings, compared as given
+    if UTIL_BAND_EDGES_PCT[0] != thr {
+        instant.push((
+            format!("sum_over_time(({util} < bool {thr}){w})"),
+            end,
+            |a, v| a.below_idle = Some(v),
+        ));
+    }
+    instant
+}
+
+/// Utilization over the window: mean, max, p50, p95, band counts, held-idle samples, first
+/// and last sample.
+fn utilization_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
     let Exprs {
         util, w, l, e_held, ..
     } = x;
     let (util, w, l, e_held) = (util.as_str(), w.as_str(), *l, e_held.as_str());
-    let w_ms = (q.end_ms - q.start_ms).max(1000);
     let end = q.end_ms;
     let later = end + l;
-    let thr = q.profile.idle_threshold_pct;
-    let fb = q.metric("DCGM_FI_DEV_FB_USED");
-    let mut instant: Vec<(String, EpochMs, Set)> = vec![
+    vec![
         (format!("avg_over_time({util}{w})"), end, |a, v| {
             a.mean = Some(v)
         }),
@@ -443,6 +460,17 @@ fn window_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
             end,
             |a, v| a.last = Some(v),
         ),
+    ]
+}
+
+/// Memory, power and profiling activity over the window (each left empty where the store has
+/// no such metric).
+fn device_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
+    let w = x.w.as_str();
+    let w_ms = (q.end_ms - q.start_ms).max(1000);
+    let end = q.end_ms;
+    let fb = q.metric("DCGM_FI_DEV_FB_USED");
+    vec![
         (format!("max_over_time({fb}[{w_ms}ms])"), end, |a, v| {
             a.mem_peak = Some(v)
         }),
@@ -526,17 +554,7 @@ fn window_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
             end,
             |a, _| a.gr = true,
         ),
-    ];
-    // The idle threshold is its own question when it is not the first band's edge.
-    #[allow(clippy::float_cmp)] // both are settings, compared as given
-    if UTIL_BAND_EDGES_PCT[0] != thr {
-        instant.push((
-            format!("sum_over_time(({util} < bool {thr}){w})"),
-            end,
-            |a, v| a.below_idle = Some(v),
-        ));
-    }
-    instant
+    ]
 }
 
 /// The queries' answers, per device, and what was asked.
@@ -732,20 +750,9 @@ fn plausible(a: &mut Acc, window_samples: f64, step_ms: i64) -> Result<Vec<Strin
     Ok(dropped)
 }
 
-fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
-    let mut info = a.info.unwrap_or_default();
-    info.util_source = Some(if a.gr {
-        UtilSource::DcgmGrEngineActive
-    } else {
-        UtilSource::DcgmGpuUtil
-    });
-    let observed = a.n * sh;
-    let first = a
-        .first
-        .map_or(q.start_ms, |t| (t * 1000.0).round() as EpochMs);
-    let last = a.last.map_or(q.end_ms, |t| (t * 1000.0).round() as EpochMs);
-    // Hours in the bands (UTIL_BAND_EDGES_PCT), also placed at each band's first percent for
-    // the charts' histogram.
+/// Hours in the bands (UTIL_BAND_EDGES_PCT) from the store's counts, also placed at each
+/// band's first percent for the charts' histogram.
+fn bands(a: &Acc, sh: f64) -> (Vec<f64>, [f64; 5]) {
     let mut by_pct = vec![0.0; 101];
     let mut band_hours = [0.0; 5];
     let cum = [a.below[0], a.below[1], a.below[2], a.below[3], a.n];
@@ -759,6 +766,12 @@ fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
         }
         prev = cum[i];
     }
+    (by_pct, band_hours)
+}
+
+/// The hourly timeline and the idle episodes at hourly resolution (a run of hours with idle
+/// time; the held share of idle time spread over them).
+fn hours_and_episodes(a: &Acc, s: i64, sh: f64) -> (Vec<HourPoint>, Vec<Episode>) {
     let mut hourly = Vec::new();
     let mut episodes: Vec<Episode> = Vec::new();
     let held_share = if a.idle > 0.0 { a.held / a.idle } else { 0.0 };
@@ -794,6 +807,23 @@ fn finish(key: DeviceKey, a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
             }
         }
     }
+    (hourly, episodes)
+}
+
+fn finish(key: DeviceKey, mut a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfile {
+    let mut info = a.info.take().unwrap_or_default();
+    info.util_source = Some(if a.gr {
+        UtilSource::DcgmGrEngineActive
+    } else {
+        UtilSource::DcgmGpuUtil
+    });
+    let observed = a.n * sh;
+    let first = a
+        .first
+        .map_or(q.start_ms, |t| (t * 1000.0).round() as EpochMs);
+    let last = a.last.map_or(q.end_ms, |t| (t * 1000.0).round() as EpochMs);
+    let (by_pct, band_hours) = bands(&a, sh);
+    let (hourly, episodes) = hours_and_episodes(&a, s, sh);
     let util = a.mean.map(|mean| UtilStats {
         mean_pct: mean,
         p50_pct: a.p50.unwrap_or(mean),

@@ -417,188 +417,273 @@ fn read_input(
     job: &Job,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Outcome, IngestError> {
-    let io_err = |source| IngestError::Io {
-        path: input.path.clone().unwrap_or_else(|| "-".into()),
-        source,
-    };
     let mut reader = input::open(input)?;
     let mut head = Vec::with_capacity(HEAD);
     (&mut reader)
         .take(HEAD as u64)
         .read_to_end(&mut head)
-        .map_err(io_err)?;
+        .map_err(io_error(input))?;
     let format = match opts.format {
         Some(f) => f,
         None => match detect(&head, opts) {
             Ok(f) => f,
             Err(message) if input.found_in_dir => return Ok(Outcome::NotTelemetry(message)),
-            Err(message) => {
-                return Err(IngestError::Format {
-                    file: input.name.clone(),
-                    message,
-                });
-            }
+            Err(message) => return Err(format_error(&input.name)(message)),
         },
     };
     let stem = input.host_stem();
-    let host = opts.host.clone().unwrap_or_else(|| stem.clone());
-    let file = input.name.as_str();
-    let fmt_err = |message: String| IngestError::Format {
+    let o = Opened {
+        input,
+        opts,
+        job,
+        progress,
+        host: opts.host.clone().unwrap_or_else(|| stem.clone()),
+        stem,
+        format,
+        all: std::io::Cursor::new(head).chain(reader),
+    };
+    match format {
+        Format::NvidiaSmi => read_smi(o),
+        Format::Dmon => read_dmon(o),
+        Format::Dcgm => read_dcgm(o),
+        Format::Csv => read_csv(o),
+    }
+}
+
+/// An input opened and its format known: what every format's reading needs.
+struct Opened<'a> {
+    input: &'a Input,
+    opts: &'a ReadOptions,
+    job: &'a Job,
+    progress: &'a (dyn Fn(u64) + Sync),
+    /// `--host`, else the file name's host.
+    host: String,
+    stem: String,
+    format: Format,
+    /// The head already read (to detect the format and the layout), then the rest.
+    all: std::io::Chain<std::io::Cursor<Vec<u8>>, Box<dyn BufRead + Send>>,
+}
+
+fn io_error(input: &Input) -> impl Fn(std::io::Error) -> IngestError + '_ {
+    |source| IngestError::Io {
+        path: input.path.clone().unwrap_or_else(|| "-".into()),
+        source,
+    }
+}
+
+fn format_error(file: &str) -> impl Fn(String) -> IngestError + '_ {
+    |message| IngestError::Format {
         file: file.to_owned(),
         message,
-    };
-    let mut all = std::io::Cursor::new(head).chain(reader);
-    let settings = &opts.profile;
-    match format {
-        Format::NvidiaSmi => {
-            let (layout, _) = smi_layout(all.get_ref().0.get_ref(), opts).map_err(fmt_err)?;
-            let force_host = opts.host.is_some();
-            let (profile, tally) = blocks(&mut all, file, opts, job, progress, |data, b, t| {
-                smi::SmiReader::new(
-                    &layout,
-                    file,
-                    &host,
-                    force_host,
-                    LocalClock::new(opts.tz.clone()),
-                )
-                .read(data, b, t)
-            })
-            .map_err(io_err)?;
-            Ok(Outcome::Data {
-                profile,
-                tally,
-                format,
-            })
-        }
-        Format::Dmon => {
-            let head_text = String::from_utf8_lossy(all.get_ref().0.get_ref()).into_owned();
-            let header = head_text
-                .lines()
-                .find(|l| l.trim_start().starts_with('#'))
-                .ok_or_else(|| fmt_err("no `# gpu …` header line (dmon prints it first)".into()))?;
-            let layout = dmon::Layout::from_header(header).map_err(fmt_err)?;
-            if layout.timed() {
-                let (profile, tally) = blocks(&mut all, file, opts, job, progress, |data, b, t| {
-                    dmon::DmonReader::new(
-                        &layout,
-                        file,
-                        &host,
-                        LocalClock::new(opts.tz.clone()),
-                        None,
-                        opts.interval_ms,
-                    )
-                    .read(data, b, t)
-                })
-                .map_err(io_err)?;
-                Ok(Outcome::Data {
-                    profile,
-                    tally,
-                    format,
-                })
-            } else {
-                let Some(start) = opts.start_ms else {
-                    return Err(fmt_err(
-                        "the dmon log has no date and time columns: collect with `nvidia-smi dmon -o DT`, or pass --start (and --interval if not 1 s)".into(),
-                    ));
-                };
-                // Untimed rows are placed by counting rounds from the start, so one reader
-                // reads the blocks in order (memory stays one block, not the whole log).
-                let mut reader = dmon::DmonReader::new(
-                    &layout,
-                    file,
-                    &host,
-                    LocalClock::new(opts.tz.clone()),
-                    Some(start),
-                    opts.interval_ms,
-                );
-                let seq = Job {
-                    sequential: true,
-                    ..job.clone()
-                };
-                let (profile, tally) =
-                    sequential_blocks(&mut all, file, opts, &seq, progress, |data, b, t| {
-                        reader.read(data, b, t)
-                    })
-                    .map_err(io_err)?;
-                Ok(Outcome::Data {
-                    profile,
-                    tally,
-                    format,
-                })
-            }
-        }
-        Format::Dcgm => {
-            let file_ts = input::file_time_ms(input);
-            let origin = Origin {
-                file,
-                host: opts.host.as_deref(),
-                stem: &stem,
-            };
-            // Stdin cannot be read twice: buffer it by series from the start.
-            let first = if input.path.is_some() {
-                dcgm::Order::ByScrape
-            } else {
-                dcgm::Order::BySeries
-            };
-            let mut b = job.builder(settings);
-            let mut t = Tally::default();
-            let mut counting = Counting {
-                inner: &mut all,
-                progress,
-                pending: 0,
-            };
-            if dcgm::read(&mut counting, first, &origin, file_ts, &mut b, &mut t).map_err(io_err)?
-                == dcgm::Outcome::ReadAgainBySeries
-            {
-                let mut again = input::open(input)?;
-                b = job.builder(settings);
-                t = Tally::default();
-                dcgm::read(
-                    &mut again,
-                    dcgm::Order::BySeries,
-                    &origin,
-                    file_ts,
-                    &mut b,
-                    &mut t,
-                )
-                .map_err(io_err)?;
-            }
-            Ok(Outcome::Data {
-                profile: b.build(),
-                tally: t,
-                format,
-            })
-        }
-        Format::Csv => {
-            let map = opts.map.as_ref().ok_or_else(|| {
-                fmt_err("generic CSV needs --map timestamp=COL,util=COL,…".into())
-            })?;
-            let mut b = job.builder(settings);
-            let mut t = Tally::default();
-            let mut clock = LocalClock::new(opts.tz.clone());
-            let origin = Origin {
-                file,
-                host: opts.host.as_deref(),
-                stem: &stem,
-            };
-            let mut limited = crate::lines::LineLimit::new(all, MAX_LINE);
-            generic::read(&mut limited, map, &origin, &mut clock, &mut b, &mut t)?;
-            for line in limited.dropped {
-                t.lines += 1;
-                t.skip(
-                    "line_too_long",
-                    file,
-                    line,
-                    format!("line longer than {MAX_LINE} bytes"),
-                );
-            }
-            Ok(Outcome::Data {
-                profile: b.build(),
-                tally: t,
-                format,
-            })
-        }
     }
+}
+
+/// nvidia-smi CSV: its layout from the header (or `--columns`), then blocks in parallel.
+fn read_smi(o: Opened<'_>) -> Result<Outcome, IngestError> {
+    let Opened {
+        input,
+        opts,
+        job,
+        progress,
+        host,
+        format,
+        mut all,
+        ..
+    } = o;
+    let file = input.name.as_str();
+    let io_err = io_error(input);
+    let fmt_err = format_error(file);
+    let (layout, _) = smi_layout(all.get_ref().0.get_ref(), opts).map_err(&fmt_err)?;
+    let force_host = opts.host.is_some();
+    let (profile, tally) = blocks(&mut all, file, opts, job, progress, |data, b, t| {
+        smi::SmiReader::new(
+            &layout,
+            file,
+            &host,
+            force_host,
+            LocalClock::new(opts.tz.clone()),
+        )
+        .read(data, b, t)
+    })
+    .map_err(&io_err)?;
+    Ok(Outcome::Data {
+        profile,
+        tally,
+        format,
+    })
+}
+
+/// `nvidia-smi dmon`: timed logs in parallel blocks; untimed ones in order from `--start`.
+fn read_dmon(o: Opened<'_>) -> Result<Outcome, IngestError> {
+    let Opened {
+        input,
+        opts,
+        job,
+        progress,
+        host,
+        format,
+        mut all,
+        ..
+    } = o;
+    let file = input.name.as_str();
+    let io_err = io_error(input);
+    let fmt_err = format_error(file);
+    let head_text = String::from_utf8_lossy(all.get_ref().0.get_ref()).into_owned();
+    let header = head_text
+        .lines()
+        .find(|l| l.trim_start().starts_with('#'))
+        .ok_or_else(|| fmt_err("no `# gpu …` header line (dmon prints it first)".into()))?;
+    let layout = dmon::Layout::from_header(header).map_err(&fmt_err)?;
+    if layout.timed() {
+        let (profile, tally) = blocks(&mut all, file, opts, job, progress, |data, b, t| {
+            dmon::DmonReader::new(
+                &layout,
+                file,
+                &host,
+                LocalClock::new(opts.tz.clone()),
+                None,
+                opts.interval_ms,
+            )
+            .read(data, b, t)
+        })
+        .map_err(&io_err)?;
+        Ok(Outcome::Data {
+            profile,
+            tally,
+            format,
+        })
+    } else {
+        let Some(start) = opts.start_ms else {
+            return Err(fmt_err(
+                    "the dmon log has no date and time columns: collect with `nvidia-smi dmon -o DT`, or pass --start (and --interval if not 1 s)".into(),
+                ));
+        };
+        // Untimed rows are placed by counting rounds from the start, so one reader
+        // reads the blocks in order (memory stays one block, not the whole log).
+        let mut reader = dmon::DmonReader::new(
+            &layout,
+            file,
+            &host,
+            LocalClock::new(opts.tz.clone()),
+            Some(start),
+            opts.interval_ms,
+        );
+        let seq = Job {
+            sequential: true,
+            ..job.clone()
+        };
+        let (profile, tally) =
+            sequential_blocks(&mut all, file, opts, &seq, progress, |data, b, t| {
+                reader.read(data, b, t)
+            })
+            .map_err(&io_err)?;
+        Ok(Outcome::Data {
+            profile,
+            tally,
+            format,
+        })
+    }
+}
+
+/// DCGM text: read by scrape, and again by series when the file is not ordered by scrape.
+fn read_dcgm(o: Opened<'_>) -> Result<Outcome, IngestError> {
+    let Opened {
+        input,
+        opts,
+        job,
+        progress,
+        stem,
+        format,
+        mut all,
+        ..
+    } = o;
+    let file = input.name.as_str();
+    let io_err = io_error(input);
+    let settings = &opts.profile;
+    let file_ts = input::file_time_ms(input);
+    let origin = Origin {
+        file,
+        host: opts.host.as_deref(),
+        stem: &stem,
+    };
+    // Stdin cannot be read twice: buffer it by series from the start.
+    let first = if input.path.is_some() {
+        dcgm::Order::ByScrape
+    } else {
+        dcgm::Order::BySeries
+    };
+    let mut b = job.builder(settings);
+    let mut t = Tally::default();
+    let mut counting = Counting {
+        inner: &mut all,
+        progress,
+        pending: 0,
+    };
+    if dcgm::read(&mut counting, first, &origin, file_ts, &mut b, &mut t).map_err(&io_err)?
+        == dcgm::Outcome::ReadAgainBySeries
+    {
+        let mut again = input::open(input)?;
+        b = job.builder(settings);
+        t = Tally::default();
+        dcgm::read(
+            &mut again,
+            dcgm::Order::BySeries,
+            &origin,
+            file_ts,
+            &mut b,
+            &mut t,
+        )
+        .map_err(&io_err)?;
+    }
+    Ok(Outcome::Data {
+        profile: b.build(),
+        tally: t,
+        format,
+    })
+}
+
+/// Generic CSV with `--map`, lines over the bound counted and skipped.
+fn read_csv(o: Opened<'_>) -> Result<Outcome, IngestError> {
+    let Opened {
+        input,
+        opts,
+        job,
+        stem,
+        format,
+        all,
+        ..
+    } = o;
+    let file = input.name.as_str();
+    let fmt_err = format_error(file);
+    let settings = &opts.profile;
+    let map = opts
+        .map
+        .as_ref()
+        .ok_or_else(|| fmt_err("generic CSV needs --map timestamp=COL,util=COL,…".into()))?;
+    let mut b = job.builder(settings);
+    let mut t = Tally::default();
+    let mut clock = LocalClock::new(opts.tz.clone());
+    let origin = Origin {
+        file,
+        host: opts.host.as_deref(),
+        stem: &stem,
+    };
+    let mut limited = crate::lines::LineLimit::new(all, MAX_LINE);
+    generic::read(&mut limited, map, &origin, &mut clock, &mut b, &mut t)?;
+    for line in limited.dropped {
+        t.lines += 1;
+        t.skip(
+            "line_too_long",
+            file,
+            line,
+            format!("line longer than {MAX_LINE} bytes"),
+        );
+    }
+    Ok(Outcome::Data {
+        profile: b.build(),
+        tally: t,
+        format,
+    })
 }
 
 /// A reader that reports bytes consumed to the progress callback (in 1 MiB steps).
