@@ -77,35 +77,14 @@ pub fn describe_model(m: &Model) -> String {
     )
 }
 
-/// The plan in `format` (table, markdown, csv, json); `top` options in table and markdown.
+/// The plan in `format` (table, markdown, csv, json); `top` options in table and markdown:
+/// the model and workload, memory on one GPU, the picks, the options, what does not fit.
 #[must_use]
 pub fn render(plan: &Plan, format: Format, top: usize) -> String {
     if format == Format::Json {
         return json(plan);
     }
-    let rows: Vec<Vec<String>> = plan
-        .options
-        .iter()
-        .enumerate()
-        .map(|(i, o)| {
-            vec![
-                format!("{}{}", i + 1, if o.pareto { "*" } else { "" }),
-                o.gpu.clone(),
-                o.count.to_string(),
-                o.cloud.clone(),
-                o.instance_type.clone(),
-                o.pricing.to_string(),
-                format!("{:.4}", o.usd_per_gpu_hour),
-                format!("{:.1}/{:.0}", o.memory_per_gpu_gib, o.gpu_memory_gib),
-                sig(o.tokens_per_s),
-                o.tpot_ms.map_or_else(|| "–".to_owned(), sig),
-                sig(o.hours),
-                usd(o.total_usd),
-                format!("{:.4}", o.usd_per_million_tokens),
-                o.violates.join("; "),
-            ]
-        })
-        .collect();
+    let rows = option_rows(plan);
     let headers = [
         "#", "GPU", "N", "CLOUD", "INSTANCE", "PRICING", "$/GPU-H", "GIB/GPU", "TOK/S", "TPOT MS",
         "HOURS", "TOTAL", "$/1M TOK", "BREAKS",
@@ -129,9 +108,56 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
         .map(|(_, h)| *h)
         .collect();
     let right = [2, 5, 6, 7, 8, 9, 10, 11];
+    let mut out = String::new();
+    describe_plan(plan, format, &mut out);
+    memory_table(plan, format, &mut out);
+    picks_table(plan, format, &mut out);
+    let shown = top.min(rows.len());
+    out.push_str(&heading(
+        format,
+        &format!(
+            "Options ({shown} of {}; ranked by $ per 1M tokens; * on the cost-time Pareto front)",
+            rows.len()
+        ),
+    ));
+    out.push_str(&grid::render(&headers, &right, &rows[..shown], format));
+    left_out(plan, format, &mut out);
+    out.push_str(
+        "\nEstimates from a physical model (docs/planner.md); prices from the catalog with their dates (`--format json`).\n",
+    );
+    out
+}
+
+/// One row per option, every column (CSV keeps them all).
+fn option_rows(plan: &Plan) -> Vec<Vec<String>> {
+    plan.options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            vec![
+                format!("{}{}", i + 1, if o.pareto { "*" } else { "" }),
+                o.gpu.clone(),
+                o.count.to_string(),
+                o.cloud.clone(),
+                o.instance_type.clone(),
+                o.pricing.to_string(),
+                format!("{:.4}", o.usd_per_gpu_hour),
+                format!("{:.1}/{:.0}", o.memory_per_gpu_gib, o.gpu_memory_gib),
+                sig(o.tokens_per_s),
+                o.tpot_ms.map_or_else(|| "–".to_owned(), sig),
+                sig(o.hours),
+                usd(o.total_usd),
+                format!("{:.4}", o.usd_per_million_tokens),
+                o.violates.join("; "),
+            ]
+        })
+        .collect()
+}
+
+/// The model, the workload and what was assumed.
+fn describe_plan(plan: &Plan, format: Format, out: &mut String) {
     let s = &plan.setup;
     let w = &s.workload;
-    let mut out = String::new();
     if format == Format::Markdown {
         out.push_str("# gpuwise plan\n\n");
     }
@@ -177,6 +203,10 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
                 .join("; ")
         ));
     }
+}
+
+/// Memory on one GPU, term by term.
+fn memory_table(plan: &Plan, format: Format, out: &mut String) {
     out.push_str(&heading(format, "Memory on one GPU (before any split)"));
     let mem_rows: Vec<Vec<String>> = plan
         .memory_one_gpu
@@ -201,6 +231,10 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
         &mem_rows,
         format,
     ));
+}
+
+/// The cheapest, balanced and fastest options.
+fn picks_table(plan: &Plan, format: Format, out: &mut String) {
     out.push_str(&heading(format, "Picks"));
     let pick = |label: &str, i: Option<usize>| -> Vec<String> {
         match i.map(|i| &plan.options[i]) {
@@ -236,15 +270,10 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
         &picks,
         format,
     ));
-    let shown = top.min(rows.len());
-    out.push_str(&heading(
-        format,
-        &format!(
-            "Options ({shown} of {}; ranked by $ per 1M tokens; * on the cost-time Pareto front)",
-            rows.len()
-        ),
-    ));
-    out.push_str(&grid::render(&headers, &right, &rows[..shown], format));
+}
+
+/// GPUs that do not fit, and GPUs skipped.
+fn left_out(plan: &Plan, format: Format, out: &mut String) {
     if !plan.unfit.is_empty() {
         out.push_str(&heading(format, "Does not fit"));
         let r: Vec<Vec<String>> = plan
@@ -278,10 +307,6 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
                 .join(", ")
         ));
     }
-    out.push_str(
-        "\nEstimates from a physical model (docs/planner.md); prices from the catalog with their dates (`--format json`).\n",
-    );
-    out
 }
 
 #[derive(Serialize)]

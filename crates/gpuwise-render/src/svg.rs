@@ -45,6 +45,38 @@ pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> Strin
     let (x0, x1) = (points[0].0 as f64, points[points.len() - 1].0 as f64);
     let sx = |x: i64| l + (x as f64 - x0) / (x1 - x0).max(1.0) * (w - l - r);
     let sy = |y: f64| t + (1.0 - y / 100.0) * (h - t - b);
+    timeline_axes(&mut s, points, (w, h, l, r, t, b), &sx, &sy);
+    let area = idle_area(points, &sx, &sy);
+    let _ = write!(
+        s,
+        r##"<path d="{area}" fill="#f4a261" fill-opacity="0.35"/>"##
+    );
+    let line = utilization_line(points, &sx, &sy);
+    let _ = write!(
+        s,
+        r##"<path d="{line}" fill="none" stroke="#08457e" stroke-width="1.5"/>"##
+    );
+    let _ = write!(
+        s,
+        r##"<rect x="{}" y="8" width="10" height="10" fill="#08457e"/><text x="{}" y="17" class="a">mean utilization</text><rect x="{}" y="8" width="10" height="10" fill="#f4a261" fill-opacity="0.6"/><text x="{}" y="17" class="a">idle share of device-hours</text>"##,
+        w - 330.0,
+        w - 316.0,
+        w - 200.0,
+        w - 186.0
+    );
+    s.push_str("</svg>");
+    s
+}
+
+/// Horizontal grid lines at every 25 %, and day ticks: the first day where the data starts,
+/// then every midnight (at most about ten).
+fn timeline_axes(
+    s: &mut String,
+    points: &[(i64, Option<f64>, f64)],
+    (w, h, l, r, t, b): (f64, f64, f64, f64, f64, f64),
+    sx: &dyn Fn(i64) -> f64,
+    sy: &dyn Fn(f64) -> f64,
+) {
     for y in [0.0, 25.0, 50.0, 75.0, 100.0] {
         let _ = write!(
             s,
@@ -80,8 +112,15 @@ pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> Strin
         );
         d += step;
     }
-    // The idle share is a value per hour: drawn as a step (flat across each hour), so a one-hour
-    // change is a step, not a spike between two neighbours.
+}
+
+/// The idle share as a step area (flat across each hour, so a one-hour change is a step, not
+/// a spike between two neighbours).
+fn idle_area(
+    points: &[(i64, Option<f64>, f64)],
+    sx: &dyn Fn(i64) -> f64,
+    sy: &dyn Fn(f64) -> f64,
+) -> String {
     let hour = 3_600_000i64;
     let mut area = format!("M{:.1},{:.1}", sx(points[0].0), sy(0.0));
     for (i, p) in points.iter().enumerate() {
@@ -103,10 +142,15 @@ pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> Strin
         sx(points[points.len() - 1].0),
         sy(0.0)
     );
-    let _ = write!(
-        s,
-        r##"<path d="{area}" fill="#f4a261" fill-opacity="0.35"/>"##
-    );
+    area
+}
+
+/// The mean utilization as a line, lifted where an hour has no reading.
+fn utilization_line(
+    points: &[(i64, Option<f64>, f64)],
+    sx: &dyn Fn(i64) -> f64,
+    sy: &dyn Fn(f64) -> f64,
+) -> String {
     let mut line = String::new();
     let mut pen_up = true;
     for p in points {
@@ -124,20 +168,7 @@ pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> Strin
             None => pen_up = true,
         }
     }
-    let _ = write!(
-        s,
-        r##"<path d="{line}" fill="none" stroke="#08457e" stroke-width="1.5"/>"##
-    );
-    let _ = write!(
-        s,
-        r##"<rect x="{}" y="8" width="10" height="10" fill="#08457e"/><text x="{}" y="17" class="a">mean utilization</text><rect x="{}" y="8" width="10" height="10" fill="#f4a261" fill-opacity="0.6"/><text x="{}" y="17" class="a">idle share of device-hours</text>"##,
-        w - 330.0,
-        w - 316.0,
-        w - 200.0,
-        w - 186.0
-    );
-    s.push_str("</svg>");
-    s
+    line
 }
 
 /// 7 × 24 heatmap. `bins[day*24+hour]` = (mean utilization %, idle share %, device-hours).

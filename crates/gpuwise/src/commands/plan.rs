@@ -121,8 +121,9 @@ fn hf_config(path: &Path) -> anyhow::Result<Model> {
     Ok(Model::from_hf_config(&text, &path.display().to_string())?)
 }
 
-fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let f = format(&a.format)?;
+/// The model (preset, `config.json` or a parameter count) and the workload: the `--workload`
+/// file, then the flags over it; tokens to train on or to generate.
+fn model_and_workload(a: &PlanArgs) -> anyhow::Result<(Model, Workload, f64)> {
     let mut w = Workload::default();
     let mut model = None;
     let mut tokens = None;
@@ -176,6 +177,12 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     if w.mode.trains() {
         w.train_tokens = Some(tokens);
     }
+    Ok((model, w, tokens))
+}
+
+fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let f = format(&a.format)?;
+    let (model, w, tokens) = model_and_workload(a)?;
     let catalog = super::catalog::load(&a.catalog)?;
     let gpus = if a.gpu.is_empty() {
         None

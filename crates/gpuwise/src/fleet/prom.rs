@@ -73,21 +73,9 @@ fn client(p: &PromArgs, url: &str) -> anyhow::Result<Client> {
     })?)
 }
 
-/// Read the store and build the report.
-pub(crate) fn build(
-    p: &PromArgs,
-    start: Option<&str>,
-    s: &Settings,
-) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
-    let given = p
-        .prometheus
-        .as_deref()
-        .ok_or_else(|| anyhow!("--prometheus URL is needed"))?;
-    // The client takes a user and password out of the URL; from here on the URL is named
-    // without them (messages, the report's inputs), so a password never reaches output.
-    let c = client(p, given)?;
-    let url_owned = c.url().to_owned();
-    let url = url_owned.as_str();
+/// The window (`--start`/`--end`, or `--last` before the end, default 7 days before now),
+/// the selector, the scrape interval if given, and the profile settings, as a query.
+fn query(p: &PromArgs, start: Option<&str>, s: &Settings) -> anyhow::Result<Query> {
     let end_ms = match &p.end {
         Some(e) => instant("end", e)?,
         None => now_ms()?,
@@ -120,6 +108,26 @@ pub(crate) fn build(
         tz: s.read.tz.clone(),
         sample_budget: p.sample_budget.unwrap_or(pushdown::DEFAULT_SAMPLE_BUDGET),
     };
+    Ok(q)
+}
+
+/// Read the store and build the report.
+pub(crate) fn build(
+    p: &PromArgs,
+    start: Option<&str>,
+    s: &Settings,
+) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
+    let given = p
+        .prometheus
+        .as_deref()
+        .ok_or_else(|| anyhow!("--prometheus URL is needed"))?;
+    // The client takes a user and password out of the URL; from here on the URL is named
+    // without them (messages, the report's inputs), so a password never reaches output.
+    let c = client(p, given)?;
+    let url_owned = c.url().to_owned();
+    let url = url_owned.as_str();
+    let q = query(p, start, s)?;
+    let step_ms = q.step_ms;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let (profiles, mode, mut warnings, raw_in_window) = if p.raw {
         // The scrape interval decides the raw step: found like the pushdown's.

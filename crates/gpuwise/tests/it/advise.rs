@@ -81,6 +81,99 @@ fn actions_on<'a>(a: &'a serde_json::Value, id: &str) -> Vec<&'a serde_json::Val
         .collect()
 }
 
+/// The action a planted scenario must get, with its dollars checked independently.
+fn planted_answer(
+    scenario: &str,
+    id: &str,
+    dev: &serde_json::Value,
+    on: &[&serde_json::Value],
+    scale: f64,
+    catalog: &Catalog,
+) {
+    let kinds: Vec<&str> = on
+        .iter()
+        .map(|x| x["kind"].as_str().expect("kind"))
+        .collect();
+    match scenario {
+        "idle_nights_weekends" => {
+            let s = on
+                .iter()
+                .find(|x| x["kind"] == "schedule_off_hours")
+                .unwrap_or_else(|| panic!("{id}: a schedule ({kinds:?})"));
+            assert_eq!(
+                s["schedule"],
+                serde_json::json!([
+                    {"days": "weekdays", "start_hour": 19, "end_hour": 8},
+                    {"days": "weekend", "start_hour": 0, "end_hour": 0}
+                ]),
+                "{id}"
+            );
+            // 113 of 168 hours a week off, and nothing else counted.
+            let monthly = f(&dev["cost_usd"]) * scale;
+            assert!(
+                close(f(&s["monthly_savings_usd"]), monthly * 113.0 / 168.0, 1e-6),
+                "{id}"
+            );
+        }
+        "idle" => {
+            let s = on
+                .iter()
+                .find(|x| x["kind"] == "shutdown_idle")
+                .unwrap_or_else(|| panic!("{id}: shutdown ({kinds:?})"));
+            let monthly = f(&dev["cost_usd"]) * scale;
+            let idle = f(&dev["idle_hours"]) / (f(&dev["gpu_hours"]) / f(&dev["gpu_share"]));
+            assert!(
+                close(f(&s["monthly_savings_usd"]), monthly * idle, 1e-6),
+                "{id}"
+            );
+        }
+        "small_model_serving" => {
+            let r = on
+                .iter()
+                .find(|x| x["kind"] == "rightsize")
+                .unwrap_or_else(|| panic!("{id}: rightsize ({kinds:?})"));
+            let target = catalog
+                .resolve(r["target"].as_str().expect("target"))
+                .expect("target in catalog");
+            let peak = f(&dev["peak_memory_used_mib"]);
+            assert!(
+                target.memory_gb * 1e9 / 1_048_576.0 >= peak * 1.2,
+                "{id} fits"
+            );
+            assert_ne!(target.name, "A100-SXM4-80GB");
+            assert!(f(&r["projected_monthly_usd"]) < f(&r["current_monthly_usd"]));
+        }
+        "healthy_training" => {
+            // Steady training-like load goes to spot with a Young/Daly interval:
+            // τ = √(2 × 5 min × 12 h) = 85 min, overhead C/τ + τ/2M = 11.8 %.
+            let x = on
+                .iter()
+                .find(|x| x["kind"] == "use_spot")
+                .unwrap_or_else(|| panic!("{id}: spot ({kinds:?})"));
+            let how = x["how"][0].as_str().expect("how");
+            assert!(how.contains("checkpoint every 85 minutes"), "{how}");
+            let spot = catalog
+                .gpu_hour_price(&gpuwise_catalog::PriceQuery {
+                    gpu: dev["model"].as_str().expect("model"),
+                    cloud: None,
+                    region: None,
+                    pricing: Pricing::Spot,
+                })
+                .expect("a spot price")
+                .usd_per_gpu_hour;
+            let want = spot * 1.117_851_13 / f(&dev["usd_per_gpu_hour"]);
+            let ratio = f(&x["projected_monthly_usd"]) / f(&x["current_monthly_usd"]);
+            assert!(close(ratio, want, 1e-6), "{ratio} vs {want}");
+        }
+        "saturated" => assert!(on.is_empty(), "{id}: saturated gets nothing, got {kinds:?}"),
+        "notebook_held" => assert!(
+            kinds.contains(&"schedule_off_hours") || kinds.contains(&"release_held_idle"),
+            "{id}: {kinds:?}"
+        ),
+        _ => {}
+    }
+}
+
 #[test]
 fn planted_best_answers() {
     let (a, truth, rep) = generated("14", &[]);
@@ -122,93 +215,12 @@ fn planted_best_answers() {
         let scenario = t["scenario"].as_str().expect("scenario");
         let dev = crate::common::device(&rep, id);
         let on = actions_on(&a, id);
-        let kinds: Vec<&str> = on
-            .iter()
-            .map(|x| x["kind"].as_str().expect("kind"))
-            .collect();
         if dev["usd_per_gpu_hour"].is_null() {
             assert!(on.is_empty(), "{id}: unpriced devices get no action");
             continue;
         }
         *seen.entry(scenario.to_owned()).or_insert(0) += 1;
-        match scenario {
-            "idle_nights_weekends" => {
-                let s = on
-                    .iter()
-                    .find(|x| x["kind"] == "schedule_off_hours")
-                    .unwrap_or_else(|| panic!("{id}: a schedule ({kinds:?})"));
-                assert_eq!(
-                    s["schedule"],
-                    serde_json::json!([
-                        {"days": "weekdays", "start_hour": 19, "end_hour": 8},
-                        {"days": "weekend", "start_hour": 0, "end_hour": 0}
-                    ]),
-                    "{id}"
-                );
-                // 113 of 168 hours a week off, and nothing else counted.
-                let monthly = f(&dev["cost_usd"]) * scale;
-                assert!(
-                    close(f(&s["monthly_savings_usd"]), monthly * 113.0 / 168.0, 1e-6),
-                    "{id}"
-                );
-            }
-            "idle" => {
-                let s = on
-                    .iter()
-                    .find(|x| x["kind"] == "shutdown_idle")
-                    .unwrap_or_else(|| panic!("{id}: shutdown ({kinds:?})"));
-                let monthly = f(&dev["cost_usd"]) * scale;
-                let idle = f(&dev["idle_hours"]) / (f(&dev["gpu_hours"]) / f(&dev["gpu_share"]));
-                assert!(
-                    close(f(&s["monthly_savings_usd"]), monthly * idle, 1e-6),
-                    "{id}"
-                );
-            }
-            "small_model_serving" => {
-                let r = on
-                    .iter()
-                    .find(|x| x["kind"] == "rightsize")
-                    .unwrap_or_else(|| panic!("{id}: rightsize ({kinds:?})"));
-                let target = catalog
-                    .resolve(r["target"].as_str().expect("target"))
-                    .expect("target in catalog");
-                let peak = f(&dev["peak_memory_used_mib"]);
-                assert!(
-                    target.memory_gb * 1e9 / 1_048_576.0 >= peak * 1.2,
-                    "{id} fits"
-                );
-                assert_ne!(target.name, "A100-SXM4-80GB");
-                assert!(f(&r["projected_monthly_usd"]) < f(&r["current_monthly_usd"]));
-            }
-            "healthy_training" => {
-                // Steady training-like load goes to spot with a Young/Daly interval:
-                // τ = √(2 × 5 min × 12 h) = 85 min, overhead C/τ + τ/2M = 11.8 %.
-                let x = on
-                    .iter()
-                    .find(|x| x["kind"] == "use_spot")
-                    .unwrap_or_else(|| panic!("{id}: spot ({kinds:?})"));
-                let how = x["how"][0].as_str().expect("how");
-                assert!(how.contains("checkpoint every 85 minutes"), "{how}");
-                let spot = catalog
-                    .gpu_hour_price(&gpuwise_catalog::PriceQuery {
-                        gpu: dev["model"].as_str().expect("model"),
-                        cloud: None,
-                        region: None,
-                        pricing: Pricing::Spot,
-                    })
-                    .expect("a spot price")
-                    .usd_per_gpu_hour;
-                let want = spot * 1.117_851_13 / f(&dev["usd_per_gpu_hour"]);
-                let ratio = f(&x["projected_monthly_usd"]) / f(&x["current_monthly_usd"]);
-                assert!(close(ratio, want, 1e-6), "{ratio} vs {want}");
-            }
-            "saturated" => assert!(on.is_empty(), "{id}: saturated gets nothing, got {kinds:?}"),
-            "notebook_held" => assert!(
-                kinds.contains(&"schedule_off_hours") || kinds.contains(&"release_held_idle"),
-                "{id}: {kinds:?}"
-            ),
-            _ => {}
-        }
+        planted_answer(scenario, id, dev, &on, scale, &catalog);
     }
     for s in [
         "idle_nights_weekends",

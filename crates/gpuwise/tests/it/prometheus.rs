@@ -82,92 +82,124 @@ fn start(data: &Path) -> Server {
     panic!("prometheus did not become ready on port {port} within 60 s");
 }
 
-#[test]
-fn pushdown_and_raw_match_the_files() {
-    if !tools() {
-        return;
+/// A week of 12 generated GPUs, backfilled into a running Prometheus, and the same fleet
+/// as DCGM files.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    files: std::path::PathBuf,
+    /// Kept to the end of the test: dropping it stops Prometheus.
+    _server: Server,
+    url: String,
+}
+
+const WINDOW: [&str; 4] = [
+    "--start",
+    "2026-01-05T00:00:00Z",
+    "--end",
+    "2026-01-12T00:00:00Z",
+];
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let om = dir.path().join("om");
+        let files = dir.path().join("files");
+        let data = dir.path().join("tsdb");
+        std::fs::create_dir_all(&data).expect("tsdb dir");
+        let gen_args = |out: &Path, format: &str| {
+            let o = run(&[
+                "generate",
+                "--out",
+                &out.display().to_string(),
+                "--gpus",
+                "12",
+                "--days",
+                "7",
+                "--interval",
+                "2m",
+                "--seed",
+                "7",
+                "--format",
+                format,
+            ]);
+            assert_eq!(o.code, 0, "{}", o.stderr);
+        };
+        gen_args(&om, "openmetrics");
+        gen_args(&files, "dcgm");
+        let backfill = Command::new("promtool")
+            .args([
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "--max-block-duration=168h",
+            ])
+            .arg(om.join("fleet.om.txt"))
+            .arg(&data)
+            .output()
+            .expect("promtool runs");
+        assert!(
+            backfill.status.success(),
+            "promtool: {}",
+            String::from_utf8_lossy(&backfill.stderr)
+        );
+        let server = start(&data);
+        let url = format!("http://127.0.0.1:{}", server.port);
+        Self {
+            _dir: dir,
+            files,
+            _server: server,
+            url,
+        }
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let om = dir.path().join("om");
-    let files = dir.path().join("files");
-    let data = dir.path().join("tsdb");
-    std::fs::create_dir_all(&data).expect("tsdb dir");
-    let gen_args = |out: &Path, format: &str| {
-        let o = run(&[
-            "generate",
-            "--out",
-            &out.display().to_string(),
-            "--gpus",
-            "12",
-            "--days",
-            "7",
-            "--interval",
-            "2m",
-            "--seed",
-            "7",
-            "--format",
-            format,
-        ]);
-        assert_eq!(o.code, 0, "{}", o.stderr);
-    };
-    gen_args(&om, "openmetrics");
-    gen_args(&files, "dcgm");
-    let backfill = Command::new("promtool")
-        .args([
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            "--max-block-duration=168h",
-        ])
-        .arg(om.join("fleet.om.txt"))
-        .arg(&data)
-        .output()
-        .expect("promtool runs");
-    assert!(
-        backfill.status.success(),
-        "promtool: {}",
-        String::from_utf8_lossy(&backfill.stderr)
-    );
-    let server = start(&data);
-    let url = format!("http://127.0.0.1:{}", server.port);
-    let window = [
-        "--start",
-        "2026-01-05T00:00:00Z",
-        "--end",
-        "2026-01-12T00:00:00Z",
-    ];
-    let report = |extra: &[&str]| -> serde_json::Value {
-        let mut a = vec!["report", "--prometheus", &url];
-        a.extend_from_slice(&window);
+
+    /// `report --prometheus` over the window, as JSON.
+    fn report(&self, extra: &[&str]) -> serde_json::Value {
+        let mut a = vec!["report", "--prometheus", &self.url];
+        a.extend_from_slice(&WINDOW);
         a.extend_from_slice(&["--format", "json", "--no-progress"]);
         a.extend_from_slice(extra);
         let o = run(&a);
         assert_eq!(o.code, 0, "{a:?}: {}", o.stderr);
         serde_json::from_str(&o.stdout).expect("JSON")
-    };
-    let pushed = report(&[]);
-    let raw = report(&["--raw"]);
-    let file_inputs: Vec<String> = std::fs::read_dir(&files)
-        .expect("files")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| !p.ends_with("truth.json"))
-        .map(|p| p.display().to_string())
-        .collect();
-    let mut fa = vec!["report"];
-    fa.extend(file_inputs.iter().map(String::as_str));
-    fa.extend_from_slice(&["--format", "json", "--no-progress"]);
-    let o = run(&fa);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let from_files: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
-    let by_id = |r: &serde_json::Value| -> std::collections::BTreeMap<String, serde_json::Value> {
-        r["devices"]
-            .as_array()
-            .expect("devices")
-            .iter()
-            .map(|d| (d["id"].as_str().expect("id").to_owned(), d.clone()))
-            .collect()
-    };
+    }
+
+    /// `report` over the DCGM files, as JSON.
+    fn files_report(&self, extra: &[&str]) -> serde_json::Value {
+        let file_inputs: Vec<String> = std::fs::read_dir(&self.files)
+            .expect("files")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| !p.ends_with("truth.json"))
+            .map(|p| p.display().to_string())
+            .collect();
+        let mut fa = vec!["report"];
+        fa.extend(file_inputs.iter().map(String::as_str));
+        fa.extend_from_slice(&["--format", "json", "--no-progress"]);
+        fa.extend_from_slice(extra);
+        let o = run(&fa);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        serde_json::from_str(&o.stdout).expect("JSON")
+    }
+}
+
+fn by_id(r: &serde_json::Value) -> std::collections::BTreeMap<String, serde_json::Value> {
+    r["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .map(|d| (d["id"].as_str().expect("id").to_owned(), d.clone()))
+        .collect()
+}
+
+#[test]
+fn pushdown_and_raw_match_the_files() {
+    if !tools() {
+        return;
+    }
+    let fx = Fixture::new();
+    let pushed = fx.report(&[]);
+    let raw = fx.report(&["--raw"]);
+    let from_files = fx.files_report(&[]);
     let want = by_id(&from_files);
     assert_eq!(want.len(), 12);
     for (name, got) in [("pushdown", by_id(&pushed)), ("raw", by_id(&raw))] {
@@ -192,22 +224,34 @@ fn pushdown_and_raw_match_the_files() {
         }
     }
     // Over the sample budget, the same devices come back from 16 shards.
-    let sharded = by_id(&report(&["--sample-budget", "1000"]));
+    let sharded = by_id(&fx.report(&["--sample-budget", "1000"]));
     let whole = by_id(&pushed);
     assert_eq!(sharded.len(), whole.len());
     for (id, d) in &whole {
         assert_eq!(sharded[id]["gpu_hours"], d["gpu_hours"], "{id}");
         assert_eq!(sharded[id]["idle_hours"], d["idle_hours"], "{id}");
     }
-    // The utilization bands are one definition on both paths; an idle threshold other than
-    // the first band edge is its own query, so idle time and the bottleneck evidence built on
-    // the time below it agree with the files.
-    let pushed30 = by_id(&report(&["--idle-threshold", "30"]));
-    let mut fa30 = fa.clone();
-    fa30.extend_from_slice(&["--idle-threshold", "30"]);
-    let o = run(&fa30);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let files30 = by_id(&serde_json::from_str(&o.stdout).expect("JSON"));
+    thresholds_and_bands_agree(&fx);
+    // The pushdown says what it pulled, and it is a small share of what --raw pulled.
+    let pp = &pushed["ingest"]["pulled"];
+    let rp = &raw["ingest"]["pulled"];
+    assert_eq!(pp["mode"], "pushdown");
+    assert_eq!(rp["mode"], "raw");
+    assert!(f(&pp["samples"]) < 0.05 * f(&rp["samples"]), "{pp} vs {rp}");
+    assert!(
+        close(f(&pp["raw_samples_in_window"]), f(&rp["samples"]), 0.01),
+        "{pp} vs {rp}"
+    );
+
+    secrets_selector_and_errors(fx);
+}
+
+/// The utilization bands are one definition on both paths; an idle threshold other than the
+/// first band edge is its own query, so idle time and the bottleneck evidence built on the
+/// time below it agree with the files.
+fn thresholds_and_bands_agree(fx: &Fixture) {
+    let pushed30 = by_id(&fx.report(&["--idle-threshold", "30"]));
+    let files30 = by_id(&fx.files_report(&["--idle-threshold", "30"]));
     for (id, w) in &files30 {
         let g = &pushed30[id];
         let bands = |d: &serde_json::Value| -> Vec<f64> {
@@ -231,17 +275,13 @@ fn pushdown_and_raw_match_the_files() {
         );
         assert_eq!(g["bottleneck"]["kind"], w["bottleneck"]["kind"], "{id}");
     }
-    // The pushdown says what it pulled, and it is a small share of what --raw pulled.
-    let pp = &pushed["ingest"]["pulled"];
-    let rp = &raw["ingest"]["pulled"];
-    assert_eq!(pp["mode"], "pushdown");
-    assert_eq!(rp["mode"], "raw");
-    assert!(f(&pp["samples"]) < 0.05 * f(&rp["samples"]), "{pp} vs {rp}");
-    assert!(
-        close(f(&pp["raw_samples_in_window"]), f(&rp["samples"]), 0.01),
-        "{pp} vs {rp}"
-    );
+}
 
+/// A password in the URL never printed; a selector narrows; PromQL errors name the query; an
+/// unreachable store says so.
+fn secrets_selector_and_errors(fx: Fixture) {
+    let url = fx.url.clone();
+    let window = WINDOW;
     // A password in the URL is used and never printed: not in JSON, HTML, tables or stderr.
     let secret_url = url.replace("http://", "http://gpu-admin:hunter2-secret@");
     for format in ["json", "html", "table", "markdown", "csv"] {
@@ -256,7 +296,7 @@ fn pushdown_and_raw_match_the_files() {
         );
     }
     // A selector narrows the fleet.
-    let first = report(&["--selector", "{gpu=\"0\"}"]);
+    let first = fx.report(&["--selector", "{gpu=\"0\"}"]);
     let n = first["devices"].as_array().expect("devices").len();
     assert_eq!(n, 2, "GPU 0 of each of the two hosts");
     // PromQL errors name the query; a selector that matches nothing says so.
@@ -280,8 +320,8 @@ fn pushdown_and_raw_match_the_files() {
         "{}",
         o.stderr
     );
-    drop(server);
     // Unreachable: the server is gone.
+    drop(fx);
     let mut a = vec![
         "report",
         "--prometheus",
