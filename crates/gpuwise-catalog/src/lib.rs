@@ -995,6 +995,14 @@ impl Catalog {
                 c.name, spec.name
             )
         })?;
+        // A cluster whose figures come to nothing (no purchase price, free power, no opex) has
+        // no price: never a $0 GPU-hour.
+        let cost = check_gpu_hour_price(cost).map_err(|e| {
+            format!(
+                "cluster `{}`: its total cost of ownership per GPU-hour is not a price ({e}); give its purchase_usd, power and opex",
+                c.name
+            )
+        })?;
         self.instances.push(Instance {
             cloud: "onprem".into(),
             instance_type: c.name.clone(),
@@ -1318,6 +1326,32 @@ mod tests {
             p.usd_per_gpu_hour
         );
         assert!(p.source.contains("TCO"));
+    }
+
+    #[test]
+    fn a_cluster_that_costs_nothing_has_no_price() {
+        let mut c = Catalog::builtin();
+        let o = Overlay::parse(
+            r#"
+            [[cluster]]
+            name = "donated"
+            gpu = "A100-SXM4-80GB"
+            gpus = 8
+            purchase_usd = 0.0
+            amortization_years = 4
+            usd_per_kwh = 0.0
+            pue = 1.0
+            as_of = "2026-11-01"
+            "#,
+            "overlay.toml",
+        )
+        .expect("valid");
+        let err = c
+            .apply(&o, "overlay.toml")
+            .expect_err("no $0 GPU-hour")
+            .to_string();
+        assert!(err.contains("cluster `donated`"), "{err}");
+        assert!(c.instances.iter().all(|i| i.cloud != "onprem"));
     }
 
     #[test]
