@@ -281,6 +281,22 @@ pub struct Hint {
     pub workload: Workload,
 }
 
+/// A workload hints file gpuwise cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HintsError {
+    /// Not TOML, or not `[[workload]]` tables.
+    #[error("{origin}: {message}")]
+    File {
+        /// The file.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// One `[[workload]]` rule (the message names the file and the rule's number).
+    #[error("{0}")]
+    Rule(String),
+}
+
 /// Workload hints (`--workloads FILE`): the first rule that matches a device applies.
 #[derive(Clone, Debug, Default)]
 pub struct Hints {
@@ -291,24 +307,26 @@ pub struct Hints {
 impl Hints {
     /// Parse a hints file: `[[workload]]` tables with `match`, `label`, `kind`,
     /// `interruptible`, `latency_ms`, `model` and planner workload keys.
-    pub fn from_toml(text: &str, origin: &str) -> Result<Self, String> {
-        let doc: toml::Table = toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, HintsError> {
+        let file = |message: String| HintsError::File {
+            origin: origin.to_owned(),
+            message,
+        };
+        let doc: toml::Table = toml::from_str(text).map_err(|e| file(e.to_string()))?;
         let mut rules = Vec::new();
         for (k, v) in &doc {
             if k != "workload" {
-                return Err(format!(
-                    "{origin}: unknown table `{k}` (expected [[workload]])"
-                ));
+                return Err(file(format!("unknown table `{k}` (expected [[workload]])")));
             }
             let arr = v.as_array().ok_or_else(|| {
-                format!("{origin}: `workload` must be an array of tables ([[workload]])")
+                file("`workload` must be an array of tables ([[workload]])".to_owned())
             })?;
             for (i, entry) in arr.iter().enumerate() {
                 let at = format!("{origin}: workload #{}", i + 1);
                 let t = entry
                     .as_table()
-                    .ok_or_else(|| format!("{at}: not a table"))?;
-                rules.push(Self::rule(t, &at)?);
+                    .ok_or_else(|| HintsError::Rule(format!("{at}: not a table")))?;
+                rules.push(Self::rule(t, &at).map_err(HintsError::Rule)?);
             }
         }
         Ok(Self { rules })
@@ -1870,21 +1888,30 @@ mod tests {
         assert_eq!(h.rules.len(), 2);
         assert_eq!(h.rules[0].workload.batch, Some(4));
         let e = Hints::from_toml("[[workload]]\nmatch = \"x\"\nkind = \"gaming\"\n", "w.toml")
-            .expect_err("kind");
+            .expect_err("kind")
+            .to_string();
         assert_eq!(
             e,
             "w.toml: workload #1: kind `gaming` is not one of training, inference, notebook, batch"
         );
-        let e = Hints::from_toml("[[workload]]\nkind = \"batch\"\n", "w.toml").expect_err("match");
+        let e = Hints::from_toml("[[workload]]\nkind = \"batch\"\n", "w.toml")
+            .expect_err("match")
+            .to_string();
         assert!(e.contains("needs `match`"), "{e}");
         let e = Hints::from_toml("[[workload]]\nmatch = \"x\"\nmodel = \"gpt-9\"\n", "w.toml")
-            .expect_err("model");
+            .expect_err("model")
+            .to_string();
         assert!(
             e.starts_with("w.toml: workload #1: no built-in model `gpt-9`"),
             "{e}"
         );
         let e = Hints::from_toml("[[workload]]\nmatch = \"x\"\ncolour = \"red\"\n", "w.toml")
-            .expect_err("key");
+            .expect_err("key")
+            .to_string();
         assert_eq!(e, "w.toml: workload #1: unknown key `colour`");
+        assert!(matches!(
+            Hints::from_toml("workload = 3\n", "w.toml"),
+            Err(HintsError::File { .. })
+        ));
     }
 }

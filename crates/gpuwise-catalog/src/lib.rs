@@ -120,14 +120,14 @@ impl Pricing {
         Pricing::Commit3y,
     ];
 
-    /// Parse `on-demand`, `spot`, `1y`, `3y`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// Parse `on-demand`, `spot`, `1y`, `3y` (also through [`std::str::FromStr`]).
+    pub fn parse(s: &str) -> Result<Self, ValueError> {
         match s {
             "on-demand" | "ondemand" => Ok(Self::OnDemand),
             "spot" => Ok(Self::Spot),
             "1y" => Ok(Self::Commit1y),
             "3y" => Ok(Self::Commit3y),
-            other => Err(format!("`{other}` is not one of on-demand, spot, 1y, 3y")),
+            other => Err(ValueError::Pricing(other.to_owned())),
         }
     }
 
@@ -216,18 +216,56 @@ pub const MAX_USD_PER_GPU_HOUR: f64 = 1_000.0;
 
 /// Check a price per GPU-hour: finite, above zero (an unknown price is absent, never $0) and
 /// at most [`MAX_USD_PER_GPU_HOUR`].
-pub fn check_gpu_hour_price(v: f64) -> Result<f64, String> {
+pub fn check_gpu_hour_price(v: f64) -> Result<f64, ValueError> {
     if !v.is_finite() || v <= 0.0 {
-        return Err(format!(
-            "a price must be a number above zero (leave an unknown price out): `{v}`"
-        ));
+        return Err(ValueError::NotAPrice(v));
     }
     if v > MAX_USD_PER_GPU_HOUR {
-        return Err(format!(
-            "${v}/GPU-hour is above ${MAX_USD_PER_GPU_HOUR:.0}, more than any GPU rents for (a typo or a unit error?)"
-        ));
+        return Err(ValueError::ImplausiblePrice(v));
     }
     Ok(v)
+}
+
+/// A value a user gave that the catalog cannot take.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ValueError {
+    /// Not a pricing model.
+    #[error("`{0}` is not one of on-demand, spot, 1y, 3y")]
+    Pricing(String),
+    /// Zero, negative or not a number.
+    #[error("a price must be a number above zero (leave an unknown price out): `{0}`")]
+    NotAPrice(f64),
+    /// Above what any GPU rents for.
+    #[error(
+        "${0}/GPU-hour is above ${MAX_USD_PER_GPU_HOUR:.0}, more than any GPU rents for (a typo or a unit error?)"
+    )]
+    ImplausiblePrice(f64),
+    /// A cloud the catalog does not have.
+    #[error("--cloud: `{cloud}` is not a cloud in the catalog (clouds: {known})")]
+    UnknownCloud {
+        /// What was given.
+        cloud: String,
+        /// The clouds there are.
+        known: String,
+    },
+    /// A region the catalog does not have (in the cloud named).
+    #[error("--region: `{region}` is not a region{of} in the catalog (regions: {known})")]
+    UnknownRegion {
+        /// What was given.
+        region: String,
+        /// ` of CLOUD`, or empty.
+        of: String,
+        /// The regions there are.
+        known: String,
+    },
+}
+
+impl std::str::FromStr for Pricing {
+    type Err = ValueError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
 }
 
 /// Header of the instances CSV.
@@ -768,16 +806,16 @@ impl Catalog {
 
     /// Check a cloud and region a user named against the catalog: an unknown one is an error
     /// that lists the valid ones (never a silent fallback to another place).
-    pub fn check_place(&self, cloud: Option<&str>, region: Option<&str>) -> Result<(), String> {
+    pub fn check_place(&self, cloud: Option<&str>, region: Option<&str>) -> Result<(), ValueError> {
         let clouds: std::collections::BTreeSet<&str> =
             self.instances.iter().map(|i| i.cloud.as_str()).collect();
         if let Some(c) = cloud
             && !clouds.contains(c)
         {
-            return Err(format!(
-                "--cloud: `{c}` is not a cloud in the catalog (clouds: {})",
-                clouds.into_iter().collect::<Vec<_>>().join(", ")
-            ));
+            return Err(ValueError::UnknownCloud {
+                cloud: c.to_owned(),
+                known: clouds.into_iter().collect::<Vec<_>>().join(", "),
+            });
         }
         if let Some(r) = region {
             let regions: std::collections::BTreeSet<&str> = self
@@ -787,11 +825,11 @@ impl Catalog {
                 .map(|i| i.region.as_str())
                 .collect();
             if !regions.contains(r) {
-                return Err(format!(
-                    "--region: `{r}` is not a region{} in the catalog (regions: {})",
-                    cloud.map_or(String::new(), |c| format!(" of {c}")),
-                    regions.into_iter().collect::<Vec<_>>().join(", ")
-                ));
+                return Err(ValueError::UnknownRegion {
+                    region: r.to_owned(),
+                    of: cloud.map_or(String::new(), |c| format!(" of {c}")),
+                    known: regions.into_iter().collect::<Vec<_>>().join(", "),
+                });
             }
         }
         Ok(())

@@ -168,7 +168,7 @@ impl PriceBook {
     /// One rule: its price (with where it came from) and what it matches.
     fn compile(&self, rule: &PriceRule, name: &str) -> Result<Compiled, String> {
         let (usd, mut source, as_of) = self.rule_price(rule, name)?;
-        let usd = gpuwise_catalog::check_gpu_hour_price(usd)?;
+        let usd = gpuwise_catalog::check_gpu_hour_price(usd).map_err(|e| e.to_string())?;
         if rule.usd_per_gpu_hour.is_some() || rule.usd_per_instance_hour.is_some() {
             for extra in [&rule.instance, &rule.pricing, &rule.note]
                 .into_iter()
@@ -276,7 +276,7 @@ impl PriceBook {
         source: &str,
     ) -> Result<(f64, String, Option<String>), String> {
         let pricing = match rule.pricing.as_deref() {
-            Some(p) => Pricing::parse(p)?,
+            Some(p) => Pricing::parse(p).map_err(|e| e.to_string())?,
             None => Pricing::OnDemand,
         };
         let (row, listed, per_gpu) = self

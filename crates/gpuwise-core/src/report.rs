@@ -40,8 +40,9 @@ pub enum GroupBy {
 }
 
 impl GroupBy {
-    /// Parse `host`, `model`, `namespace`, `team` or `label:NAME`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// Parse `host`, `model`, `namespace`, `team` or `label:NAME` (also through
+    /// [`std::str::FromStr`]).
+    pub fn parse(s: &str) -> Result<Self, ReportInputError> {
         match s {
             "host" => Ok(Self::Host),
             "model" => Ok(Self::Model),
@@ -49,9 +50,7 @@ impl GroupBy {
             "team" => Ok(Self::Team),
             other => match other.strip_prefix("label:") {
                 Some(name) if !name.is_empty() => Ok(Self::Label(name.to_owned())),
-                _ => Err(format!(
-                    "`{other}` is not one of host, model, namespace, team, label:NAME"
-                )),
+                _ => Err(ReportInputError::GroupBy(other.to_owned())),
             },
         }
     }
@@ -69,6 +68,30 @@ impl GroupBy {
     }
 }
 
+/// A grouping or a team file the report cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportInputError {
+    /// Not a grouping.
+    #[error("`{0}` is not one of host, model, namespace, team, label:NAME")]
+    GroupBy(String),
+    /// A bad team file.
+    #[error("`{origin}` {message}")]
+    Teams {
+        /// The file.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl std::str::FromStr for GroupBy {
+    type Err = ReportInputError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
 /// Maps hosts, namespaces and pods (globs) to teams. Pod rules win over namespace rules, which
 /// win over host rules; within a kind, the first matching pattern wins.
 #[derive(Clone, Debug, Default)]
@@ -83,7 +106,7 @@ pub struct TeamMap {
 
 impl TeamMap {
     /// Parse a team file: `[hosts]`, `[namespaces]`, `[pods]` tables of `"glob" = "team"`.
-    pub fn from_toml(text: &str, origin: &str) -> Result<Self, String> {
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ReportInputError> {
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         struct File {
@@ -94,19 +117,23 @@ impl TeamMap {
             #[serde(default)]
             pods: toml::Table,
         }
-        let file: File = toml::from_str(text)
-            .map_err(|e| format!("`{origin}` is not a valid team file: {e}"))?;
-        let table = |t: toml::Table, kind: &str| -> Result<Vec<(glob::Pattern, String)>, String> {
+        let bad = |message: String| ReportInputError::Teams {
+            origin: origin.to_owned(),
+            message,
+        };
+        let file: File =
+            toml::from_str(text).map_err(|e| bad(format!("is not a valid team file: {e}")))?;
+        let table = |t: toml::Table,
+                     kind: &str|
+         -> Result<Vec<(glob::Pattern, String)>, ReportInputError> {
             t.into_iter()
                 .map(|(k, v)| {
                     let team = v
                         .as_str()
-                        .ok_or_else(|| {
-                            format!("`{origin}` [{kind}] `{k}`: the team must be a string")
-                        })?
+                        .ok_or_else(|| bad(format!("[{kind}] `{k}`: the team must be a string")))?
                         .to_owned();
-                    let pat = glob::Pattern::new(&k)
-                        .map_err(|e| format!("`{origin}` [{kind}] `{k}`: {e}"))?;
+                    let pat =
+                        glob::Pattern::new(&k).map_err(|e| bad(format!("[{kind}] `{k}`: {e}")))?;
                     Ok((pat, team))
                 })
                 .collect()

@@ -330,7 +330,7 @@ fn estimate_case(
         if MODEL_KEYS.contains(&k.as_str()) || GPU_KEYS.contains(&k.as_str()) {
             continue;
         }
-        if !w.set(k, v)? {
+        if !w.set(k, v).map_err(|e| e.to_string())? {
             out.ignored_keys.push(k.clone());
         }
     }

@@ -6,6 +6,31 @@
 
 use serde::Serialize;
 
+/// A workload key or value the planner cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadError {
+    /// Not one of the names of a setting (`mode`, `precision`, `optimizer`, `checkpointing`).
+    #[error("{what} `{given}` is not one of {expected}")]
+    Unknown {
+        /// The setting.
+        what: &'static str,
+        /// What was given.
+        given: String,
+        /// The names there are.
+        expected: &'static str,
+    },
+    /// A value of the wrong kind for its key.
+    #[error("{key}=`{given}`: expected {expected}")]
+    Value {
+        /// The key.
+        key: String,
+        /// What was given.
+        given: String,
+        /// What the key takes.
+        expected: &'static str,
+    },
+}
+
 /// Training or inference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -22,15 +47,17 @@ pub enum Mode {
 
 impl Mode {
     /// Parse `train`, `lora`, `qlora`, `infer` (`inference`, `serve`).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, WorkloadError> {
         match s {
             "train" | "training" | "pretrain" | "finetune" => Ok(Self::Train),
             "lora" => Ok(Self::Lora),
             "qlora" => Ok(Self::Qlora),
             "infer" | "inference" | "serve" => Ok(Self::Infer),
-            o => Err(format!(
-                "mode `{o}` is not one of train, lora, qlora, infer"
-            )),
+            o => Err(WorkloadError::Unknown {
+                what: "mode",
+                given: o.to_owned(),
+                expected: "train, lora, qlora, infer",
+            }),
         }
     }
 
@@ -89,7 +116,7 @@ pub enum Precision {
 
 impl Precision {
     /// Parse a precision name (`bf16`, `amp_bf16`, `int4`, `int4-g32`, `q4_k_m`, …).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, WorkloadError> {
         let l = s.to_ascii_lowercase().replace('-', "_");
         Ok(match l.as_str() {
             "fp32" | "float32" => Self::Fp32,
@@ -113,10 +140,11 @@ impl Precision {
                 {
                     Self::Int4 { group: g }
                 } else {
-                    return Err(format!(
-                        "precision `{s}` is not one of fp32, tf32, fp16, bf16, amp_fp16, amp_bf16, \
-                         fp8, int8, int4 (int4_g32 …), q8_0, q4_0, q4_k_m, nf4"
-                    ));
+                    return Err(WorkloadError::Unknown {
+                        what: "precision",
+                        given: s.to_owned(),
+                        expected: "fp32, tf32, fp16, bf16, amp_fp16, amp_bf16, fp8, int8, int4 (int4_g32 …), q8_0, q4_0, q4_k_m, nf4",
+                    });
                 }
             }
         })
@@ -225,16 +253,18 @@ pub enum Optimizer {
 
 impl Optimizer {
     /// Parse an optimizer name.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, WorkloadError> {
         match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
             "adamw" | "adamwtorch" | "fusedadam" => Ok(Self::AdamW),
             "adam" => Ok(Self::Adam),
             "adam8bit" | "adamw8bit" | "pagedadamw8bit" => Ok(Self::Adam8bit),
             "adafactor" => Ok(Self::Adafactor),
             "sgd" => Ok(Self::Sgd),
-            _ => Err(format!(
-                "optimizer `{s}` is not one of adamw, adam, adam8bit, adafactor, sgd"
-            )),
+            _ => Err(WorkloadError::Unknown {
+                what: "optimizer",
+                given: s.to_owned(),
+                expected: "adamw, adam, adam8bit, adafactor, sgd",
+            }),
         }
     }
 }
@@ -253,14 +283,16 @@ pub enum Checkpointing {
 
 impl Checkpointing {
     /// Parse `none`, `selective`, `full`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, WorkloadError> {
         match s {
             "none" | "false" | "off" | "no" => Ok(Self::None),
             "selective" | "op" => Ok(Self::Selective),
             "full" | "true" | "on" | "yes" => Ok(Self::Full),
-            o => Err(format!(
-                "checkpointing `{o}` is not one of none, selective, full"
-            )),
+            o => Err(WorkloadError::Unknown {
+                what: "checkpointing",
+                given: o.to_owned(),
+                expected: "none, selective, full",
+            }),
         }
     }
 }
@@ -366,25 +398,37 @@ impl Default for Workload {
     }
 }
 
-fn uint(key: &str, v: &str) -> Result<u32, String> {
+fn uint(key: &str, v: &str) -> Result<u32, WorkloadError> {
     if v == "0" {
         return Ok(0);
     }
     let x = crate::model::parse_count(v)
         .filter(|x| x.fract() == 0.0 && *x <= f64::from(u32::MAX))
-        .ok_or_else(|| format!("{key}=`{v}`: expected a positive whole number"))?;
+        .ok_or_else(|| WorkloadError::Value {
+            key: key.to_owned(),
+            given: v.to_owned(),
+            expected: "a positive whole number",
+        })?;
     Ok(x as u32)
 }
 
-fn float(key: &str, v: &str) -> Result<f64, String> {
-    crate::model::parse_count(v).ok_or_else(|| format!("{key}=`{v}`: expected a positive number"))
+fn float(key: &str, v: &str) -> Result<f64, WorkloadError> {
+    crate::model::parse_count(v).ok_or_else(|| WorkloadError::Value {
+        key: key.to_owned(),
+        given: v.to_owned(),
+        expected: "a positive number",
+    })
 }
 
-fn boolean(key: &str, v: &str) -> Result<bool, String> {
+fn boolean(key: &str, v: &str) -> Result<bool, WorkloadError> {
     match v {
         "true" | "yes" | "1" | "on" => Ok(true),
         "false" | "no" | "0" | "off" => Ok(false),
-        _ => Err(format!("{key}=`{v}`: expected true or false")),
+        _ => Err(WorkloadError::Value {
+            key: key.to_owned(),
+            given: v.to_owned(),
+            expected: "true or false",
+        }),
     }
 }
 
@@ -400,7 +444,7 @@ pub const GPU_KEYS: &[&str] = &["gpu", "gpu_note"];
 impl Workload {
     /// Set one key. Returns `Ok(false)` for a key the planner does not use (the caller reports
     /// it as ignored), `Err` for a used key with a bad value.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<bool, String> {
+    pub fn set(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
         let v = value.trim();
         match key {
             "mode" => self.mode = Mode::parse(v)?,
@@ -423,7 +467,11 @@ impl Workload {
             "zero" => {
                 let z = uint(key, v)?;
                 if z > 3 {
-                    return Err(format!("zero=`{v}`: ZeRO stages are 0, 1, 2, 3"));
+                    return Err(WorkloadError::Value {
+                        key: key.to_owned(),
+                        given: v.to_owned(),
+                        expected: "a ZeRO stage: 0, 1, 2, 3",
+                    });
                 }
                 self.zero = z as u8;
             }
@@ -499,12 +547,17 @@ mod tests {
         assert_eq!(w.set("batch", "8"), Ok(true));
         assert_eq!(w.batch, Some(8));
         assert_eq!(w.set("compile", "true"), Ok(false));
+        let err = w.set("batch", "eight").expect_err("not a number");
         assert_eq!(
-            w.set("batch", "eight"),
-            Err("batch=`eight`: expected a positive whole number".to_owned())
+            err.to_string(),
+            "batch=`eight`: expected a positive whole number"
         );
+        assert!(matches!(err, WorkloadError::Value { .. }));
         assert!(w.set("zero", "4").is_err());
-        assert!(w.set("mode", "fly").is_err());
+        assert!(matches!(
+            w.set("mode", "fly"),
+            Err(WorkloadError::Unknown { what: "mode", .. })
+        ));
         assert_eq!(w.set("train_tokens", "2e12"), Ok(true));
         assert_eq!(w.train_tokens, Some(2e12));
     }

@@ -58,9 +58,14 @@ pub struct Query {
 /// Prometheus' default `--query.max-samples`.
 pub const DEFAULT_SAMPLE_BUDGET: u64 = 50_000_000;
 
+/// A `--selector` that is not label matchers in braces.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--selector `{0}` must be label matchers in braces, e.g. {{namespace=~\"ml-.*\"}}")]
+pub struct SelectorError(pub String);
+
 impl Query {
     /// `{matchers}` → the matcher list; `{}` or empty → none. Rejects what is not a selector.
-    pub fn matchers_of(selector: &str) -> Result<String, String> {
+    pub fn matchers_of(selector: &str) -> Result<String, SelectorError> {
         let s = selector.trim();
         if s.is_empty() {
             return Ok(String::new());
@@ -68,7 +73,7 @@ impl Query {
         let inner = s
             .strip_prefix('{')
             .and_then(|x| x.strip_suffix('}'))
-            .ok_or_else(|| format!("--selector `{s}` must be label matchers in braces, e.g. {{namespace=~\"ml-.*\"}}"))?;
+            .ok_or_else(|| SelectorError(s.to_owned()))?;
         Ok(inner.trim().to_owned())
     }
 

@@ -41,20 +41,31 @@ pub enum Format {
 }
 
 impl Format {
-    /// Parse a `--format` value.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// Parse a `--format` value (also through [`std::str::FromStr`]).
+    pub fn parse(s: &str) -> Result<Self, UnknownFormat> {
         match s {
             "table" => Ok(Self::Table),
             "json" => Ok(Self::Json),
             "csv" => Ok(Self::Csv),
             "markdown" | "md" => Ok(Self::Markdown),
             "html" => Ok(Self::Html),
-            other => Err(format!(
-                "`{other}` is not one of table, json, csv, markdown, html"
-            )),
+            other => Err(UnknownFormat(other.to_owned())),
         }
     }
 }
+
+impl std::str::FromStr for Format {
+    type Err = UnknownFormat;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+/// A `--format` that is not an output format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not one of table, json, csv, markdown, html")]
+pub struct UnknownFormat(pub String);
 
 /// Options that change how a report looks (never what it says).
 #[derive(Clone, Debug)]

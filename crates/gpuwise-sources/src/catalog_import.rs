@@ -80,7 +80,7 @@ impl PyValue {
 /// Parse a Python literal (dicts, lists, strings, numbers, `True`/`False`/`None`).
 ///
 /// Written by hand: no maintained Rust crate parses Python literals, and the subset is tiny.
-pub fn python_literal(s: &str) -> Result<PyValue, String> {
+fn python_literal(s: &str) -> Result<PyValue, String> {
     fn ws(b: &[u8], i: &mut usize) {
         while *i < b.len() && b[*i].is_ascii_whitespace() {
             *i += 1;

@@ -237,3 +237,53 @@ impl Tally {
             .collect()
     }
 }
+
+/// Why a header, `--columns` or `--map` gives no layout the readers can read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// nvidia-smi CSV without a time column.
+    #[error(
+        "no `timestamp` column: collect with `--query-gpu=timestamp,…` so samples can be placed in time"
+    )]
+    NoTimestamp,
+    /// nvidia-smi CSV without a reading (a per-process log, say).
+    #[error(
+        "none of utilization.gpu, utilization.memory, memory.used, memory.total, power.draw is present: nothing to measure"
+    )]
+    NothingToMeasure,
+    /// A `noheader` nvidia-smi log without `--columns`.
+    #[error(
+        "no header line: a `--format=csv,noheader` nvidia-smi log needs --columns with the --query-gpu list used to collect it"
+    )]
+    NoHeader,
+    /// A dmon header without its `gpu` column.
+    #[error("the dmon header has no `gpu` column")]
+    DmonNoGpu,
+    /// A dmon log without readings.
+    #[error(
+        "the dmon log has none of the `sm`, `mem`, `fb`, `pwr` columns (collect with `-s pum` or the default)"
+    )]
+    DmonNothingToMeasure,
+    /// A `--map` entry that is not `key=column`.
+    #[error("--map entry `{0}` is not key=column")]
+    MapEntry(String),
+    /// A `--map` key gpuwise does not know.
+    #[error(
+        "--map key `{0}` is unknown; keys: timestamp, device, host, model, namespace, pod, util, sm_active, sm_occupancy, tensor_active, dram_active, mem_bw_util (each also as *_ratio), mem_used_mib, mem_total_mib, power_w, power_limit_w"
+    )]
+    MapKey(String),
+    /// `--map` without the time column.
+    #[error("--map needs `timestamp=COLUMN`")]
+    MapNoTimestamp,
+    /// `--map` without a reading.
+    #[error("--map needs at least one reading (util=, mem_used_mib=, power_w=, …)")]
+    MapNoReading,
+    /// Nothing but blank lines.
+    #[error("is empty")]
+    Empty,
+    /// No reader recognizes the input.
+    #[error(
+        "cannot tell the format (first line: `{0}`); pass --input-format nvidia-smi|dmon|dcgm|csv (a noheader nvidia-smi log needs --columns, a generic CSV needs --map)"
+    )]
+    UnknownFormat(String),
+}

@@ -16,7 +16,7 @@ use gpuwise_core::profile::{DeviceId, ProfileBuilder};
 use gpuwise_core::sample::UtilSource;
 use gpuwise_core::{DeviceKey, EpochMs, Sample};
 
-use crate::diag::Tally;
+use crate::diag::{LayoutError, Tally};
 use crate::time::{LocalClock, naive_ms};
 use crate::value::{self, Unit};
 
@@ -42,14 +42,14 @@ impl Layout {
     }
 
     /// Layout from the first header line (`# gpu pwr …` or `#Date Time gpu …`).
-    pub fn from_header(line: &str) -> Result<Self, String> {
+    pub fn from_header(line: &str) -> Result<Self, LayoutError> {
         let names: Vec<String> = line
             .trim_start_matches('#')
             .split_whitespace()
             .map(str::to_ascii_lowercase)
             .collect();
         let find = |w: &str| names.iter().position(|n| n == w);
-        let gpu = find("gpu").ok_or("the dmon header has no `gpu` column")?;
+        let gpu = find("gpu").ok_or(LayoutError::DmonNoGpu)?;
         let l = Layout {
             columns: names.len(),
             date: find("date"),
@@ -61,7 +61,7 @@ impl Layout {
             pwr: find("pwr"),
         };
         if l.sm.is_none() && l.fb.is_none() && l.pwr.is_none() && l.mem.is_none() {
-            return Err("the dmon log has none of the `sm`, `mem`, `fb`, `pwr` columns (collect with `-s pum` or the default)".into());
+            return Err(LayoutError::DmonNothingToMeasure);
         }
         Ok(l)
     }

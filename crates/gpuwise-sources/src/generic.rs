@@ -15,7 +15,7 @@ use gpuwise_core::profile::{DeviceId, ProfileBuilder};
 use gpuwise_core::sample::UtilSource;
 use gpuwise_core::{DeviceKey, Sample};
 
-use crate::diag::{IngestError, Tally};
+use crate::diag::{IngestError, LayoutError, Tally};
 use crate::origin::Origin;
 use crate::time::{self, LocalClock};
 use crate::value;
@@ -65,30 +65,25 @@ fn reading(key: &str) -> Option<(Reading, f64)> {
 
 impl ColumnMap {
     /// Parse `key=column` pairs (each spec may hold several, comma-separated).
-    pub fn parse(specs: &[String]) -> Result<Self, String> {
+    pub fn parse(specs: &[String]) -> Result<Self, LayoutError> {
         let mut entries = Vec::new();
         for spec in specs {
             for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 let (k, v) = pair
                     .split_once('=')
-                    .ok_or_else(|| format!("--map entry `{pair}` is not key=column"))?;
+                    .ok_or_else(|| LayoutError::MapEntry(pair.to_owned()))?;
                 let k = k.trim();
                 if !ID_KEYS.contains(&k) && reading(k).is_none() {
-                    return Err(format!(
-                        "--map key `{k}` is unknown; keys: {}, util, sm_active, sm_occupancy, tensor_active, dram_active, mem_bw_util (each also as *_ratio), mem_used_mib, mem_total_mib, power_w, power_limit_w",
-                        ID_KEYS.join(", ")
-                    ));
+                    return Err(LayoutError::MapKey(k.to_owned()));
                 }
                 entries.push((k.to_owned(), v.trim().to_owned()));
             }
         }
         if !entries.iter().any(|(k, _)| k == "timestamp") {
-            return Err("--map needs `timestamp=COLUMN`".into());
+            return Err(LayoutError::MapNoTimestamp);
         }
         if !entries.iter().any(|(k, _)| reading(k).is_some()) {
-            return Err(
-                "--map needs at least one reading (util=, mem_used_mib=, power_w=, …)".into(),
-            );
+            return Err(LayoutError::MapNoReading);
         }
         Ok(Self { entries })
     }

@@ -16,7 +16,7 @@ use gpuwise_core::settings::ProfileSettings;
 use jiff::tz::TimeZone;
 use rayon::prelude::*;
 
-use crate::diag::{IngestError, Tally};
+use crate::diag::{IngestError, LayoutError, Tally};
 use crate::generic::ColumnMap;
 use crate::input::{self, Input};
 use crate::origin::Origin;
@@ -36,17 +36,28 @@ pub enum Format {
     Csv,
 }
 
+/// An `--input-format` that is not an input format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not one of nvidia-smi, dmon, dcgm, csv")]
+pub struct UnknownInputFormat(pub String);
+
+impl std::str::FromStr for Format {
+    type Err = UnknownInputFormat;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
 impl Format {
-    /// Parse a `--input-format` value.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// Parse a `--input-format` value (also through [`std::str::FromStr`]).
+    pub fn parse(s: &str) -> Result<Self, UnknownInputFormat> {
         match s {
             "nvidia-smi" | "smi" => Ok(Self::NvidiaSmi),
             "dmon" => Ok(Self::Dmon),
             "dcgm" | "prometheus" => Ok(Self::Dcgm),
             "csv" => Ok(Self::Csv),
-            other => Err(format!(
-                "`{other}` is not one of nvidia-smi, dmon, dcgm, csv"
-            )),
+            other => Err(UnknownInputFormat(other.to_owned())),
         }
     }
 
@@ -119,12 +130,12 @@ const HEAD: usize = 64 << 10;
 use crate::lines::MAX_LINE;
 
 /// Detect the format from the first bytes of an input.
-pub fn detect(head: &[u8], opts: &ReadOptions) -> Result<Format, String> {
+pub fn detect(head: &[u8], opts: &ReadOptions) -> Result<Format, LayoutError> {
     let text = String::from_utf8_lossy(head);
     let text = text.trim_start_matches('\u{feff}');
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let Some(first) = lines.next() else {
-        return Err("is empty".into());
+        return Err(LayoutError::Empty);
     };
     let first_lower = first.to_ascii_lowercase();
     // A dmon header: `#Date Time gpu …` with `-o DT`, else `# gpu pwr gtemp …`; at least two
@@ -170,10 +181,7 @@ pub fn detect(head: &[u8], opts: &ReadOptions) -> Result<Format, String> {
         let names: Vec<String> = first.split(',').map(str::to_owned).collect();
         return smi::Layout::new(&names, None).map(|_| Format::NvidiaSmi);
     }
-    let shown: String = first.chars().take(80).collect();
-    Err(format!(
-        "cannot tell the format (first line: `{shown}`); pass --input-format nvidia-smi|dmon|dcgm|csv (a noheader nvidia-smi log needs --columns, a generic CSV needs --map)"
-    ))
+    Err(LayoutError::UnknownFormat(first.chars().take(80).collect()))
 }
 
 /// Read all inputs in parallel into one profile, each device-hour once (see [`Profile`]):
@@ -427,8 +435,8 @@ fn read_input(
         Some(f) => f,
         None => match detect(&head, opts) {
             Ok(f) => f,
-            Err(message) if input.found_in_dir => return Ok(Outcome::NotTelemetry(message)),
-            Err(message) => return Err(format_error(&input.name)(message)),
+            Err(e) if input.found_in_dir => return Ok(Outcome::NotTelemetry(e.to_string())),
+            Err(e) => return Err(format_error(&input.name)(e.to_string())),
         },
     };
     let stem = input.host_stem();
@@ -493,7 +501,8 @@ fn read_smi(o: Opened<'_>) -> Result<Outcome, IngestError> {
     let file = input.name.as_str();
     let io_err = io_error(input);
     let fmt_err = format_error(file);
-    let (layout, _) = smi_layout(all.get_ref().0.get_ref(), opts).map_err(&fmt_err)?;
+    let (layout, _) =
+        smi_layout(all.get_ref().0.get_ref(), opts).map_err(|e| fmt_err(e.to_string()))?;
     let force_host = opts.host.is_some();
     let (profile, tally) = blocks(&mut all, file, opts, job, progress, |data, b, t| {
         smi::SmiReader::new(
@@ -533,7 +542,7 @@ fn read_dmon(o: Opened<'_>) -> Result<Outcome, IngestError> {
         .lines()
         .find(|l| l.trim_start().starts_with('#'))
         .ok_or_else(|| fmt_err("no `# gpu …` header line (dmon prints it first)".into()))?;
-    let layout = dmon::Layout::from_header(header).map_err(&fmt_err)?;
+    let layout = dmon::Layout::from_header(header).map_err(|e| fmt_err(e.to_string()))?;
     if layout.timed() {
         let (profile, tally) = blocks(&mut all, file, opts, job, progress, |data, b, t| {
             dmon::DmonReader::new(
@@ -723,7 +732,7 @@ impl<R> Counting<'_, R> {
 }
 
 /// The nvidia-smi layout from the head of a file: its header, or `--columns`.
-fn smi_layout(head: &[u8], opts: &ReadOptions) -> Result<(smi::Layout, bool), String> {
+fn smi_layout(head: &[u8], opts: &ReadOptions) -> Result<(smi::Layout, bool), LayoutError> {
     let text = String::from_utf8_lossy(head);
     let first = text
         .trim_start_matches('\u{feff}')
@@ -733,10 +742,13 @@ fn smi_layout(head: &[u8], opts: &ReadOptions) -> Result<(smi::Layout, bool), St
     match (first, &opts.columns) {
         (Some(line), _) if smi::looks_like_header(line) => {
             let names: Vec<String> = line.split(',').map(str::to_owned).collect();
-            Ok((smi::Layout::new(&names, Some(line.as_bytes().to_vec()))?, true))
+            Ok((
+                smi::Layout::new(&names, Some(line.as_bytes().to_vec()))?,
+                true,
+            ))
         }
         (_, Some(cols)) => Ok((smi::Layout::new(cols, None)?, false)),
-        _ => Err("no header line: a `--format=csv,noheader` log needs --columns with the --query-gpu list used to collect it".into()),
+        _ => Err(LayoutError::NoHeader),
     }
 }
 

@@ -10,7 +10,7 @@ use gpuwise_core::profile::{DeviceId, ProfileBuilder};
 use gpuwise_core::sample::UtilSource;
 use gpuwise_core::{DeviceKey, EpochMs, Sample};
 
-use crate::diag::Tally;
+use crate::diag::{LayoutError, Tally};
 use crate::time::{LocalClock, LocalKind};
 use crate::value::{self, BadValue, Unit};
 
@@ -107,7 +107,7 @@ pub fn looks_like_header(line: &str) -> bool {
 
 impl Layout {
     /// Layout from column names (a header line split on commas, or `--columns`).
-    pub fn new(names: &[String], header: Option<Vec<u8>>) -> Result<Self, String> {
+    pub fn new(names: &[String], header: Option<Vec<u8>>) -> Result<Self, LayoutError> {
         let names: Vec<String> = names.iter().map(|n| canonical(n)).collect();
         let find = |want: &str| names.iter().position(|n| n == want);
         let mut l = Layout {
@@ -165,10 +165,10 @@ impl Layout {
         .then_some(k);
         l.names = names;
         if l.ts.is_none() {
-            return Err("no `timestamp` column: collect with `--query-gpu=timestamp,…` so samples can be placed in time".into());
+            return Err(LayoutError::NoTimestamp);
         }
         if l.values.is_empty() {
-            return Err("none of utilization.gpu, utilization.memory, memory.used, memory.total, power.draw is present: nothing to measure".into());
+            return Err(LayoutError::NothingToMeasure);
         }
         Ok(l)
     }
