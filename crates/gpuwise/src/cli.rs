@@ -101,15 +101,8 @@ const ADVISE_EXAMPLES: &str = "Examples:
 
 #[derive(Debug, Args)]
 pub(crate) struct AdviseArgs {
-    /// Files, directories, globs, or `-` for stdin (.gz and .zst are decompressed).
-    #[arg(required_unless_present = "prometheus", value_name = "INPUT")]
-    pub inputs: Vec<String>,
     #[command(flatten)]
-    pub prom: PromArgs,
-    #[command(flatten)]
-    pub read: ReadArgs,
-    #[command(flatten)]
-    pub analysis: AnalysisArgs,
+    pub fleet: FleetArgs,
     #[command(flatten)]
     pub advise: AdviseOpts,
     /// Output format.
@@ -121,12 +114,33 @@ pub(crate) struct AdviseArgs {
         help_heading = "Output"
     )]
     pub format: Option<String>,
-    /// Write to FILE instead of stdout.
-    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
-    pub output: Option<PathBuf>,
     /// Actions shown in detail in table and markdown output.
     #[arg(long, value_name = "N", help_heading = "Output")]
     pub top: Option<usize>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// What the fleet is read from and how it is read and analysed (`report` and `advise`).
+#[derive(Debug, Args)]
+pub(crate) struct FleetArgs {
+    /// Files, directories, globs, or `-` for stdin (.gz and .zst are decompressed).
+    #[arg(required_unless_present = "prometheus", value_name = "INPUT")]
+    pub inputs: Vec<String>,
+    #[command(flatten)]
+    pub prom: PromArgs,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+/// Where the output goes and what configures the run (`report` and `advise`).
+#[derive(Debug, Args)]
+pub(crate) struct OutputArgs {
+    /// Write to FILE instead of stdout (the file appears whole or not at all).
+    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
+    pub output: Option<PathBuf>,
     /// Config file (default: $GPUWISE_CONFIG, else ./gpuwise.toml if present).
     #[arg(
         long,
@@ -345,15 +359,8 @@ pub(crate) struct PlanArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
-    /// Files, directories, globs, or `-` for stdin (.gz and .zst are decompressed).
-    #[arg(required_unless_present = "prometheus", value_name = "INPUT")]
-    pub inputs: Vec<String>,
     #[command(flatten)]
-    pub prom: PromArgs,
-    #[command(flatten)]
-    pub read: ReadArgs,
-    #[command(flatten)]
-    pub analysis: AnalysisArgs,
+    pub fleet: FleetArgs,
     /// Output format.
     #[arg(
         long,
@@ -363,26 +370,14 @@ pub(crate) struct ReportArgs {
         help_heading = "Output"
     )]
     pub format: Option<String>,
-    /// Write the report to FILE instead of stdout.
-    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
-    pub output: Option<PathBuf>,
     /// Rows of the device table in table and markdown output.
     #[arg(long, value_name = "N", help_heading = "Output")]
     pub top: Option<usize>,
     /// Exit with code 1 when the fleet's idle share of GPU-hours is above PCT (for CI budgets).
     #[arg(long, value_name = "PCT", help_heading = "Output")]
     pub max_idle_share: Option<f64>,
-    /// Config file (default: $GPUWISE_CONFIG, else ./gpuwise.toml if present).
-    #[arg(
-        long,
-        env = "GPUWISE_CONFIG",
-        value_name = "FILE",
-        help_heading = "Output"
-    )]
-    pub config: Option<PathBuf>,
-    /// No progress display.
-    #[arg(long, help_heading = "Output")]
-    pub no_progress: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// Add the advice (ranked actions with savings) to the report.
     #[arg(long, help_heading = "Output")]
     pub advise: bool,

@@ -10,9 +10,8 @@ use gpuwise_core::report::Report;
 use gpuwise_render::{Format, RenderOptions};
 
 use crate::cli::{AdviseArgs, AdviseOpts};
-use crate::config::Config;
 use crate::config::output_format;
-use crate::fleet::{Settings, read_fleet, resolve};
+use crate::fleet::Settings;
 use crate::output::emit;
 use crate::{duration, printer};
 
@@ -112,23 +111,15 @@ pub(crate) fn rightsized_share(report: &Report, a: &Advice) -> Option<f64> {
 }
 
 pub(crate) fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
-    let cfg = Config::load(args.config.as_deref())?;
-    let settings = resolve(&args.read, &args.analysis, &cfg)?;
+    let (cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out)?;
     let format = output_format(args.format.as_deref(), &cfg)?;
     anyhow::ensure!(
         matches!(format, Format::Table | Format::Json | Format::Markdown),
         "--format: advise prints table, json or markdown (the HTML report has it: `{} report --advise --format html`)",
         printer::me()
     );
-    let (report, profiles) = read_fleet(
-        &args.inputs,
-        &args.prom,
-        &args.read,
-        &settings,
-        !args.no_progress,
-    )?;
     let a = advice(&report, &profiles, &settings, &args.advise)?;
-    let color = args.output.is_none()
+    let color = args.out.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     let opts = RenderOptions {
         top: args.top.or(cfg.top).unwrap_or(10),
@@ -136,7 +127,7 @@ pub(crate) fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
     };
     emit(
         &gpuwise_render::advice::render(&a, format, &opts),
-        args.output.as_ref(),
+        args.out.output.as_ref(),
     )?;
     if !a.unpriced.is_empty() {
         printer::warn(&format!(

@@ -6,22 +6,12 @@ use std::process::ExitCode;
 use gpuwise_render::{Format, RenderOptions};
 
 use crate::cli::ReportArgs;
-use crate::config::Config;
-use crate::fleet::{read_fleet, resolve};
 use crate::output::emit_with;
 use crate::printer;
 
 pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let cfg = Config::load(args.config.as_deref())?;
-    let settings = resolve(&args.read, &args.analysis, &cfg)?;
+    let (cfg, settings, mut report, profiles) = crate::fleet::read(&args.fleet, &args.out)?;
     let format = crate::config::output_format(args.format.as_deref(), &cfg)?;
-    let (mut report, profiles) = read_fleet(
-        &args.inputs,
-        &args.prom,
-        &args.read,
-        &settings,
-        !args.no_progress,
-    )?;
     let advice = if args.advise {
         let advice = super::advise::advice(&report, &profiles, &settings, &args.advise_opts)?;
         report.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&report, &advice);
@@ -31,20 +21,20 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     };
     // The profiles are in the report now: free them before the output is written.
     drop(profiles);
-    let color = args.output.is_none()
+    let color = args.out.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     let opts = RenderOptions {
         top: args.top.or(cfg.top).unwrap_or(20),
         color,
     };
-    emit_with(args.output.as_ref(), |w| {
+    emit_with(args.out.output.as_ref(), |w| {
         let doc = gpuwise_render::Document {
             report: &report,
             advice: advice.as_ref(),
         };
         gpuwise_render::write(&doc, format, &opts, w)
     })?;
-    if format != Format::Table || args.output.is_some() {
+    if format != Format::Table || args.out.output.is_some() {
         for w in &report.warnings {
             printer::warn(&format!("{}: {}", w.kind, w.message));
         }

@@ -297,6 +297,18 @@ pub(crate) fn from_files(
     Ok((report, profiles))
 }
 
+/// Everything a command that reads the fleet starts from: the config file, the settings, and
+/// the fleet read into a report with its profiles.
+pub(crate) fn read(
+    a: &crate::cli::FleetArgs,
+    out: &crate::cli::OutputArgs,
+) -> anyhow::Result<(Config, Settings, Report, Vec<DeviceProfile>)> {
+    let cfg = Config::load(out.config.as_deref())?;
+    let settings = resolve(&a.read, &a.analysis, &cfg)?;
+    let (report, profiles) = read_fleet(&a.inputs, &a.prom, &a.read, &settings, !out.no_progress)?;
+    Ok((cfg, settings, report, profiles))
+}
+
 /// The fleet from `--prometheus` when given, else from the input files.
 pub(crate) fn read_fleet(
     inputs: &[String],
