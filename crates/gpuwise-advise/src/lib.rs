@@ -453,7 +453,7 @@ fn gib(mib: f64) -> String {
 }
 
 fn spec_mib(g: &GpuSpec) -> f64 {
-    g.memory_gb * 1e9 / 1_048_576.0
+    g.memory_gb * 1e9 / gpuwise_core::MIB_BYTES
 }
 
 fn half_tflops(g: &GpuSpec) -> Option<f64> {
@@ -552,7 +552,7 @@ fn window_hours(profiles: &[DeviceProfile]) -> f64 {
         .map(|p| p.stats.last_ts_ms)
         .max()
         .unwrap_or(0);
-    ((last - first) as f64 / 3.6e6).max(1e-9)
+    (gpuwise_core::hours_of_ms((last - first) as f64)).max(1e-9)
 }
 
 /// The devices advice can price (with their monthly cost), and the ids of those it cannot.
@@ -1086,20 +1086,20 @@ fn outside_hours(
     sched: Option<&BTreeSet<usize>>,
     tz: &jiff::tz::TimeZone,
 ) -> f64 {
-    let total = dur as f64 / 3.6e6;
+    let total = gpuwise_core::hours_of_ms(dur as f64);
     let Some(sched) = sched else { return total };
     let end = start + i64::try_from(dur).unwrap_or(i64::MAX);
     let mut t = start;
     let mut inside = 0i64;
     while t < end {
-        let next = ((t.div_euclid(3_600_000)) + 1) * 3_600_000;
+        let next = ((t.div_euclid(gpuwise_core::HOUR_MS)) + 1) * gpuwise_core::HOUR_MS;
         let seg = next.min(end) - t;
         if hour_of_week_index(t, tz).is_some_and(|b| sched.contains(&b)) {
             inside += seg;
         }
         t = next;
     }
-    total - inside as f64 / 3.6e6
+    total - gpuwise_core::hours_of_ms(inside as f64)
 }
 
 fn schedule_steps(windows: &[IdleWindow], id: &str, tz: &str) -> Vec<String> {
@@ -1284,7 +1284,7 @@ fn projected_use(
         let (Some(cur), Some(new)) = (current, planned(m, &h.workload, g)) else {
             return None;
         };
-        let need = cur.memory_bytes.max(peak * 1_048_576.0);
+        let need = cur.memory_bytes.max(peak * gpuwise_core::MIB_BYTES);
         if need > g.memory_gb * 1e9 {
             return None;
         }
@@ -1602,7 +1602,7 @@ fn pack_items(
                 .iter()
                 .filter(|p| !p.name.contains('+'))
                 .filter(|p| {
-                    p.memory_gb * 1e9 / 1_048_576.0 >= peak * st.headroom
+                    p.memory_gb * 1e9 / gpuwise_core::MIB_BYTES >= peak * st.headroom
                         && f64::from(p.compute_slices) >= need_slices
                 })
                 .min_by(|a, b| {
@@ -1613,7 +1613,7 @@ fn pack_items(
             items.push((
                 di,
                 f64::from(profile.compute_slices),
-                profile.memory_gb * 1e9 / 1_048_576.0,
+                profile.memory_gb * 1e9 / gpuwise_core::MIB_BYTES,
                 profile.name.clone(),
             ));
         } else {

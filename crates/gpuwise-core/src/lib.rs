@@ -27,4 +27,4 @@ pub mod report;
 pub mod sample;
 pub mod settings;
 
-pub use sample::{DeviceInfo, DeviceKey, EpochMs, Sample};
+pub use sample::{DAY_MS, DeviceInfo, DeviceKey, EpochMs, HOUR_MS, MIB_BYTES, Sample, hours_of_ms};

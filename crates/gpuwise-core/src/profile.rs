@@ -36,7 +36,7 @@ use crate::hist::{LogHist, UtilHist};
 use crate::sample::{DeviceInfo, DeviceKey, EpochMs, Sample};
 use crate::settings::ProfileSettings;
 
-const HOUR_MS: i64 = 3_600_000;
+use crate::HOUR_MS;
 
 /// Time-weighted sum of a non-negative quantity, in hundredths of its unit × milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -827,7 +827,7 @@ fn band_hours(h: &UtilHist) -> [f64; 5] {
 
 #[allow(clippy::cast_precision_loss)]
 fn ms_to_h(ms: u64) -> f64 {
-    ms as f64 / 3_600_000.0
+    crate::hours_of_ms(ms as f64)
 }
 
 /// Monday-first hour-of-week index (`0..168`) of an instant in `tz`.
@@ -1853,7 +1853,7 @@ mod tests {
                     let outlier = outlier && !after_outlier;
                     after_outlier = outlier;
                     let ts = if outlier {
-                        t + 10 * 86_400_000
+                        t + 10 * crate::DAY_MS
                     } else {
                         t += gap;
                         t

@@ -1004,8 +1004,7 @@ fn first_five(items: &[String], sep: &str) -> String {
     )
 }
 
-const DAY_MS: i64 = 86_400_000;
-const HOUR_MS: f64 = 3_600_000.0;
+use crate::DAY_MS;
 
 /// One device's row: identity, group, diagnosis, figures and dollars.
 fn device_row(
@@ -1086,7 +1085,7 @@ fn device_row(
         held_idle_hours: s.held_idle_hours,
         idle_episodes: s.idle_episodes.len(),
         #[allow(clippy::cast_precision_loss)]
-        longest_idle_hours: longest as f64 / HOUR_MS,
+        longest_idle_hours: crate::hours_of_ms(longest as f64),
         gaps: s.gaps,
         class: d.class,
         class_reason: d.class_reason,
@@ -1187,7 +1186,7 @@ impl Totals {
             e.covered_hours += h.covered_hours;
             #[allow(clippy::cast_precision_loss)]
             {
-                e.util_pct_hours += h.util_weighted as f64 / 100.0 / HOUR_MS;
+                e.util_pct_hours += crate::hours_of_ms(h.util_weighted as f64 / 100.0);
             }
             e.util_hours += h.util_hours;
             e.idle_hours += h.idle_hours;

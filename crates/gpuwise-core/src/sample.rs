@@ -59,6 +59,19 @@ pub enum Invalid {
 /// A larger reading is a broken counter, not a GPU.
 pub const MAX_MEMORY_MIB: u32 = 1_048_576;
 
+/// One hour in milliseconds.
+pub const HOUR_MS: i64 = 3_600_000;
+/// One day in milliseconds (epoch time has no leap seconds).
+pub const DAY_MS: i64 = 86_400_000;
+/// Bytes in a MiB.
+pub const MIB_BYTES: f64 = 1_048_576.0;
+
+/// Hours in `ms` milliseconds.
+#[must_use]
+pub fn hours_of_ms(ms: f64) -> f64 {
+    ms / 3_600_000.0
+}
+
 /// The most power any one GPU is taken to draw: 5 kW (the largest in 2026 are rated 1.2 kW).
 pub const MAX_POWER_W: u32 = 5_000;
 

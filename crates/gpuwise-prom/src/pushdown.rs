@@ -604,7 +604,7 @@ impl Collect<'_> {
     /// Hourly: counts and means of [H − 1h, H) evaluated at H − S, idle counts L − S later.
     fn hourly(&mut self, q: &Query, x: &Exprs, s: i64) -> Result<(), PromError> {
         let (util, e, l) = (&x.util, &x.e, x.l);
-        let hour = 3_600_000;
+        let hour = gpuwise_core::HOUR_MS;
         let first_hour = q.start_ms.div_euclid(hour) * hour;
         let last_hour = q.end_ms.div_euclid(hour) * hour;
         let hw = format!("[{}ms:{s}ms]", hour - s);
@@ -655,7 +655,7 @@ fn plausible_profiles(
     s: i64,
     warnings: &mut Vec<String>,
 ) -> Vec<DeviceProfile> {
-    let sh = s as f64 / 3_600_000.0;
+    let sh = gpuwise_core::hours_of_ms(s as f64);
     let window_samples = (q.end_ms - q.start_ms) as f64 / s as f64 + 1.0;
     devs.into_iter()
         .filter(|(_, a)| a.n > 0.0)
@@ -799,13 +799,14 @@ fn hours_and_episodes(a: &Acc, s: i64, sh: f64) -> (Vec<HourPoint>, Vec<Episode>
             let dur = (idle_h * 3_600_000.0) as u64;
             match episodes.last_mut() {
                 Some(e)
-                    if e.start_ms + i64::try_from(e.dur_ms).unwrap_or(0) >= start - 3_600_000 =>
+                    if e.start_ms + i64::try_from(e.dur_ms).unwrap_or(0)
+                        >= start - gpuwise_core::HOUR_MS =>
                 {
                     e.dur_ms += dur;
                     e.held_ms = (e.dur_ms as f64 * held_share) as u64;
                 }
                 _ => episodes.push(Episode {
-                    start_ms: start + 3_600_000 - dur as i64,
+                    start_ms: start + gpuwise_core::HOUR_MS - dur as i64,
                     dur_ms: dur,
                     held_ms: (dur as f64 * held_share) as u64,
                 }),
@@ -836,7 +837,7 @@ fn finish(key: DeviceKey, mut a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfi
         max_pct: a.max.unwrap_or(mean),
         observed_hours: observed,
     });
-    let span = (last - first) as f64 / 3_600_000.0;
+    let span = gpuwise_core::hours_of_ms((last - first) as f64);
     DeviceProfile {
         key,
         info,

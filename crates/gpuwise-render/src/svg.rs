@@ -88,7 +88,7 @@ fn timeline_axes(
         );
     }
     // Day ticks: the first day is labelled where the data starts, then every midnight.
-    let day = 86_400_000i64;
+    let day = gpuwise_core::DAY_MS;
     let first = jiff::Timestamp::from_millisecond(points[0].0)
         .map(|ts| ts.strftime("%a %m-%d").to_string())
         .unwrap_or_default();
@@ -121,7 +121,7 @@ fn idle_area(
     sx: &dyn Fn(i64) -> f64,
     sy: &dyn Fn(f64) -> f64,
 ) -> String {
-    let hour = 3_600_000i64;
+    let hour = gpuwise_core::HOUR_MS;
     let mut area = format!("M{:.1},{:.1}", sx(points[0].0), sy(0.0));
     for (i, p) in points.iter().enumerate() {
         let next = points

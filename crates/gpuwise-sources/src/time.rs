@@ -51,7 +51,7 @@ pub fn parse_naive(s: &[u8]) -> Option<i64> {
     if s.len() < 19 {
         return None;
     }
-    Some(parse_date(&s[..10])? * 86_400_000 + parse_time(&s[10..])?)
+    Some(parse_date(&s[..10])? * gpuwise_core::DAY_MS + parse_time(&s[10..])?)
 }
 
 /// Days since 1970-01-01 of `YYYY/MM/DD` or `YYYY-MM-DD`.
@@ -116,7 +116,7 @@ impl NaiveParser {
                 d
             }
         };
-        Some(days * 86_400_000 + parse_time(&s[10..])?)
+        Some(days * gpuwise_core::DAY_MS + parse_time(&s[10..])?)
     }
 }
 
@@ -177,10 +177,10 @@ impl LocalClock {
         if let Some(off) = self.fixed {
             return (local_ms - off, LocalKind::Unique);
         }
-        let hour = local_ms.div_euclid(3_600_000);
+        let hour = local_ms.div_euclid(gpuwise_core::HOUR_MS);
         if hour != self.cache_hour {
             self.cache_hour = hour;
-            self.cache = self.lookup(hour * 3_600_000);
+            self.cache = self.lookup(hour * gpuwise_core::HOUR_MS);
         }
         (local_ms - self.cache.0, self.cache.1)
     }
@@ -310,7 +310,7 @@ mod tests {
         let local = parse_naive(b"2026-11-01 01:30:00").expect("valid");
         let (utc, kind) = clock.to_utc(local);
         assert_eq!(kind, LocalKind::Ambiguous);
-        assert_eq!(utc, local + 4 * 3_600_000);
+        assert_eq!(utc, local + 4 * gpuwise_core::HOUR_MS);
         // 2026-03-08 02:30 does not exist.
         let (_, kind) = clock.to_utc(parse_naive(b"2026-03-08 02:30:00").expect("valid"));
         assert_eq!(kind, LocalKind::Skipped);

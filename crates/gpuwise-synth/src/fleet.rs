@@ -264,7 +264,9 @@ impl Fleet {
     /// Number of samples per device.
     #[must_use]
     pub fn samples_per_device(&self) -> u64 {
-        u64::from(self.options.days) * 86_400_000 / self.options.interval_ms.max(1) + 1
+        u64::from(self.options.days) * gpuwise_core::DAY_MS.unsigned_abs()
+            / self.options.interval_ms.max(1)
+            + 1
     }
 
     /// Timestamp of sample `k`.
@@ -442,9 +444,9 @@ impl Fleet {
                 format: spec.format,
                 expected_class: spec.scenario.expected_class(),
                 expected_bottleneck: spec.scenario.expected_bottleneck(),
-                gpu_hours: covered_ms as f64 / 3.6e6,
-                idle_hours: idle_ms as f64 / 3.6e6,
-                held_idle_hours: held_ms as f64 / 3.6e6,
+                gpu_hours: gpuwise_core::hours_of_ms(covered_ms as f64),
+                idle_hours: gpuwise_core::hours_of_ms(idle_ms as f64),
+                held_idle_hours: gpuwise_core::hours_of_ms(held_ms as f64),
                 mean_utilization_pct: if covered_ms > 0 {
                     util_sum / covered_ms as f64
                 } else {

@@ -20,7 +20,7 @@ fn hours(flag: &str, v: Option<&String>, default: f64) -> anyhow::Result<f64> {
         Some(s) => {
             let ms = duration::parse_ms(s).map_err(|e| anyhow!("--{flag}: {e}"))?;
             anyhow::ensure!(ms > 0, "--{flag}: must be longer than zero");
-            Ok(ms as f64 / 3_600_000.0)
+            Ok(gpuwise_core::hours_of_ms(ms as f64))
         }
         None => Ok(default),
     }

@@ -57,7 +57,7 @@ fn warn_stale(rows: &[&Instance], days: u32) -> anyhow::Result<()> {
             let t = jiff::tz::TimeZone::UTC
                 .to_timestamp(d.to_datetime(jiff::civil::Time::midnight()))?
                 .as_millisecond();
-            if (now - t) / 86_400_000 > i64::from(days) {
+            if (now - t) / gpuwise_core::DAY_MS > i64::from(days) {
                 *old.entry(r.as_of.as_str()).or_default() += 1;
             }
         }

@@ -208,7 +208,7 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         .map(|d| duration::parse_positive_ms("deadline", d))
         .transpose()
         .map_err(|e| anyhow!(e))?
-        .map(|ms| ms as f64 / 3_600_000.0);
+        .map(|ms| gpuwise_core::hours_of_ms(ms as f64));
     if let Some(m) = a.mfu
         && !(m > 0.0 && m <= 1.0)
     {

@@ -77,7 +77,7 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
 /// plausible window (a sample dated more than a day after this run is a broken clock).
 fn profile_settings(a: &AnalysisArgs, cfg: &Config, now: i64) -> anyhow::Result<ProfileSettings> {
     let mut profile = ProfileSettings {
-        latest_ms: now.saturating_add(86_400_000),
+        latest_ms: now.saturating_add(gpuwise_core::DAY_MS),
         ..ProfileSettings::default()
     };
     if let Some(v) = a.idle_threshold.or(cfg.idle_threshold_pct) {

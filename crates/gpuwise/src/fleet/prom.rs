@@ -85,7 +85,7 @@ fn query(p: &PromArgs, start: Option<&str>, s: &Settings) -> anyhow::Result<Quer
         (None, Some(l)) => {
             end_ms - i64::try_from(duration::parse_positive_ms("last", l).map_err(|e| anyhow!(e))?)?
         }
-        (None, None) => end_ms - 7 * 86_400_000,
+        (None, None) => end_ms - 7 * gpuwise_core::DAY_MS,
     };
     anyhow::ensure!(
         start_ms < end_ms,
