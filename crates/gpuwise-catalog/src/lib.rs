@@ -331,15 +331,21 @@ impl Instance {
             .map(|p| p / self.gpu_count)
     }
 
-    /// One CSV row (fields never contain commas: the importer replaces them).
+    /// One CSV row (RFC 4180: a field with a comma, quote or line break is quoted), without
+    /// its line end. Suspect flags are `PRICING:REASON` entries joined by `;`.
     #[must_use]
     pub fn to_csv(&self) -> String {
-        let clean = |s: &str| s.replace([',', '\n', '\r'], ";");
-        [
-            clean(&self.cloud),
-            clean(&self.instance_type),
-            clean(&self.region),
-            clean(&self.gpu),
+        let suspect = self
+            .suspect
+            .iter()
+            .map(|x| format!("{}:{}", x.pricing, x.reason.replace(';', ",")))
+            .collect::<Vec<_>>()
+            .join(";");
+        let fields = [
+            self.cloud.clone(),
+            self.instance_type.clone(),
+            self.region.clone(),
+            self.gpu.clone(),
             opt_num(Some(self.gpu_count)),
             opt_num(self.vcpus),
             opt_num(self.memory_gib),
@@ -347,15 +353,20 @@ impl Instance {
             opt_num(self.spot_usd_per_hour),
             opt_num(self.commit_1y_usd_per_hour),
             opt_num(self.commit_3y_usd_per_hour),
-            clean(&self.as_of),
-            clean(&self.source),
-            self.suspect
-                .iter()
-                .map(|x| format!("{}:{}", x.pricing, clean(&x.reason)))
-                .collect::<Vec<_>>()
-                .join(";"),
-        ]
-        .join(",")
+            self.as_of.clone(),
+            self.source.clone(),
+            suspect,
+        ];
+        let mut w = csv::WriterBuilder::new()
+            .has_headers(false)
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_writer(Vec::new());
+        // Writing to memory cannot fail.
+        let _ = w.write_record(&fields);
+        let bytes = w.into_inner().unwrap_or_default();
+        let mut line = String::from_utf8(bytes).unwrap_or_default();
+        line.pop();
+        line
     }
 }
 
@@ -397,23 +408,51 @@ pub fn parse_instances(text: &str, origin: &str) -> Result<Vec<Instance>, Catalo
         line,
         message,
     };
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
-    match lines.next() {
-        Some((_, h)) if h.trim() == INSTANCES_HEADER => {}
-        Some((i, h)) => {
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .comment(Some(b'#'))
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    // The file's line where a record starts: the reader's position is where it began reading,
+    // before the blank and comment lines it skips (and its line count leaves comments out).
+    let line_at = |p: Option<&csv::Position>| {
+        let Some(mut b) = p.and_then(|p| usize::try_from(p.byte()).ok()) else {
+            return 0;
+        };
+        let bytes = text.as_bytes();
+        while b < bytes.len() && matches!(bytes[b], b'#' | b'\n' | b'\r') {
+            b = bytes[b..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(bytes.len(), |k| b + k + 1);
+        }
+        bytes[..b.min(bytes.len())]
+            .iter()
+            .filter(|&&c| c == b'\n')
+            .count()
+            + 1
+    };
+    let line_of = |r: &csv::StringRecord| line_at(r.position());
+    let mut records = rdr.records();
+    match records.next() {
+        Some(Ok(h)) if h.iter().collect::<Vec<_>>().join(",") == INSTANCES_HEADER => {}
+        Some(Ok(h)) => {
             return Err(err(
-                i + 1,
-                format!("expected the header `{INSTANCES_HEADER}`, found `{h}`"),
+                line_of(&h),
+                format!(
+                    "expected the header `{INSTANCES_HEADER}`, found `{}`",
+                    h.iter().collect::<Vec<_>>().join(",")
+                ),
             ));
         }
+        Some(Err(e)) => return Err(err(0, format!("not CSV: {e}"))),
         None => return Err(err(0, "empty file".into())),
     }
     let mut out = Vec::new();
-    for (i, line) in lines {
-        let f: Vec<&str> = line.split(',').collect();
+    for record in records {
+        let record = record.map_err(|e| err(line_at(e.position()), format!("not CSV: {e}")))?;
+        let i = line_of(&record) - 1;
+        let f: Vec<&str> = record.iter().collect();
         if f.len() != INSTANCE_FIELDS {
             return Err(err(
                 i + 1,
@@ -1364,6 +1403,32 @@ mod tests {
             p.usd_per_gpu_hour
         );
         assert!(p.source.contains("TCO"));
+    }
+
+    #[test]
+    fn instance_rows_round_trip_with_commas_and_quotes() {
+        let c = Catalog::builtin();
+        let mut row = c.instances[0].clone();
+        row.source = "vendor sheet, \"Q3\" edition\nline two".into();
+        row.region = "Denmark, DK".into();
+        let text = format!("{INSTANCES_HEADER}\n{}\n", row.to_csv());
+        let back = parse_instances(&text, "t.csv").expect("parses");
+        assert_eq!(back, vec![row]);
+        // An unquoted row keeps the plain form the built-in file has.
+        let plain = c.instances[1].to_csv();
+        assert!(!plain.contains('"'), "{plain}");
+        // A row with a field too many names its line.
+        let bad = format!(
+            "{INSTANCES_HEADER}\n# note\n{},x\n",
+            c.instances[1].to_csv()
+        );
+        let e = parse_instances(&bad, "t.csv")
+            .expect_err("15 fields")
+            .to_string();
+        assert!(
+            e.contains("line 3") && e.contains("expected 14 fields"),
+            "{e}"
+        );
     }
 
     #[test]
