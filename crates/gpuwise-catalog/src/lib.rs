@@ -459,66 +459,68 @@ pub fn parse_instances(text: &str, origin: &str) -> Result<Vec<Instance>, Catalo
                 format!("expected {INSTANCE_FIELDS} fields, found {}", f.len()),
             ));
         }
-        let mut suspect = Vec::new();
-        for entry in f[13].split(';').filter(|e| !e.is_empty()) {
-            let (p, reason) = entry.split_once(':').ok_or_else(|| {
-                err(
-                    i + 1,
-                    format!("`suspect` entry `{entry}` is not PRICING:REASON"),
-                )
-            })?;
-            let pricing = Pricing::parse(p).map_err(|m| err(i + 1, format!("`suspect`: {m}")))?;
-            suspect.push(Suspect {
-                pricing,
-                reason: reason.to_owned(),
-            });
-        }
-        let num = |k: usize, name: &str| -> Result<Option<f64>, CatalogError> {
-            if f[k].is_empty() {
-                return Ok(None);
-            }
-            let v: f64 = f[k]
-                .parse()
-                .map_err(|_| err(i + 1, format!("`{name}` is not a number: `{}`", f[k])))?;
-            if !v.is_finite() || v < 0.0 {
-                return Err(err(
-                    i + 1,
-                    format!("`{name}` must be a non-negative number: `{}`", f[k]),
-                ));
-            }
-            Ok(Some(v))
-        };
-        let gpu_count =
-            num(4, "gpu_count")?.ok_or_else(|| err(i + 1, "`gpu_count` is empty".into()))?;
-        if gpu_count <= 0.0 {
-            return Err(err(i + 1, "`gpu_count` must be above zero".into()));
-        }
-        let price = |k: usize, name: &str| -> Result<Option<f64>, CatalogError> {
-            match num(k, name)? {
-                Some(v) => check_gpu_hour_price(v / gpu_count)
-                    .map(|_| Some(v))
-                    .map_err(|m| err(i + 1, format!("`{name}`: {m}"))),
-                None => Ok(None),
-            }
-        };
-        out.push(Instance {
-            cloud: f[0].to_owned(),
-            instance_type: f[1].to_owned(),
-            region: f[2].to_owned(),
-            gpu: f[3].to_owned(),
-            gpu_count,
-            vcpus: num(5, "vcpus")?,
-            memory_gib: num(6, "memory_gib")?,
-            on_demand_usd_per_hour: price(7, "on_demand_usd_per_hour")?,
-            spot_usd_per_hour: price(8, "spot_usd_per_hour")?,
-            commit_1y_usd_per_hour: price(9, "commit_1y_usd_per_hour")?,
-            commit_3y_usd_per_hour: price(10, "commit_3y_usd_per_hour")?,
-            as_of: f[11].to_owned(),
-            source: f[12].to_owned(),
-            suspect,
-        });
+        out.push(instance_of(&f).map_err(|m| err(i + 1, m))?);
     }
     Ok(out)
+}
+
+/// One row of `instances.csv` (14 fields) as an instance; the message says which field is
+/// wrong.
+fn instance_of(f: &[&str]) -> Result<Instance, String> {
+    let mut suspect = Vec::new();
+    for entry in f[13].split(';').filter(|e| !e.is_empty()) {
+        let (p, reason) = entry
+            .split_once(':')
+            .ok_or_else(|| format!("`suspect` entry `{entry}` is not PRICING:REASON"))?;
+        let pricing = Pricing::parse(p).map_err(|m| format!("`suspect`: {m}"))?;
+        suspect.push(Suspect {
+            pricing,
+            reason: reason.to_owned(),
+        });
+    }
+    let num = |k: usize, name: &str| -> Result<Option<f64>, String> {
+        if f[k].is_empty() {
+            return Ok(None);
+        }
+        let v: f64 = f[k]
+            .parse()
+            .map_err(|_| format!("`{name}` is not a number: `{}`", f[k]))?;
+        if !v.is_finite() || v < 0.0 {
+            return Err(format!(
+                "`{name}` must be a non-negative number: `{}`",
+                f[k]
+            ));
+        }
+        Ok(Some(v))
+    };
+    let gpu_count = num(4, "gpu_count")?.ok_or_else(|| "`gpu_count` is empty".to_owned())?;
+    if gpu_count <= 0.0 {
+        return Err("`gpu_count` must be above zero".into());
+    }
+    let price = |k: usize, name: &str| -> Result<Option<f64>, String> {
+        match num(k, name)? {
+            Some(v) => check_gpu_hour_price(v / gpu_count)
+                .map(|_| Some(v))
+                .map_err(|m| format!("`{name}`: {m}")),
+            None => Ok(None),
+        }
+    };
+    Ok(Instance {
+        cloud: f[0].to_owned(),
+        instance_type: f[1].to_owned(),
+        region: f[2].to_owned(),
+        gpu: f[3].to_owned(),
+        gpu_count,
+        vcpus: num(5, "vcpus")?,
+        memory_gib: num(6, "memory_gib")?,
+        on_demand_usd_per_hour: price(7, "on_demand_usd_per_hour")?,
+        spot_usd_per_hour: price(8, "spot_usd_per_hour")?,
+        commit_1y_usd_per_hour: price(9, "commit_1y_usd_per_hour")?,
+        commit_3y_usd_per_hour: price(10, "commit_3y_usd_per_hour")?,
+        as_of: f[11].to_owned(),
+        source: f[12].to_owned(),
+        suspect,
+    })
 }
 
 #[derive(Deserialize)]
