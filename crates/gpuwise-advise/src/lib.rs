@@ -248,19 +248,8 @@ impl Default for AdviseSettings {
     }
 }
 
-/// What a workload is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum WorkKind {
-    /// Training or fine-tuning.
-    Training,
-    /// Serving.
-    Inference,
-    /// Interactive notebook.
-    Notebook,
-    /// Batch jobs.
-    Batch,
-}
+/// What a workload is (the report's diagnosis words its hints by it too).
+pub use gpuwise_core::WorkloadKind as WorkKind;
 
 /// One hint rule.
 #[derive(Clone, Debug)]
@@ -413,7 +402,9 @@ impl Hints {
         Ok(h)
     }
 
-    fn find(&self, p: &DeviceProfile) -> Option<&Hint> {
+    /// The first rule that matches a device (by id or host glob, or label), if any.
+    #[must_use]
+    pub fn find(&self, p: &DeviceProfile) -> Option<&Hint> {
         let id = p.key.to_string();
         self.rules.iter().find(|h| {
             h.pattern

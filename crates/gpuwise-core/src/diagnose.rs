@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::profile::{DeviceStats, HowBin};
+use crate::sample::WorkloadKind;
 use crate::settings::{BottleneckRules, DiagnoseSettings};
 
 /// How a device spent its time.
@@ -111,9 +112,9 @@ pub struct Diagnosis {
 
 /// Diagnose one device.
 #[must_use]
-pub fn diagnose(s: &DeviceStats, st: &DiagnoseSettings) -> Diagnosis {
+pub fn diagnose(s: &DeviceStats, st: &DiagnoseSettings, kind: Option<WorkloadKind>) -> Diagnosis {
     let (class, class_reason) = classify(s, st);
-    let bottleneck = bottleneck(s, class, &st.bottleneck);
+    let bottleneck = bottleneck(s, class, &st.bottleneck, kind);
     let (idle_windows, recurring) = idle_windows(&s.hour_of_week(), st.recurring_idle_share_pct);
     let idle_pattern = describe(&idle_windows);
     Diagnosis {
@@ -192,7 +193,12 @@ fn classify(s: &DeviceStats, st: &DiagnoseSettings) -> (Class, String) {
     )
 }
 
-fn bottleneck(s: &DeviceStats, class: Class, r: &BottleneckRules) -> Bottleneck {
+fn bottleneck(
+    s: &DeviceStats,
+    class: Class,
+    r: &BottleneckRules,
+    kind: Option<WorkloadKind>,
+) -> Bottleneck {
     let unknown = |why: String| Bottleneck {
         kind: BottleneckKind::Unknown,
         evidence: why,
@@ -211,14 +217,25 @@ fn bottleneck(s: &DeviceStats, class: Class, r: &BottleneckRules) -> Bottleneck 
         0.0
     };
     if stall_share >= r.stall_share_min_pct && u.p95_pct >= r.burst_p95_min_pct {
-        // The data does not say whether the work is training or serving: "waiting for work"
-        // covers a data loader that cannot keep up and a server idle between requests.
+        // What the GPU waits for depends on the work: a hint says; without one, "waiting for
+        // work" covers a data loader that cannot keep up and a server idle between requests.
+        let waits_for = match kind {
+            Some(WorkloadKind::Training | WorkloadKind::Batch) => {
+                "the GPU waits for its input (data loading, preprocessing or communication)"
+            }
+            Some(WorkloadKind::Inference) => {
+                "the GPU waits for requests between bursts: batching and autoscaling decide its use, not data loading"
+            }
+            Some(WorkloadKind::Notebook) => "the GPU waits for the person at the notebook",
+            None => {
+                "the GPU waits for work (in training, its input pipeline; in serving, requests)"
+            }
+        };
         return Bottleneck {
             kind: BottleneckKind::InputBound,
             evidence: format!(
                 "utilization drops below the idle threshold for {stall_share:.0} % of the time in short stalls \
-                 (shorter than an idle episode) between bursts at p95 {:.0} %: the GPU waits for work \
-                 (in training, its input pipeline; in serving, requests)",
+                 (shorter than an idle episode) between bursts at p95 {:.0} %: {waits_for}",
                 u.p95_pct
             ),
         };
@@ -427,7 +444,7 @@ mod tests {
     }
 
     fn hint(s: &DeviceStats) -> Bottleneck {
-        bottleneck(s, Class::Healthy, &BottleneckRules::default())
+        bottleneck(s, Class::Healthy, &BottleneckRules::default(), None)
     }
 
     #[test]
@@ -471,7 +488,7 @@ mod tests {
             ..BottleneckRules::default()
         };
         assert_eq!(
-            bottleneck(&s, Class::Healthy, &strict).kind,
+            bottleneck(&s, Class::Healthy, &strict, None).kind,
             BottleneckKind::ComputeBound
         );
     }

@@ -27,4 +27,6 @@ pub mod report;
 pub mod sample;
 pub mod settings;
 
-pub use sample::{DAY_MS, DeviceInfo, DeviceKey, EpochMs, HOUR_MS, MIB_BYTES, Sample, hours_of_ms};
+pub use sample::{
+    DAY_MS, DeviceInfo, DeviceKey, EpochMs, HOUR_MS, MIB_BYTES, Sample, WorkloadKind, hours_of_ms,
+};

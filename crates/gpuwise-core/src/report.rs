@@ -1014,7 +1014,7 @@ fn device_row(
     opts: &ReportOptions,
 ) -> DeviceRow {
     let s = &p.stats;
-    let d: Diagnosis = diagnose::diagnose(s, &opts.diagnose);
+    let d: Diagnosis = diagnose::diagnose(s, &opts.diagnose, p.info.workload);
     let price = priced.quote.as_ref().map(|q| q.usd_per_gpu_hour);
     // Instance-hours when the share is unknown (and then unpriced, and out of the sums).
     let share = priced.share.unwrap_or(1.0);

@@ -257,6 +257,22 @@ pub struct DeviceInfo {
     /// Inputs of this device overlapped in time and could not be read again (standard input):
     /// only the data before the overlap is counted.
     pub unresolved_overlap: bool,
+    /// What the device runs, where workload hints (`--workloads`) say.
+    pub workload: Option<WorkloadKind>,
+}
+
+/// What a workload is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    /// Training or fine-tuning.
+    Training,
+    /// Serving.
+    Inference,
+    /// Interactive notebook.
+    Notebook,
+    /// Batch jobs.
+    Batch,
 }
 
 impl DeviceInfo {

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::anyhow;
-use gpuwise_advise::{self as advise, Advice, AdviseSettings, Hints, Kind};
+use gpuwise_advise::{self as advise, Advice, AdviseSettings, Kind};
 use gpuwise_catalog::Pricing;
 use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::Report;
@@ -70,16 +70,11 @@ pub(crate) fn advice(
         spot_mtbi_h: hours("spot-mtbi", o.spot_mtbi.as_ref(), d.spot_mtbi_h)?,
         ..d
     };
-    let hints = match &o.workloads {
-        Some(p) => Hints::from_toml(&fs_err::read_to_string(p)?, &p.display().to_string())
-            .map_err(|e| anyhow!(e))?,
-        None => Hints::default(),
-    };
     Ok(advise::advise(
         report,
         profiles,
         s.prices.catalog(),
-        &hints,
+        &s.hints,
         &settings,
         &s.read.tz,
     ))
@@ -111,7 +106,8 @@ pub(crate) fn rightsized_share(report: &Report, a: &Advice) -> Option<f64> {
 }
 
 pub(crate) fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
-    let (cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out)?;
+    let (cfg, settings, report, profiles) =
+        crate::fleet::read(&args.fleet, &args.out, args.advise.workloads.as_deref())?;
     let format = output_format(args.format.as_deref(), &cfg)?;
     anyhow::ensure!(
         matches!(format, Format::Table | Format::Json | Format::Markdown),

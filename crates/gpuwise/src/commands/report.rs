@@ -10,7 +10,11 @@ use crate::output::emit_with;
 use crate::printer;
 
 pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let (cfg, settings, mut report, profiles) = crate::fleet::read(&args.fleet, &args.out)?;
+    let (cfg, settings, mut report, profiles) = crate::fleet::read(
+        &args.fleet,
+        &args.out,
+        args.advise_opts.workloads.as_deref(),
+    )?;
     let format = crate::config::output_format(args.format.as_deref(), &cfg)?;
     let advice = if args.advise {
         let advice = super::advise::advice(&report, &profiles, &settings, &args.advise_opts)?;

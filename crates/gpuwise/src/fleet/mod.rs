@@ -5,6 +5,7 @@
 mod prom;
 
 use anyhow::anyhow;
+use gpuwise_advise::Hints;
 use gpuwise_catalog::Pricing;
 use gpuwise_core::price::{PriceBook, PriceContext};
 use gpuwise_core::profile::DeviceProfile;
@@ -25,6 +26,8 @@ pub(crate) struct Settings {
     pub report: ReportOptions,
     pub prices: PriceBook,
     pub teams: TeamMap,
+    /// Workload hints (`--workloads`): what each device runs, for the diagnosis and advice.
+    pub hints: Hints,
 }
 
 fn tz(name: &str) -> anyhow::Result<jiff::tz::TimeZone> {
@@ -70,6 +73,7 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
         },
         prices,
         teams,
+        hints: Hints::default(),
     })
 }
 
@@ -292,7 +296,8 @@ pub(crate) fn from_files(
         pulled: None,
         overlap: OverlapSummary::default(),
     };
-    let profiles = ingested.profile.finish(&s.read.profile, &s.read.tz);
+    let mut profiles = ingested.profile.finish(&s.read.profile, &s.read.tz);
+    with_workloads(&mut profiles, &s.hints);
     let report = report::build(&profiles, &s.prices, &s.teams, &s.report, summary);
     Ok((report, profiles))
 }
@@ -302,11 +307,22 @@ pub(crate) fn from_files(
 pub(crate) fn read(
     a: &crate::cli::FleetArgs,
     out: &crate::cli::OutputArgs,
+    workloads: Option<&std::path::Path>,
 ) -> anyhow::Result<(Config, Settings, Report, Vec<DeviceProfile>)> {
     let cfg = Config::load(out.config.as_deref())?;
-    let settings = resolve(&a.read, &a.analysis, &cfg)?;
+    let mut settings = resolve(&a.read, &a.analysis, &cfg)?;
+    if let Some(p) = workloads {
+        settings.hints = Hints::from_toml(&fs_err::read_to_string(p)?, &p.display().to_string())?;
+    }
     let (report, profiles) = read_fleet(&a.inputs, &a.prom, &a.read, &settings, !out.no_progress)?;
     Ok((cfg, settings, report, profiles))
+}
+
+/// What each device runs, where the workload hints say.
+pub(crate) fn with_workloads(profiles: &mut [DeviceProfile], hints: &Hints) {
+    for p in profiles.iter_mut() {
+        p.info.workload = hints.find(p).and_then(|h| h.kind);
+    }
 }
 
 /// The fleet from `--prometheus` when given, else from the input files.

@@ -210,6 +210,8 @@ pub(crate) fn build(
         pulled: Some(pulled),
         overlap: OverlapSummary::default(),
     };
+    let mut profiles = profiles;
+    super::with_workloads(&mut profiles, &s.hints);
     let rep = report::build(&profiles, &s.prices, &s.teams, &s.report, summary);
     Ok((rep, profiles))
 }

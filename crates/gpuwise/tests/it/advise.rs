@@ -522,3 +522,39 @@ fn minutes_of_data_get_no_advice() {
         "{a}"
     );
 }
+
+/// The stall hint names what the GPU waits for by the workload hints: requests for a serving
+/// device, its input for training, and "work" when nothing says which.
+#[test]
+fn the_stall_hint_follows_the_workload_kind() {
+    let (_, _, rep) = generated("7", &[]);
+    let stalled: Vec<&serde_json::Value> = rep["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .filter(|d| d["bottleneck"]["kind"] == "input_bound")
+        .collect();
+    assert!(!stalled.is_empty(), "the fleet has a data-starved device");
+    let plain = stalled[0]["bottleneck"]["evidence"]
+        .as_str()
+        .expect("evidence");
+    assert!(plain.contains("the GPU waits for work"), "{plain}");
+    let id = stalled[0]["id"].as_str().expect("id");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (kind, says) in [
+        ("inference", "waits for requests between bursts"),
+        ("training", "waits for its input"),
+    ] {
+        let hints = dir.path().join(format!("{kind}.toml"));
+        std::fs::write(
+            &hints,
+            format!("[[workload]]\nmatch = \"{id}\"\nkind = \"{kind}\"\n"),
+        )
+        .expect("write");
+        let hints_s = hints.display().to_string();
+        let (_, _, rep) = generated("7", &["--workloads", &hints_s]);
+        let d = crate::common::device(&rep, id);
+        let ev = d["bottleneck"]["evidence"].as_str().expect("evidence");
+        assert!(ev.contains(says), "{kind}: {ev}");
+    }
+}
