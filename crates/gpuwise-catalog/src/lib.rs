@@ -451,15 +451,16 @@ pub fn parse_instances(text: &str, origin: &str) -> Result<Vec<Instance>, Catalo
     let mut out = Vec::new();
     for record in records {
         let record = record.map_err(|e| err(line_at(e.position()), format!("not CSV: {e}")))?;
-        let i = line_of(&record) - 1;
+        // Line numbers are counted only for a message (counting them for every row would scan
+        // the file once per row).
         let f: Vec<&str> = record.iter().collect();
         if f.len() != INSTANCE_FIELDS {
             return Err(err(
-                i + 1,
+                line_of(&record),
                 format!("expected {INSTANCE_FIELDS} fields, found {}", f.len()),
             ));
         }
-        out.push(instance_of(&f).map_err(|m| err(i + 1, m))?);
+        out.push(instance_of(&f).map_err(|m| err(line_of(&record), m))?);
     }
     Ok(out)
 }

@@ -5,7 +5,7 @@
 //! Quirks handled, each counted in the import summary:
 //! - columns are found by header name (the clouds' files order them differently);
 //! - `GpuInfo` is a Python literal (`{'Gpus': [{'Name': 'A100', 'MemoryInfo': {'SizeInMiB':
-//!   40960}}]}`), parsed by [`python_literal`]; a memory size below 1024 is taken as GB;
+//!   40960}}]}`), parsed by `python_literal` (a small Python-literal reader); a memory size below 1024 is taken as GB;
 //! - GCP lists a GPU VM as a host row (no accelerator) plus accelerator rows (no instance
 //!   type) per zone: a2/a3/a4/g2 hosts are joined with the accelerator row of their family and
 //!   count in the same zone (a2-highgpu-1g = host + 1 × A100); attachable GPUs (T4, V100, …)
