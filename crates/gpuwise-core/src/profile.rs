@@ -313,12 +313,15 @@ pub struct DeviceAcc {
     /// Count of gaps between samples by ⌊log2(ms)⌋, and their sum in ms, for the sampling
     /// interval: the mean gap of the bucket that holds the median, exact for a steady interval
     /// (a bucket's geometric middle was off by up to √2: 0.72 s for a 1 s log).
-    interval_log2: [u64; INTERVAL_BUCKETS],
+    /// (Counts are `u32`: 4 billion gaps of one size is 136 years at 1 s; the sums need `u64`.
+    /// Together they take the 384 bytes the counts alone took before.)
+    interval_log2: [u32; INTERVAL_BUCKETS],
     interval_sum_ms: [u64; INTERVAL_BUCKETS],
 }
 
-/// Buckets of the interval estimate: gaps up to 2^40 ms (35 years) each have their own.
-const INTERVAL_BUCKETS: usize = 40;
+/// Buckets of the interval estimate: gaps up to 2^32 ms (49 days) each have their own; longer
+/// ones share the last (they are gaps, never the typical interval).
+const INTERVAL_BUCKETS: usize = 32;
 
 fn max_opt(a: Option<f32>, b: Option<f32>) -> Option<f32> {
     match (a, b) {
@@ -537,7 +540,7 @@ impl DeviceAcc {
     /// The interval after `self.last`, `gap` ms long.
     fn step(&mut self, gap: u64, st: &ProfileSettings) {
         let bucket = (63 - gap.leading_zeros() as usize).min(INTERVAL_BUCKETS - 1);
-        self.interval_log2[bucket] += 1;
+        self.interval_log2[bucket] = self.interval_log2[bucket].saturating_add(1);
         self.interval_sum_ms[bucket] = self.interval_sum_ms[bucket].saturating_add(gap);
         if gap > st.max_gap_ms {
             self.gaps += 1;
@@ -681,7 +684,7 @@ impl DeviceAcc {
             .iter_mut()
             .zip(later.interval_log2.iter())
         {
-            *a += b;
+            *a = a.saturating_add(*b);
         }
         for (a, b) in self
             .interval_sum_ms
@@ -797,15 +800,15 @@ impl DeviceAcc {
     /// (within a factor of 2 of the median; exact when the interval is steady).
     #[allow(clippy::cast_precision_loss)]
     fn median_interval_s(&self) -> Option<f64> {
-        let total: u64 = self.interval_log2.iter().sum();
+        let total: u64 = self.interval_log2.iter().map(|&n| u64::from(n)).sum();
         if total == 0 {
             return None;
         }
         let mut acc = 0u64;
-        for (n, sum) in self.interval_log2.iter().zip(&self.interval_sum_ms) {
-            acc += n;
+        for (&n, sum) in self.interval_log2.iter().zip(&self.interval_sum_ms) {
+            acc += u64::from(n);
             if acc * 2 >= total {
-                return Some(*sum as f64 / *n as f64 / 1000.0);
+                return Some(*sum as f64 / f64::from(n) / 1000.0);
             }
         }
         None
