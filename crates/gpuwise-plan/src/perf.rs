@@ -84,8 +84,39 @@ pub enum PerfError {
         /// GPU.
         gpu: String,
         /// Which figure.
-        what: &'static str,
+        what: String,
     },
+    /// The GPU's architecture has no tensor-core path for the precision.
+    #[error("{gpu}: {architecture} has no {precision} arithmetic (try --precision {instead})")]
+    Unsupported {
+        /// GPU.
+        gpu: String,
+        /// Its architecture.
+        architecture: String,
+        /// The precision asked.
+        precision: String,
+        /// What the architecture runs instead.
+        instead: &'static str,
+    },
+}
+
+/// What an architecture runs instead of a precision it has no arithmetic for: bf16 arrived with
+/// Ampere (NVIDIA) and CDNA 2 (AMD), fp8 with Ada Lovelace and Hopper (and CDNA 3); `None`
+/// where the architecture has it, or where gpuwise does not know (then a missing figure is a
+/// catalog gap, said as such).
+fn lacks(architecture: &str, p: Precision) -> Option<&'static str> {
+    let old_nvidia = matches!(
+        architecture,
+        "Volta" | "Turing" | "Pascal" | "Kepler" | "Maxwell"
+    );
+    match p {
+        Precision::Bf16 if old_nvidia || architecture == "CDNA" => Some("fp16"),
+        Precision::AmpBf16 if old_nvidia || architecture == "CDNA" => Some("amp_fp16"),
+        Precision::Fp8 if old_nvidia || matches!(architecture, "Ampere" | "CDNA" | "CDNA 2") => {
+            Some(if old_nvidia { "fp16" } else { "bf16" })
+        }
+        _ => None,
+    }
 }
 
 /// Training throughput.
@@ -114,9 +145,17 @@ pub struct Train {
 fn peak(hw: &Hardware, p: Precision) -> Result<f64, PerfError> {
     p.peak_tflops(&hw.tflops)
         .map(|t| t * 1e12)
-        .ok_or_else(|| PerfError::Missing {
-            gpu: hw.name.clone(),
-            what: "dense TFLOPS for this precision",
+        .ok_or_else(|| match lacks(&hw.architecture, p) {
+            Some(instead) => PerfError::Unsupported {
+                gpu: hw.name.clone(),
+                architecture: hw.architecture.clone(),
+                precision: p.name(),
+                instead,
+            },
+            None => PerfError::Missing {
+                gpu: hw.name.clone(),
+                what: format!("dense {} TFLOPS", p.name()),
+            },
         })
 }
 
@@ -167,7 +206,7 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
     let tp_share = if s.tp > 1 {
         let link = hw.link_bytes_s.ok_or_else(|| PerfError::Missing {
             gpu: hw.name.clone(),
-            what: "interconnect bandwidth",
+            what: "interconnect bandwidth".to_owned(),
         })?;
         let ars = if w.checkpointing == Checkpointing::Full {
             6.0
@@ -267,7 +306,7 @@ fn weight_bytes_read(m: &Model, s: &Setup, batch: f64) -> f64 {
 pub fn infer(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Infer, PerfError> {
     let bw = hw.bandwidth.ok_or_else(|| PerfError::Missing {
         gpu: hw.name.clone(),
-        what: "memory bandwidth",
+        what: "memory bandwidth".to_owned(),
     })? * if s.precision.weight_only() {
         c.weight_only_bandwidth_efficiency
     } else {
@@ -453,13 +492,26 @@ mod tests {
     }
 
     #[test]
+    fn an_architecture_without_the_precision_says_what_to_use() {
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let s = setup(&m, &[("mode", "train")]);
+        let e = train(&m, &s, &hw("V100-SXM2-32GB"), &Constants::default()).expect_err("V100");
+        assert_eq!(
+            e.to_string(),
+            "V100-SXM2-32GB: Volta has no amp_bf16 arithmetic (try --precision amp_fp16)"
+        );
+        let s = setup(&m, &[("mode", "train"), ("precision", "amp_fp16")]);
+        assert!(train(&m, &s, &hw("V100-SXM2-32GB"), &Constants::default()).is_ok());
+    }
+
+    #[test]
     fn missing_figures_are_errors_not_zeros() {
         let m = Model::preset("llama-3-8b").expect("preset");
         let s = setup(&m, &[("mode", "train")]);
         let e = train(&m, &s, &hw("A10G"), &Constants::default()).expect_err("A10G");
         assert_eq!(
             e.to_string(),
-            "A10G has no dense TFLOPS for this precision in the catalog"
+            "A10G has no dense amp_bf16 TFLOPS in the catalog"
         );
     }
 }

@@ -297,15 +297,25 @@ fn left_out(plan: &Plan, format: Format, out: &mut String) {
         ));
     }
     if !plan.skipped.is_empty() {
-        out.push_str(&format!(
-            "\nSkipped {} GPU(s) without the figures or prices to plan: {}.\n",
-            plan.skipped.len(),
-            plan.skipped
-                .iter()
-                .map(|s| s.gpu.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        // One line per reason: which GPUs it left out.
+        let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
+        for s in &plan.skipped {
+            // A GPU-specific reason starts with the GPU's name; the rest of it is shared.
+            let reason = s
+                .reason
+                .strip_prefix(&format!("{}: ", s.gpu))
+                .or_else(|| s.reason.strip_prefix(&format!("{} ", s.gpu)))
+                .unwrap_or(&s.reason)
+                .to_owned();
+            match by_reason.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, gpus)) => gpus.push(&s.gpu),
+                None => by_reason.push((reason, vec![&s.gpu])),
+            }
+        }
+        out.push_str(&format!("\nSkipped {} GPU(s):\n", plan.skipped.len()));
+        for (reason, gpus) in by_reason {
+            out.push_str(&format!("  {}: {reason}\n", gpus.join(", ")));
+        }
     }
 }
 

@@ -180,9 +180,52 @@ fn model_and_workload(a: &PlanArgs) -> anyhow::Result<(Model, Workload, f64)> {
     Ok((model, w, tokens))
 }
 
+/// Flags given that the mode has no use for: latency, prompt and KV settings in training;
+/// optimizer, checkpointing, ZeRO and gradient accumulation in inference; a LoRA rank outside
+/// LoRA. Said, never silently ignored.
+fn flags_that_do_not_apply(a: &PlanArgs, mode: Mode) -> Vec<&'static str> {
+    let given = |v: &Option<String>| v.is_some();
+    let mut out = Vec::new();
+    if mode.trains() {
+        if a.max_latency_ms.is_some() {
+            out.push("--max-latency-ms (time per output token, an inference figure)");
+        }
+        for (flag, v) in [
+            ("--prompt", &a.prompt),
+            ("--output-tokens", &a.output_tokens),
+            ("--kv-precision", &a.kv_precision),
+        ] {
+            if given(v) {
+                out.push(flag);
+            }
+        }
+    } else {
+        for (flag, v) in [
+            ("--optimizer", &a.optimizer),
+            ("--checkpointing", &a.checkpointing),
+            ("--zero", &a.zero),
+            ("--ga", &a.ga),
+        ] {
+            if given(v) {
+                out.push(flag);
+            }
+        }
+    }
+    if !matches!(mode, Mode::Lora | Mode::Qlora) && given(&a.lora_rank) {
+        out.push("--lora-rank");
+    }
+    out
+}
+
 fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     let f = format(&a.format)?;
     let (model, w, tokens) = model_and_workload(a)?;
+    for flag in flags_that_do_not_apply(a, w.mode) {
+        printer::warn(&format!(
+            "{flag} does not apply to mode {} and is ignored",
+            w.mode.name()
+        ));
+    }
     let catalog = super::catalog::load(&a.catalog)?;
     let gpus = if a.gpu.is_empty() {
         None

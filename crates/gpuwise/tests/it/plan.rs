@@ -322,3 +322,50 @@ fn every_preset_has_a_vocabulary() {
         .expect("gpt3-175b");
     assert_eq!(gpt3["vocab"], 50_257);
 }
+
+/// A flag the mode has no use for is said, not silently dropped; skipped GPUs are listed by
+/// their reason (an architecture without the precision names what to use instead).
+#[test]
+fn flags_that_do_not_apply_and_skips_by_reason() {
+    let o = run(&[
+        "plan",
+        "--params",
+        "13b",
+        "--mode",
+        "qlora",
+        "--max-latency-ms",
+        "30",
+        "--prompt",
+        "100",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("--max-latency-ms (time per output token, an inference figure) does not apply to mode qlora"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("--prompt does not apply"), "{}", o.stderr);
+    let o = run(&[
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--mode",
+        "train",
+        "--tokens",
+        "2e9",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains(
+            "V100-SXM2-32GB: Volta has no amp_bf16 arithmetic (try --precision amp_fp16)"
+        ),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.lines().any(|l| l.contains("A30,")
+            && l.ends_with("no price in the catalog for the clouds and pricing asked")),
+        "{}",
+        o.stdout
+    );
+}
