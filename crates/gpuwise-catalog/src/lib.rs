@@ -370,6 +370,19 @@ impl Instance {
     }
 }
 
+/// Whole instances that rent a number of GPUs ([`Catalog::rentals`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Rental<'a> {
+    /// The pricing model.
+    pub pricing: Pricing,
+    /// The instance type.
+    pub instance: &'a Instance,
+    /// How many of it.
+    pub machines: u32,
+    /// $ per hour of all of them.
+    pub usd_per_hour: f64,
+}
+
 /// A problem with catalog data.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -1224,6 +1237,58 @@ impl Catalog {
         self.cheapest_options_with(gpu, pricing, 0.0)
     }
 
+    /// How to rent `gpus` GPUs of `gpu` as whole instances, the cheapest per cloud and pricing
+    /// model: the instance, how many of them, and the $ per hour of all of them. A cloud rents
+    /// machines, not fractions of them: one GPU on an 8-GPU-only type costs the whole machine.
+    /// `one_machine`: the GPUs must share a machine (tensor or pipeline parallelism).
+    #[must_use]
+    pub fn rentals(
+        &self,
+        gpu: &str,
+        pricing: Option<Pricing>,
+        gpus: u32,
+        one_machine: bool,
+    ) -> Vec<Rental<'_>> {
+        let want = f64::from(gpus.max(1));
+        let mut best: BTreeMap<(String, Pricing), Rental<'_>> = BTreeMap::new();
+        for i in self
+            .instances
+            .iter()
+            .filter(|i| i.gpu == gpu && i.gpu_count >= 1.0)
+        {
+            if one_machine && i.gpu_count < want {
+                continue;
+            }
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let machines = (want / i.gpu_count).ceil().max(1.0) as u32;
+            for p in Pricing::ALL {
+                if pricing.is_some_and(|w| w != p) {
+                    continue;
+                }
+                let Some(per_machine) = i.price(p) else {
+                    continue;
+                };
+                let r = Rental {
+                    pricing: p,
+                    instance: i,
+                    machines,
+                    usd_per_hour: per_machine * f64::from(machines),
+                };
+                let e = best.entry((i.cloud.clone(), p)).or_insert(r);
+                if r.usd_per_hour < e.usd_per_hour {
+                    *e = r;
+                }
+            }
+        }
+        let mut out: Vec<Rental<'_>> = best.into_values().collect();
+        out.sort_by(|a, b| {
+            a.usd_per_hour
+                .total_cmp(&b.usd_per_hour)
+                .then_with(|| a.instance.cloud.cmp(&b.instance.cloud))
+        });
+        out
+    }
+
     /// [`Self::cheapest_options`] among instances with at least `min_gpus` GPUs (a job split
     /// by tensor parallelism needs its GPUs in one machine).
     #[must_use]
@@ -1432,6 +1497,47 @@ mod tests {
             e.contains("line 3") && e.contains("expected 14 fields"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn rentals_are_whole_machines_and_the_cheapest_per_cloud() {
+        let c = Catalog::builtin();
+        for gpu in ["H100-SXM5-80GB", "MI300X", "A100-SXM4-80GB", "L4"] {
+            for (n, one) in [(1, false), (3, false), (4, true), (8, true)] {
+                for r in c.rentals(gpu, Some(Pricing::OnDemand), n, one) {
+                    let i = r.instance;
+                    assert_eq!(i.gpu, gpu);
+                    assert!(f64::from(r.machines) * i.gpu_count >= f64::from(n));
+                    // No fewer machines would hold the GPUs.
+                    assert!(f64::from(r.machines - 1) * i.gpu_count < f64::from(n));
+                    if one {
+                        assert_eq!(r.machines, 1, "{gpu} ×{n} on one machine");
+                    }
+                    let price = i.price(Pricing::OnDemand).expect("priced");
+                    assert!((r.usd_per_hour - price * f64::from(r.machines)).abs() < 1e-9);
+                    // Nothing in the same cloud rents them for less.
+                    for j in c
+                        .instances
+                        .iter()
+                        .filter(|j| j.gpu == gpu && j.cloud == i.cloud)
+                    {
+                        if one && j.gpu_count < f64::from(n) {
+                            continue;
+                        }
+                        let Some(p) = j.price(Pricing::OnDemand) else {
+                            continue;
+                        };
+                        let m = (f64::from(n) / j.gpu_count).ceil().max(1.0);
+                        assert!(
+                            p * m >= r.usd_per_hour - 1e-9,
+                            "{} beats {}",
+                            j.instance_type,
+                            i.instance_type
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -70,6 +70,11 @@ pub struct PlanOption {
     pub pricing: Pricing,
     /// $ per GPU-hour.
     pub usd_per_gpu_hour: f64,
+    /// Instances rented (a cloud rents machines, not GPUs).
+    pub machines: u32,
+    /// GPUs paid for: the machines' GPUs, at least `count` (one GPU on an 8-GPU-only type
+    /// pays for eight).
+    pub gpus_billed: u32,
     /// Date of the price.
     pub price_as_of: String,
     /// Memory per GPU, GiB (runtime terms included).
@@ -233,14 +238,15 @@ fn gpu_options(
     fixed: bool,
 ) -> Found {
     let hw = Hardware::from_spec(spec).with_overrides(&req.workload);
-    let prices_for = |min_gpus: u32| -> Vec<_> {
+    // Whole instances: a cloud rents machines, so N GPUs cost the machines that hold them.
+    let rentals = |gpus: u32, one_machine: bool| -> Vec<gpuwise_catalog::Rental<'_>> {
         catalog
-            .cheapest_options_with(&spec.name, req.pricing, f64::from(min_gpus))
+            .rentals(&spec.name, req.pricing, gpus, one_machine)
             .into_iter()
-            .filter(|(_, i, _)| {
+            .filter(|r| {
                 req.clouds
                     .as_ref()
-                    .is_none_or(|c| c.iter().any(|x| x == &i.cloud))
+                    .is_none_or(|c| c.iter().any(|x| x == &r.instance.cloud))
             })
             .collect()
     };
@@ -249,7 +255,7 @@ fn gpu_options(
         unfit: None,
         skipped: None,
     };
-    if prices_for(0).is_empty() {
+    if rentals(1, false).is_empty() {
         found.skipped = Some("no price in the catalog for the clouds and pricing asked".to_owned());
         return found;
     }
@@ -284,17 +290,22 @@ fn gpu_options(
         fitted += 1;
         let hours = req.tokens / speed.tokens_per_s / 3600.0;
         // Tensor and pipeline parallel GPUs talk every layer: one machine holds them all.
-        let one_machine = s.tp * s.pp;
-        for (pricing, inst, usd) in &prices_for(if one_machine > 1 { one_machine } else { 0 }) {
-            let total = hours * f64::from(s.gpus) * usd;
+        let one_machine = s.tp * s.pp > 1;
+        for r in &rentals(s.gpus, one_machine) {
+            let inst = r.instance;
+            let total = hours * r.usd_per_hour;
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let gpus_billed = (f64::from(r.machines) * inst.gpu_count).round() as u32;
             let mut o = PlanOption {
                 gpu: spec.name.clone(),
                 count: s.gpus,
                 cloud: inst.cloud.clone(),
                 instance_type: inst.instance_type.clone(),
                 region: inst.region.clone(),
-                pricing: *pricing,
-                usd_per_gpu_hour: *usd,
+                pricing: r.pricing,
+                usd_per_gpu_hour: r.usd_per_hour / f64::from(gpus_billed.max(1)),
+                machines: r.machines,
+                gpus_billed,
                 price_as_of: inst.as_of.clone(),
                 memory_per_gpu_gib: mem.total_bytes / GIB,
                 gpu_memory_gib: hw.memory_bytes / GIB,
@@ -304,7 +315,7 @@ fn gpu_options(
                 crossover_batch: speed.crossover_batch,
                 mfu: speed.mfu,
                 hours,
-                gpu_hours: hours * f64::from(s.gpus),
+                gpu_hours: hours * f64::from(gpus_billed),
                 total_usd: total,
                 usd_per_million_tokens: total / req.tokens * 1e6,
                 violates: Vec::new(),

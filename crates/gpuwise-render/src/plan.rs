@@ -128,6 +128,15 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
     out
 }
 
+/// GPUs used, and paid for when the machines hold more (`1/8`: one GPU of an 8-GPU machine).
+fn gpus_used_and_paid(o: &gpuwise_plan::rank::PlanOption) -> String {
+    if o.gpus_billed > o.count {
+        format!("{}/{}", o.count, o.gpus_billed)
+    } else {
+        o.count.to_string()
+    }
+}
+
 /// One row per option, every column (CSV keeps them all).
 fn option_rows(plan: &Plan) -> Vec<Vec<String>> {
     plan.options
@@ -137,7 +146,7 @@ fn option_rows(plan: &Plan) -> Vec<Vec<String>> {
             vec![
                 format!("{}{}", i + 1, if o.pareto { "*" } else { "" }),
                 o.gpu.clone(),
-                o.count.to_string(),
+                gpus_used_and_paid(o),
                 o.cloud.clone(),
                 o.instance_type.clone(),
                 o.pricing.to_string(),
@@ -240,7 +249,7 @@ fn picks_table(plan: &Plan, format: Format, out: &mut String) {
         match i.map(|i| &plan.options[i]) {
             Some(o) => vec![
                 label.to_owned(),
-                format!("{} × {}", o.count, o.gpu),
+                format!("{} × {}", gpus_used_and_paid(o), o.gpu),
                 format!(
                     "{} {} {} ({})",
                     o.cloud, o.instance_type, o.region, o.pricing

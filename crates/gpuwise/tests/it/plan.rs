@@ -143,8 +143,11 @@ fn plan_json_contract_and_dollars_trace_to_prices() {
     let num = |o: &serde_json::Value, k: &str| o[k].as_f64().unwrap_or_else(|| panic!("{k}"));
     for o in opts {
         assert!(num(o, "memory_per_gpu_gib") <= num(o, "gpu_memory_gib"));
-        let total = num(o, "hours") * num(o, "count") * num(o, "usd_per_gpu_hour");
-        assert!((num(o, "total_usd") - total).abs() < 1e-6);
+        // Whole machines are rented: the GPUs paid for are the machines' GPUs, at least the
+        // GPUs used, and the total is hours × GPUs paid for × the price per GPU of the machine.
+        assert!(num(o, "gpus_billed") >= num(o, "count"));
+        let total = num(o, "hours") * num(o, "gpus_billed") * num(o, "usd_per_gpu_hour");
+        assert!((num(o, "total_usd") - total).abs() < 1e-6, "{o}");
         assert!((num(o, "usd_per_million_tokens") - num(o, "total_usd")).abs() < 1e-6);
         assert!(!o["price_as_of"].as_str().expect("date").is_empty());
     }
@@ -156,6 +159,8 @@ fn plan_json_contract_and_dollars_trace_to_prices() {
         .find(|t| t["name"] == "kv_cache")
         .expect("kv term");
     assert_eq!(kv["bytes"].as_f64(), Some(8.0 * 8192.0 * 327_680.0));
+    // Some option pays for GPUs it does not use (an 8-GPU-only machine for fewer), and says so.
+    assert!(opts.iter().any(|o| num(o, "gpus_billed") > num(o, "count")));
     let cheapest = v["cheapest"].as_u64().expect("cheapest") as usize;
     let min = opts
         .iter()
