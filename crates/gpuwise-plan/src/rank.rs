@@ -488,7 +488,9 @@ mod tests {
         assert!(!p.options.is_empty());
         for o in &p.options {
             assert!(o.memory_per_gpu_gib <= o.gpu_memory_gib, "{o:?}");
-            let want = o.hours * f64::from(o.count) * o.usd_per_gpu_hour;
+            // Whole machines: the GPUs paid for, at the machine's price per GPU.
+            assert!(o.gpus_billed >= o.count && o.machines >= 1, "{o:?}");
+            let want = o.hours * f64::from(o.gpus_billed) * o.usd_per_gpu_hour;
             assert!((o.total_usd - want).abs() < 1e-9);
             assert!(
                 (o.usd_per_million_tokens - o.total_usd).abs() < 1e-9,
