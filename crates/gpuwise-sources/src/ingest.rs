@@ -447,15 +447,19 @@ fn read_input(
         progress,
         host: opts.host.clone().unwrap_or_else(|| stem.clone()),
         stem,
-        format,
         all: std::io::Cursor::new(head).chain(reader),
     };
-    match format {
+    let (profile, tally) = match format {
         Format::NvidiaSmi => read_smi(o),
         Format::Dmon => read_dmon(o),
         Format::Dcgm => read_dcgm(o),
         Format::Csv => read_csv(o),
-    }
+    }?;
+    Ok(Outcome::Data {
+        profile,
+        tally,
+        format,
+    })
 }
 
 /// An input opened and its format known: what every format's reading needs.
@@ -467,7 +471,6 @@ struct Opened<'a> {
     /// `--host`, else the file name's host.
     host: String,
     stem: String,
-    format: Format,
     /// The head already read (to detect the format and the layout), then the rest.
     all: std::io::Chain<std::io::Cursor<Vec<u8>>, Box<dyn BufRead + Send>>,
 }
@@ -487,14 +490,13 @@ fn format_error(file: &str) -> impl Fn(String) -> IngestError + '_ {
 }
 
 /// nvidia-smi CSV: its layout from the header (or `--columns`), then blocks in parallel.
-fn read_smi(o: Opened<'_>) -> Result<Outcome, IngestError> {
+fn read_smi(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
     let Opened {
         input,
         opts,
         job,
         progress,
         host,
-        format,
         mut all,
         ..
     } = o;
@@ -515,22 +517,17 @@ fn read_smi(o: Opened<'_>) -> Result<Outcome, IngestError> {
         .read(data, b, t)
     })
     .map_err(&io_err)?;
-    Ok(Outcome::Data {
-        profile,
-        tally,
-        format,
-    })
+    Ok((profile, tally))
 }
 
 /// `nvidia-smi dmon`: timed logs in parallel blocks; untimed ones in order from `--start`.
-fn read_dmon(o: Opened<'_>) -> Result<Outcome, IngestError> {
+fn read_dmon(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
     let Opened {
         input,
         opts,
         job,
         progress,
         host,
-        format,
         mut all,
         ..
     } = o;
@@ -556,11 +553,7 @@ fn read_dmon(o: Opened<'_>) -> Result<Outcome, IngestError> {
             .read(data, b, t)
         })
         .map_err(&io_err)?;
-        Ok(Outcome::Data {
-            profile,
-            tally,
-            format,
-        })
+        Ok((profile, tally))
     } else {
         let Some(start) = opts.start_ms else {
             return Err(fmt_err(
@@ -586,23 +579,18 @@ fn read_dmon(o: Opened<'_>) -> Result<Outcome, IngestError> {
                 reader.read(data, b, t)
             })
             .map_err(&io_err)?;
-        Ok(Outcome::Data {
-            profile,
-            tally,
-            format,
-        })
+        Ok((profile, tally))
     }
 }
 
 /// DCGM text: read by scrape, and again by series when the file is not ordered by scrape.
-fn read_dcgm(o: Opened<'_>) -> Result<Outcome, IngestError> {
+fn read_dcgm(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
     let Opened {
         input,
         opts,
         job,
         progress,
         stem,
-        format,
         mut all,
         ..
     } = o;
@@ -644,21 +632,16 @@ fn read_dcgm(o: Opened<'_>) -> Result<Outcome, IngestError> {
         )
         .map_err(&io_err)?;
     }
-    Ok(Outcome::Data {
-        profile: b.build(),
-        tally: t,
-        format,
-    })
+    Ok((b.build(), t))
 }
 
 /// Generic CSV with `--map`, lines over the bound counted and skipped.
-fn read_csv(o: Opened<'_>) -> Result<Outcome, IngestError> {
+fn read_csv(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
     let Opened {
         input,
         opts,
         job,
         stem,
-        format,
         all,
         ..
     } = o;
@@ -688,11 +671,7 @@ fn read_csv(o: Opened<'_>) -> Result<Outcome, IngestError> {
             format!("line longer than {MAX_LINE} bytes"),
         );
     }
-    Ok(Outcome::Data {
-        profile: b.build(),
-        tally: t,
-        format,
-    })
+    Ok((b.build(), t))
 }
 
 /// A reader that reports bytes consumed to the progress callback (in 1 MiB steps).

@@ -601,6 +601,40 @@ mod tests {
     }
 
     #[test]
+    fn utc_marked_timestamps_and_mig_columns() {
+        let header = "timestamp, uuid, mig.uuid, mig.profile, utilization.gpu [%]";
+        let text = "2026/01/05 10:00:00.000Z, GPU-1, [N/A], [N/A], 50\n\
+                    2026/01/05 10:00:00.000Z, GPU-2, MIG-a, 3g.40gb, [N/A]\n\
+                    2026/01/05 10:01:00.000ZZ, GPU-1, [N/A], [N/A], 50\n\
+                    2026/01/05 10:01:00.000Z, GPU-1, [N/A], [N/A], 50\n\
+                    2026/01/05 10:01:00.000Z, GPU-2, MIG-a, 3g.40gb, [N/A]\n";
+        let layout = layout(header);
+        // A New York clock would move local times by 5 h; `Z` times stay UTC.
+        let mut b = ProfileBuilder::new(ProfileSettings::default());
+        let mut t = Tally::default();
+        let ny = TimeZone::get("America/New_York").expect("tz");
+        SmiReader::new(&layout, "f", "h", false, LocalClock::new(ny)).read(
+            text.as_bytes(),
+            &mut b,
+            &mut t,
+        );
+        assert_eq!(t.count("bad_timestamp"), 1, "a doubled Z is not a time");
+        let devices = b
+            .build()
+            .finish(&ProfileSettings::default(), &TimeZone::UTC);
+        assert_eq!(devices.len(), 2);
+        let whole = devices.iter().find(|d| d.key.mig.is_none()).expect("GPU-1");
+        assert_eq!(whole.stats.first_ts_ms, 1_767_607_200_000);
+        let mig = devices.iter().find(|d| d.key.mig.is_some()).expect("MIG");
+        assert_eq!(
+            (mig.key.gpu.as_str(), mig.key.mig.as_deref()),
+            ("GPU-2", Some("MIG-a"))
+        );
+        assert_eq!(mig.info.mig_profile.as_deref(), Some("3g.40gb"));
+        assert!(mig.stats.util.is_none(), "no reading is unknown, not 0 %");
+    }
+
+    #[test]
     fn identity_shortcut_gives_what_lookup_gives() {
         let rows = rows();
         // Timestamp first, identity columns next: the shortcut applies.
