@@ -26,6 +26,7 @@ pub mod profile;
 pub mod report;
 pub mod sample;
 pub mod settings;
+pub mod teams;
 
 pub use sample::{
     DAY_MS, DeviceInfo, DeviceKey, EpochMs, HOUR_MS, MIB_BYTES, Sample, WorkloadKind, hours_of_ms,

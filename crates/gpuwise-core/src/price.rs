@@ -32,6 +32,9 @@ pub struct Quote {
     /// How the catalog's answer differs from the question (another region, cloud or pricing
     /// model), when it does.
     pub fallback: Option<String>,
+    /// Pricing model (`on-demand`, `spot`, `1y`, `3y`) when known: the catalog's, or a rule's
+    /// `pricing` (a rule with its own price and no `pricing`, or an owned cluster: unknown).
+    pub pricing: Option<&'static str>,
 }
 
 /// Where devices without a price rule are priced: cloud, region, pricing model.
@@ -169,6 +172,14 @@ impl PriceBook {
     fn compile(&self, rule: &PriceRule, name: &str) -> Result<Compiled, String> {
         let (usd, mut source, as_of) = self.rule_price(rule, name)?;
         let usd = gpuwise_catalog::check_gpu_hour_price(usd).map_err(|e| e.to_string())?;
+        let looked_up = rule.usd_per_gpu_hour.is_none()
+            && rule.usd_per_instance_hour.is_none()
+            && rule.cluster.is_none();
+        let pricing = match rule.pricing.as_deref() {
+            Some(p) => Pricing::parse(p).ok().map(Pricing::as_str),
+            None if looked_up => Some(Pricing::OnDemand.as_str()),
+            None => None,
+        };
         if rule.usd_per_gpu_hour.is_some() || rule.usd_per_instance_hour.is_some() {
             for extra in [&rule.instance, &rule.pricing, &rule.note]
                 .into_iter()
@@ -215,6 +226,7 @@ impl PriceBook {
                 source,
                 as_of,
                 fallback: None,
+                pricing,
             },
         })
     }
@@ -340,6 +352,7 @@ impl PriceBook {
             source: format!("catalog: {}", q.describe()),
             as_of: Some(q.as_of.clone()),
             fallback: q.note.clone(),
+            pricing: Some(q.pricing.as_str()),
         })
     }
 }

@@ -18,6 +18,7 @@ use crate::price::{self, PriceBook};
 use crate::profile::DeviceProfile;
 use crate::sample::EpochMs;
 use crate::settings::{DiagnoseSettings, ProfileSettings};
+pub use crate::teams::TeamMap;
 use gpuwise_catalog::GpuSpec;
 
 /// JSON schema id of [`Report`].
@@ -74,14 +75,6 @@ pub enum ReportInputError {
     /// Not a grouping.
     #[error("`{0}` is not one of host, model, namespace, team, label:NAME")]
     GroupBy(String),
-    /// A bad team file.
-    #[error("`{origin}` {message}")]
-    Teams {
-        /// The file.
-        origin: String,
-        /// What is wrong.
-        message: String,
-    },
 }
 
 impl std::str::FromStr for GroupBy {
@@ -89,74 +82,6 @@ impl std::str::FromStr for GroupBy {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::parse(s)
-    }
-}
-
-/// Maps hosts, namespaces and pods (globs) to teams. Pod rules win over namespace rules, which
-/// win over host rules; within a kind, the first matching pattern wins.
-#[derive(Clone, Debug, Default)]
-pub struct TeamMap {
-    /// `(pattern, team)` for host names.
-    pub hosts: Vec<(glob::Pattern, String)>,
-    /// `(pattern, team)` for namespaces.
-    pub namespaces: Vec<(glob::Pattern, String)>,
-    /// `(pattern, team)` for pods.
-    pub pods: Vec<(glob::Pattern, String)>,
-}
-
-impl TeamMap {
-    /// Parse a team file: `[hosts]`, `[namespaces]`, `[pods]` tables of `"glob" = "team"`.
-    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ReportInputError> {
-        #[derive(serde::Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct File {
-            #[serde(default)]
-            hosts: toml::Table,
-            #[serde(default)]
-            namespaces: toml::Table,
-            #[serde(default)]
-            pods: toml::Table,
-        }
-        let bad = |message: String| ReportInputError::Teams {
-            origin: origin.to_owned(),
-            message,
-        };
-        let file: File =
-            toml::from_str(text).map_err(|e| bad(format!("is not a valid team file: {e}")))?;
-        let table = |t: toml::Table,
-                     kind: &str|
-         -> Result<Vec<(glob::Pattern, String)>, ReportInputError> {
-            t.into_iter()
-                .map(|(k, v)| {
-                    let team = v
-                        .as_str()
-                        .ok_or_else(|| bad(format!("[{kind}] `{k}`: the team must be a string")))?
-                        .to_owned();
-                    let pat =
-                        glob::Pattern::new(&k).map_err(|e| bad(format!("[{kind}] `{k}`: {e}")))?;
-                    Ok((pat, team))
-                })
-                .collect()
-        };
-        Ok(Self {
-            hosts: table(file.hosts, "hosts")?,
-            namespaces: table(file.namespaces, "namespaces")?,
-            pods: table(file.pods, "pods")?,
-        })
-    }
-
-    fn team(&self, host: &str, namespace: Option<&str>, pod: Option<&str>) -> Option<&str> {
-        fn find<'a>(rules: &'a [(glob::Pattern, String)], v: Option<&str>) -> Option<&'a str> {
-            v.and_then(|v| {
-                rules
-                    .iter()
-                    .find(|(p, _)| p.matches(v))
-                    .map(|(_, t)| t.as_str())
-            })
-        }
-        find(&self.pods, pod)
-            .or_else(|| find(&self.namespaces, namespace))
-            .or_else(|| find(&self.hosts, Some(host)))
     }
 }
 
@@ -469,6 +394,8 @@ pub struct DeviceRow {
     pub held_idle_cost_usd: Option<f64>,
     /// Where the price came from (`null`: unpriced).
     pub price_source: Option<String>,
+    /// Pricing model of the price (`on-demand`, `spot`, `1y`, `3y`; `null`: unknown).
+    pub pricing: Option<&'static str>,
 }
 
 /// One group.
@@ -1021,8 +948,9 @@ fn device_row(
     let gpu_hours = s.observed_hours * share;
     let namespace = p.info.label("namespace").map(str::to_owned);
     let pod = p.info.label("pod").map(str::to_owned);
+    // The owner now: at the device's last sample (`[[assign]]` rules move devices in time).
     let team = teams
-        .team(&p.key.host, namespace.as_deref(), pod.as_deref())
+        .owner(&p.key, &p.info, Some(s.last_ts_ms))
         .map(str::to_owned);
     let group = match &opts.group_by {
         GroupBy::Host => Some(p.key.host.clone()),
@@ -1097,6 +1025,7 @@ fn device_row(
         idle_cost_usd: price.map(|pr| s.idle_hours * share * pr),
         held_idle_cost_usd: price.map(|pr| s.held_idle_hours * share * pr),
         price_source: priced.quote.as_ref().map(|q| q.source.clone()),
+        pricing: priced.quote.as_ref().and_then(|q| q.pricing),
     }
 }
 
@@ -1383,25 +1312,5 @@ mod tests {
         );
         assert!(GroupBy::parse("label:").is_err());
         assert!(GroupBy::parse("planet").is_err());
-    }
-
-    #[test]
-    fn team_map_precedence() {
-        let t = TeamMap::from_toml(
-            "[hosts]\n\"train-*\" = \"research\"\n[namespaces]\n\"serve\" = \"platform\"\n[pods]\n\"jupyter-*\" = \"notebooks\"\n",
-            "teams.toml",
-        )
-        .expect("valid");
-        assert_eq!(
-            t.team("train-1", Some("serve"), Some("jupyter-x")),
-            Some("notebooks")
-        );
-        assert_eq!(
-            t.team("train-1", Some("serve"), Some("p")),
-            Some("platform")
-        );
-        assert_eq!(t.team("train-1", None, None), Some("research"));
-        assert_eq!(t.team("other", None, None), None);
-        assert!(TeamMap::from_toml("[hosts]\na = 1", "t.toml").is_err());
     }
 }

@@ -17,6 +17,7 @@ pub mod escape;
 pub mod grid;
 pub mod html;
 pub mod json;
+pub mod ledger;
 pub mod markdown;
 pub mod plan;
 mod section;

@@ -50,6 +50,187 @@ pub(crate) enum Command {
     /// Sample the GPUs of this machine through NVML into nvidia-smi CSV logs (no DCGM needed).
     #[command(after_help = RECORD_EXAMPLES)]
     Record(RecordArgs),
+    /// Who spent what: cost by team (showback or chargeback), unit costs, month-end forecast.
+    #[command(after_help = ALLOCATE_EXAMPLES)]
+    Allocate(Box<AllocateArgs>),
+    /// Check FOCUS cloud bills against GPU telemetry: unmonitored, unbilled, billed-not-reporting.
+    #[command(after_help = RECONCILE_EXAMPLES)]
+    Reconcile(Box<ReconcileArgs>),
+    /// Budgets and guardrails over the fleet: list violations, exit 1 if any, notify a webhook.
+    #[command(after_help = CHECK_EXAMPLES)]
+    Check(Box<CheckArgs>),
+}
+
+const ALLOCATE_EXAMPLES: &str = "Examples:
+  gpuwise allocate logs/ --teams teams.toml
+  gpuwise allocate logs/ --teams teams.toml --mode chargeback --idle proportional --shared-team platform
+  gpuwise allocate logs/ --teams teams.toml --units tokens.csv --format json
+  gpuwise allocate logs/ --teams teams.toml --format focus -o gpu-allocation.csv   # FOCUS 1.2 rows
+
+Each device-hour goes to the team that owned the device at that hour (teams.toml, docs/teams.md),
+else to (untagged). Months are UTC. Policies and columns: docs/ledger.md.";
+
+const RECONCILE_EXAMPLES: &str = "Examples:
+  gpuwise reconcile --bill focus-2026-11.csv.gz logs/ --prices prices.toml
+  gpuwise reconcile --bill export.parquet --join id scrapes/ --format json
+  gpuwise reconcile --bill bill.csv --join tag:hostname --team-tag cost-center logs/
+
+Reads FOCUS 1.0–1.2 (CSV, gzip/zstd CSV, Parquet). Schema gpuwise.reconcile/v1: docs/ledger.md.";
+
+const CHECK_EXAMPLES: &str = "Examples:
+  gpuwise check logs/ --policy policy.toml --teams teams.toml
+  gpuwise check logs/ --policy policy.toml --teams teams.toml --notify \"$SLACK_WEBHOOK\" --dry-run
+  gpuwise check --prometheus http://prom:9090 --last 7d --policy policy.toml --format json
+
+Exit codes: 0 every rule passes, 1 a rule is violated, 2 error. Policy file: docs/policy.md.";
+
+/// How cost is allocated to teams (`allocate` and `check`).
+#[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Allocation")]
+pub(crate) struct AllocateOpts {
+    /// showback (costs as they fell) or chargeback (idle and shared cost moved by --idle) [default: showback].
+    #[arg(long, env = "GPUWISE_ALLOCATION_MODE", value_name = "MODE")]
+    pub mode: Option<String>,
+    /// Where idle and shared cost go in chargeback: owner, proportional, even, platform:NAME [default: proportional].
+    #[arg(long, value_name = "POLICY")]
+    pub idle: Option<String>,
+    /// A team whose whole cost is shared like idle cost in chargeback (repeatable).
+    #[arg(long = "shared-team", value_name = "TEAM")]
+    pub shared_teams: Vec<String>,
+    /// Work per team and month for unit costs: CSV team,period,tokens|jobs (period 2026-11).
+    #[arg(long, value_name = "FILE")]
+    pub units: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AllocateArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    #[command(flatten)]
+    pub alloc: AllocateOpts,
+    /// Output format (focus: FOCUS 1.2 CSV rows per device, team and day).
+    #[arg(
+        long,
+        short = 'f',
+        env = "GPUWISE_FORMAT",
+        value_name = "table|json|csv|markdown|focus",
+        help_heading = "Output"
+    )]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReconcileArgs {
+    /// FOCUS bill files: CSV (plain, .gz, .zst) or Parquet (repeatable).
+    #[arg(long, required = true, value_name = "FILE", help_heading = "Bill")]
+    pub bill: Vec<PathBuf>,
+    /// How bill rows meet hosts: name (ResourceName), id (ResourceId) or tag:KEY.
+    #[arg(
+        long,
+        default_value = "name",
+        value_name = "KEY",
+        help_heading = "Bill"
+    )]
+    pub join: String,
+    /// The bill tag that names a resource's team.
+    #[arg(
+        long,
+        default_value = "team",
+        value_name = "KEY",
+        help_heading = "Bill"
+    )]
+    pub team_tag: String,
+    /// A billed-minus-reported gap counts above this many GPU-hours (and --gap-share).
+    #[arg(
+        long,
+        default_value_t = 3.0,
+        value_name = "HOURS",
+        help_heading = "Bill"
+    )]
+    pub gap_hours: f64,
+    /// … and above this share of the billed GPU-hours, %.
+    #[arg(
+        long,
+        default_value_t = 10.0,
+        value_name = "PCT",
+        help_heading = "Bill"
+    )]
+    pub gap_share: f64,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        env = "GPUWISE_FORMAT",
+        value_name = "table|json|csv|markdown",
+        help_heading = "Output"
+    )]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// Policy file (TOML): budgets, idle share, notebooks, long jobs, spot share, stale telemetry.
+    #[arg(
+        long,
+        env = "GPUWISE_POLICY",
+        value_name = "FILE",
+        help_heading = "Policy"
+    )]
+    pub policy: PathBuf,
+    /// POST the outcome to this URL when a rule is violated (Slack incoming webhook or any JSON endpoint).
+    #[arg(
+        long,
+        env = "GPUWISE_NOTIFY_URL",
+        value_name = "URL",
+        help_heading = "Policy"
+    )]
+    pub notify: Option<String>,
+    /// Body to post: slack (text + blocks) or generic (the check's JSON).
+    #[arg(
+        long,
+        default_value = "slack",
+        value_name = "STYLE",
+        help_heading = "Policy"
+    )]
+    pub notify_format: String,
+    /// Also notify when every rule passes.
+    #[arg(long, help_heading = "Policy")]
+    pub notify_always: bool,
+    /// Print the message instead of posting it (to stderr).
+    #[arg(long, help_heading = "Policy")]
+    pub dry_run: bool,
+    /// Time allowed for each notification attempt.
+    #[arg(
+        long,
+        default_value = "10s",
+        value_name = "DURATION",
+        help_heading = "Policy"
+    )]
+    pub notify_timeout: String,
+    /// Attempts after the first when posting fails (5xx, 429 or no connection).
+    #[arg(long, default_value_t = 2, value_name = "N", help_heading = "Policy")]
+    pub notify_retries: u32,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    #[command(flatten)]
+    pub alloc: AllocateOpts,
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        env = "GPUWISE_FORMAT",
+        value_name = "table|json|markdown",
+        help_heading = "Output"
+    )]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 const RECORD_EXAMPLES: &str = "Examples:

@@ -6,10 +6,13 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 
 mod advise;
+mod allocate;
 pub(crate) mod catalog;
+mod check;
 mod demo;
 mod generate;
 mod plan;
+mod reconcile;
 mod record;
 mod report;
 
@@ -22,5 +25,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(cmd) => plan::run(&cmd),
         Command::Advise(args) => advise::run(&args),
         Command::Record(args) => record::run(&args),
+        Command::Allocate(args) => allocate::run(&args),
+        Command::Reconcile(args) => reconcile::run(&args),
+        Command::Check(args) => check::run(&args),
     }
 }

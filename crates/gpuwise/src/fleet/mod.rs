@@ -168,7 +168,7 @@ fn price_book(a: &AnalysisArgs, cfg: &Config) -> anyhow::Result<PriceBook> {
     Ok(prices)
 }
 
-/// `--teams` (hosts, namespaces, pods → team), with a warning when grouping by team without it.
+/// `--teams` (devices → teams, docs/teams.md), with a warning when grouping by team without it.
 fn team_map(a: &AnalysisArgs, cfg: &Config, group_by: &GroupBy) -> anyhow::Result<TeamMap> {
     let teams = match a.teams.clone().or_else(|| cfg.teams.clone()) {
         Some(path) => {
@@ -177,11 +177,7 @@ fn team_map(a: &AnalysisArgs, cfg: &Config, group_by: &GroupBy) -> anyhow::Resul
         }
         None => TeamMap::default(),
     };
-    if matches!(group_by, GroupBy::Team)
-        && teams.hosts.is_empty()
-        && teams.namespaces.is_empty()
-        && teams.pods.is_empty()
-    {
+    if matches!(group_by, GroupBy::Team) && teams.is_empty() {
         printer::warn("--group-by team without --teams: every device is in group (none)");
     }
     Ok(teams)

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "gpuwise-advise",
         &["gpuwise-core", "gpuwise-catalog", "gpuwise-plan"],
     ),
+    ("gpuwise-ledger", &["gpuwise-core", "gpuwise-catalog"]),
     ("gpuwise-sources", &["gpuwise-core", "gpuwise-catalog"]),
     ("gpuwise-prom", &["gpuwise-core", "gpuwise-sources"]),
     (
@@ -27,6 +28,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-catalog",
             "gpuwise-plan",
             "gpuwise-advise",
+            "gpuwise-ledger",
         ],
     ),
     ("gpuwise-synth", &["gpuwise-core"]),
@@ -43,6 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-render",
             "gpuwise-synth",
             "gpuwise-record",
+            "gpuwise-ledger",
         ],
     ),
 ];
@@ -54,6 +57,7 @@ const PURE: &[&str] = &[
     "gpuwise-plan",
     "gpuwise-advise",
     "gpuwise-render",
+    "gpuwise-ledger",
 ];
 
 /// Crates that do I/O or parse a command line, which a pure crate must not depend on.

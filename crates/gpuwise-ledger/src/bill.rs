@@ -1,0 +1,444 @@
+//! # A bill's GPU compute, folded per resource
+//!
+//! [`BillBuilder`] takes [`BillRow`]s as a reader yields them and keeps only what
+//! reconciliation needs: per billed resource, its GPU instance-hour charges. A row is GPU
+//! compute when it is `Usage` and its instance type has GPUs:
+//!
+//! 1. the instance type comes from `SkuPriceDetails` `InstanceType`, an `x_InstanceType`
+//!    column, or a word of `ChargeDescription` that the catalog knows (AWS's FOCUS 1.0 export
+//!    names it only there: `$1.624 per On Demand Linux g5.4xlarge Instance Hour`);
+//! 2. GPUs per instance come from the bill (`GpuCount` in `SkuPriceDetails`, `x_GpuCount`),
+//!    else from the catalog;
+//! 3. a type the catalog lacks whose family it knows (`g5.96xlarge` beside `g5.xlarge`) is an
+//!    unknown GPU instance type, skipped and counted; a family it does not know (`c5.2xlarge`)
+//!    is not GPU compute.
+//!
+//! Hours per row are its quantity in hours, else its charge period. The same row twice (same
+//! resource, period, price id and cost: a file given twice) is dropped and counted; rows of one
+//! resource whose periods overlap otherwise are kept (they were billed) and counted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gpuwise_catalog::{Catalog, Pricing};
+use gpuwise_core::sample::EpochMs;
+
+use crate::focus::{BillRow, Skips};
+
+/// How bill rows meet telemetry hosts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JoinKey {
+    /// `ResourceName` (the default: providers put the host name there).
+    Name,
+    /// `ResourceId`.
+    Id,
+    /// The value of a tag.
+    Tag(String),
+}
+
+/// `--join` that is not `name`, `id` or `tag:KEY`.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a join key: use name, id or tag:KEY")]
+pub struct JoinKeyError(String);
+
+impl std::str::FromStr for JoinKey {
+    type Err = JoinKeyError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "name" | "ResourceName" => Ok(Self::Name),
+            "id" | "ResourceId" => Ok(Self::Id),
+            _ => match s.strip_prefix("tag:") {
+                Some(k) if !k.is_empty() => Ok(Self::Tag(k.to_owned())),
+                _ => Err(JoinKeyError(s.to_owned())),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for JoinKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Name => f.write_str("name"),
+            Self::Id => f.write_str("id"),
+            Self::Tag(k) => write!(f, "tag:{k}"),
+        }
+    }
+}
+
+/// A bill that cannot be reconciled as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum BillError {
+    /// Rows in more than one currency.
+    #[error(
+        "the bill mixes currencies ({}); reconcile one currency at a time (split the export by BillingCurrency)",
+        .0.iter().map(|(c, n)| format!("{c}: {n} rows")).collect::<Vec<_>>().join(", ")
+    )]
+    MixedCurrencies(Vec<(String, u64)>),
+    /// Not in US dollars.
+    #[error(
+        "the bill is in {0}; gpuwise compares bills with prices in USD and does not convert currencies: export the bill in USD"
+    )]
+    NotUsd(String),
+}
+
+/// One charge of a GPU resource.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Charge {
+    /// Inclusive.
+    pub start_ms: EpochMs,
+    /// Exclusive.
+    pub end_ms: EpochMs,
+    /// Instance-hours.
+    pub hours: f64,
+    /// GPUs per instance.
+    pub gpus: f64,
+    /// Billed.
+    pub billed: f64,
+    /// Effective (amortized), when given.
+    pub effective: Option<f64>,
+    /// At list price, when given.
+    pub list: Option<f64>,
+    /// Spot (`PricingCategory = Dynamic`).
+    pub spot: bool,
+    sku: Option<String>,
+}
+
+impl Charge {
+    /// GPU-hours.
+    #[must_use]
+    pub fn gpu_hours(&self) -> f64 {
+        self.hours * self.gpus
+    }
+}
+
+/// A billed GPU resource.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Resource {
+    /// `ResourceId`.
+    pub resource_id: Option<String>,
+    /// `ResourceName`.
+    pub resource_name: Option<String>,
+    /// Instance type.
+    pub instance_type: String,
+    /// Where the GPU count came from (`bill` or `catalog`).
+    pub gpus_from: &'static str,
+    /// Region.
+    pub region: Option<String>,
+    /// The team tag's value (the latest row that has it).
+    pub team: Option<String>,
+    /// Charges, in period order once finished.
+    pub charges: Vec<Charge>,
+}
+
+impl Resource {
+    /// Σ GPU-hours.
+    #[must_use]
+    pub fn gpu_hours(&self) -> f64 {
+        self.charges.iter().map(Charge::gpu_hours).sum()
+    }
+
+    /// Σ billed.
+    #[must_use]
+    pub fn billed(&self) -> f64 {
+        self.charges.iter().map(|c| c.billed).sum()
+    }
+}
+
+/// The folded bill.
+#[derive(Clone, Debug, Default)]
+pub struct Bill {
+    /// Join key → resource.
+    pub resources: BTreeMap<String, Resource>,
+    /// Rows read.
+    pub rows: u64,
+    /// GPU compute rows kept.
+    pub gpu_rows: u64,
+    /// Usage rows that are not GPU compute.
+    pub not_gpu_rows: u64,
+    /// Rows that are not `Usage` (tax, credits, purchases, adjustments).
+    pub not_usage_rows: u64,
+    /// Identical rows dropped.
+    pub duplicates: u64,
+    /// Charges overlapping another of the same resource.
+    pub overlapping: u64,
+    /// Rows not read or not joinable, by reason.
+    pub skips: Skips,
+    /// Currency of the rows.
+    pub currency: Option<String>,
+    /// Earliest charge start and latest end of GPU charges.
+    pub window: Option<(EpochMs, EpochMs)>,
+}
+
+/// Instance types the catalog knows: GPUs per instance and on-demand $ per GPU-hour by region.
+struct Types {
+    gpus: BTreeMap<String, f64>,
+    per_gpu: BTreeMap<(String, String), f64>,
+    families: BTreeSet<String>,
+}
+
+/// `g5` of `g5.4xlarge`, `a2-highgpu` of `a2-highgpu-1g`, `Standard_NC24ads_A100` of
+/// `Standard_NC24ads_A100_v4`: the part that names a machine family.
+fn family(t: &str) -> String {
+    let t = t.to_ascii_lowercase();
+    if let Some((f, _)) = t.split_once('.') {
+        return f.to_owned();
+    }
+    match t.rfind(['-', '_']) {
+        Some(i) => t[..i].to_owned(),
+        None => t,
+    }
+}
+
+impl Types {
+    fn new(catalog: &Catalog) -> Self {
+        let mut gpus = BTreeMap::new();
+        let mut per_gpu = BTreeMap::new();
+        let mut families = BTreeSet::new();
+        for i in &catalog.instances {
+            let t = i.instance_type.to_ascii_lowercase();
+            families.insert(family(&t));
+            if let Some(p) = i.per_gpu(Pricing::OnDemand) {
+                per_gpu.insert((t.clone(), i.region.to_ascii_lowercase()), p);
+            }
+            gpus.insert(t, i.gpu_count);
+        }
+        Self {
+            gpus,
+            per_gpu,
+            families,
+        }
+    }
+}
+
+/// What a row's instance type says.
+enum Kind {
+    Gpu {
+        itype: String,
+        gpus: f64,
+        from: &'static str,
+    },
+    NotGpu,
+    Unknown(String),
+}
+
+/// Folds rows into a [`Bill`].
+pub struct BillBuilder<'a> {
+    types: Types,
+    join: &'a JoinKey,
+    team_tag: &'a str,
+    bill: Bill,
+    currencies: BTreeMap<String, u64>,
+}
+
+impl<'a> BillBuilder<'a> {
+    /// A builder joining on `join`, reading teams from tag `team_tag`.
+    #[must_use]
+    pub fn new(catalog: &Catalog, join: &'a JoinKey, team_tag: &'a str) -> Self {
+        Self {
+            types: Types::new(catalog),
+            join,
+            team_tag,
+            bill: Bill::default(),
+            currencies: BTreeMap::new(),
+        }
+    }
+
+    fn kind(&self, row: &BillRow) -> Kind {
+        let known = |t: &str| self.types.gpus.get(&t.to_ascii_lowercase()).copied();
+        let named = row.instance_type.clone().or_else(|| {
+            row.description.as_deref().and_then(|d| {
+                d.split_whitespace()
+                    .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+                    .find(|w| known(w).is_some())
+                    .map(|w| (w.to_owned(), "ChargeDescription"))
+            })
+        });
+        match (named, row.gpu_count) {
+            (Some((t, _)), Some(g)) => Kind::Gpu {
+                itype: t,
+                gpus: g,
+                from: "bill",
+            },
+            (Some((t, _)), None) => match known(&t) {
+                Some(g) if g > 0.0 => Kind::Gpu {
+                    itype: t,
+                    gpus: g,
+                    from: "catalog",
+                },
+                Some(_) => Kind::NotGpu,
+                None if self.types.families.contains(&family(&t)) => Kind::Unknown(t),
+                None => Kind::NotGpu,
+            },
+            (None, Some(g)) => Kind::Gpu {
+                itype: "(unnamed)".to_owned(),
+                gpus: g,
+                from: "bill",
+            },
+            (None, None) => Kind::NotGpu,
+        }
+    }
+
+    fn key(&self, row: &BillRow) -> Option<String> {
+        match self.join {
+            JoinKey::Name => row.resource_name.clone(),
+            JoinKey::Id => row.resource_id.clone(),
+            JoinKey::Tag(k) => row.tags.get(k).cloned(),
+        }
+    }
+
+    /// Take one row.
+    pub fn add(&mut self, row: BillRow) {
+        self.bill.rows += 1;
+        *self.currencies.entry(row.currency.clone()).or_default() += 1;
+        if !row.charge_category.eq_ignore_ascii_case("usage") {
+            self.bill.not_usage_rows += 1;
+            return;
+        }
+        let (itype, gpus, from) = match self.kind(&row) {
+            Kind::NotGpu => {
+                self.bill.not_gpu_rows += 1;
+                return;
+            }
+            Kind::Unknown(t) => {
+                self.bill.skips.add("unknown_instance_type", || {
+                    format!(
+                        "line {}: instance type `{t}` is not in the catalog (its family is); add it with a catalog overlay",
+                        row.line
+                    )
+                });
+                return;
+            }
+            Kind::Gpu { itype, gpus, from } => (itype, gpus, from),
+        };
+        let Some(key) = self.key(&row) else {
+            let join = self.join.to_string();
+            self.bill.skips.add("no_join_key", || {
+                format!(
+                    "line {}: a GPU row ({itype}) without a value to join on ({join})",
+                    row.line
+                )
+            });
+            return;
+        };
+        #[allow(clippy::cast_precision_loss)]
+        let hours = row
+            .quantity_hours
+            .unwrap_or((row.end_ms - row.start_ms) as f64 / gpuwise_core::HOUR_MS as f64);
+        self.bill.gpu_rows += 1;
+        let w = self.bill.window.get_or_insert((row.start_ms, row.end_ms));
+        *w = (w.0.min(row.start_ms), w.1.max(row.end_ms));
+        let r = self.bill.resources.entry(key).or_insert_with(|| Resource {
+            instance_type: itype,
+            gpus_from: from,
+            ..Resource::default()
+        });
+        r.resource_id = row.resource_id.clone().or(r.resource_id.take());
+        r.resource_name = row.resource_name.clone().or(r.resource_name.take());
+        r.region = row.region.clone().or(r.region.take());
+        if let Some(t) = row.tags.get(self.team_tag) {
+            r.team = Some(t.clone());
+        }
+        r.charges.push(Charge {
+            start_ms: row.start_ms,
+            end_ms: row.end_ms,
+            hours,
+            gpus,
+            billed: row.billed_cost,
+            effective: row.effective_cost,
+            list: row.list_cost,
+            spot: row
+                .pricing_category
+                .as_deref()
+                .is_some_and(|p| p.eq_ignore_ascii_case("dynamic")),
+            sku: row.sku_price_id,
+        });
+    }
+
+    /// Count the rows a reader could not read (they are rows of the bill too).
+    pub fn add_read_skips(&mut self, skips: &Skips) {
+        for (reason, (n, example)) in &skips.by_reason {
+            self.bill.rows += n;
+            let e = self
+                .bill
+                .skips
+                .by_reason
+                .entry(reason)
+                .or_insert_with(|| (0, example.clone()));
+            e.0 += n;
+        }
+    }
+
+    /// The bill: one currency (USD), charges in order, duplicates dropped.
+    ///
+    /// # Errors
+    /// [`BillError`] for a bill in several currencies or not in USD.
+    pub fn finish(mut self) -> Result<Bill, BillError> {
+        if self.currencies.len() > 1 {
+            return Err(BillError::MixedCurrencies(
+                self.currencies.into_iter().collect(),
+            ));
+        }
+        if let Some(c) = self.currencies.keys().next() {
+            if c != "USD" {
+                return Err(BillError::NotUsd(c.clone()));
+            }
+            self.bill.currency = Some(c.clone());
+        }
+        for r in self.bill.resources.values_mut() {
+            r.charges.sort_by(|a, b| {
+                (a.start_ms, a.end_ms, &a.sku)
+                    .cmp(&(b.start_ms, b.end_ms, &b.sku))
+                    .then(a.billed.total_cmp(&b.billed))
+            });
+            let before = r.charges.len();
+            r.charges.dedup();
+            self.bill.duplicates += (before - r.charges.len()) as u64;
+            let mut reach = EpochMs::MIN;
+            for c in &r.charges {
+                if c.start_ms < reach {
+                    self.bill.overlapping += 1;
+                }
+                reach = reach.max(c.end_ms);
+            }
+        }
+        Ok(self.bill)
+    }
+}
+
+/// Catalog list prices per GPU-hour for each resource's type and region, looked up once.
+#[must_use]
+pub fn catalog_prices(catalog: &Catalog, bill: &Bill) -> BTreeMap<String, f64> {
+    let types = Types::new(catalog);
+    bill.resources
+        .iter()
+        .filter_map(|(k, r)| {
+            let region = r.region.as_deref()?.to_ascii_lowercase();
+            types
+                .per_gpu
+                .get(&(r.instance_type.to_ascii_lowercase(), region))
+                .map(|p| (k.clone(), *p))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_name_machine_lines() {
+        assert_eq!(family("g5.4xlarge"), "g5");
+        assert_eq!(family("a2-highgpu-1g"), "a2-highgpu");
+        assert_eq!(family("Standard_NC24ads_A100_v4"), "standard_nc24ads_a100");
+        assert_eq!(family("gpu"), "gpu");
+    }
+
+    #[test]
+    fn join_keys_parse_and_print() {
+        for s in ["name", "id", "tag:host"] {
+            assert_eq!(s.parse::<JoinKey>().expect("parses").to_string(), s);
+        }
+        assert!("tag:".parse::<JoinKey>().is_err());
+        assert!("host".parse::<JoinKey>().is_err());
+    }
+}

@@ -1,0 +1,286 @@
+//! # gpuwise's allocation as FOCUS 1.2 rows
+//!
+//! One row per device, owner and UTC day, in the 57 FOCUS 1.2 columns (spec order) followed by
+//! `x_` columns, so the allocation loads beside a cloud bill in any FOCUS tool. Costs are the
+//! showback cost of the device-hours (GPU-hours × $ per GPU-hour); the `x_` columns carry what
+//! FOCUS has no column for: team, GPU-hours busy and idle, idle cost, mean utilization and the
+//! price's source. A device without a price has no row (FOCUS costs cannot be null, and gpuwise
+//! never writes an unknown cost as $0); the count is returned.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use gpuwise_core::profile::DeviceProfile;
+use gpuwise_core::report::Report;
+use gpuwise_core::sample::EpochMs;
+use gpuwise_core::teams::TeamMap;
+use gpuwise_core::{DAY_MS, HOUR_MS};
+
+use crate::reconcile::UNTAGGED;
+
+/// FOCUS 1.2 columns, in the specification's order (FOCUS_Spec v1.2 `specification/columns`).
+pub const FOCUS_1_2: [&str; 57] = [
+    "AvailabilityZone",
+    "BilledCost",
+    "BillingAccountId",
+    "BillingAccountName",
+    "BillingAccountType",
+    "BillingCurrency",
+    "BillingPeriodEnd",
+    "BillingPeriodStart",
+    "CapacityReservationId",
+    "CapacityReservationStatus",
+    "ChargeCategory",
+    "ChargeClass",
+    "ChargeDescription",
+    "ChargeFrequency",
+    "ChargePeriodEnd",
+    "ChargePeriodStart",
+    "CommitmentDiscountCategory",
+    "CommitmentDiscountId",
+    "CommitmentDiscountName",
+    "CommitmentDiscountQuantity",
+    "CommitmentDiscountStatus",
+    "CommitmentDiscountType",
+    "CommitmentDiscountUnit",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "ContractedCost",
+    "ContractedUnitPrice",
+    "EffectiveCost",
+    "InvoiceId",
+    "InvoiceIssuerName",
+    "ListCost",
+    "ListUnitPrice",
+    "PricingCategory",
+    "PricingCurrency",
+    "PricingCurrencyContractedUnitPrice",
+    "PricingCurrencyEffectiveCost",
+    "PricingCurrencyListUnitPrice",
+    "PricingQuantity",
+    "PricingUnit",
+    "ProviderName",
+    "PublisherName",
+    "RegionId",
+    "RegionName",
+    "ResourceId",
+    "ResourceName",
+    "ResourceType",
+    "ServiceCategory",
+    "ServiceName",
+    "ServiceSubcategory",
+    "SkuId",
+    "SkuMeter",
+    "SkuPriceDetails",
+    "SkuPriceId",
+    "SubAccountId",
+    "SubAccountName",
+    "SubAccountType",
+    "Tags",
+];
+
+/// The `x_` columns after the FOCUS ones.
+pub const EXTENSIONS: [&str; 7] = [
+    "x_Team",
+    "x_GpuHours",
+    "x_BusyGpuHours",
+    "x_IdleGpuHours",
+    "x_IdleCost",
+    "x_GpuUtilization",
+    "x_PriceSource",
+];
+
+#[derive(Default)]
+struct Day {
+    gpu_hours: f64,
+    busy: f64,
+    idle: f64,
+    util_hours: f64,
+}
+
+fn ts(ms: EpochMs) -> String {
+    jiff::Timestamp::from_millisecond(ms).map_or_else(
+        |_| ms.to_string(),
+        |t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    )
+}
+
+fn month_bounds(ms: EpochMs) -> (EpochMs, EpochMs) {
+    let utc = |d: jiff::civil::Date| {
+        jiff::tz::TimeZone::UTC
+            .to_timestamp(d.to_datetime(jiff::civil::Time::midnight()))
+            .map_or(ms, jiff::Timestamp::as_millisecond)
+    };
+    let Ok(t) = jiff::Timestamp::from_millisecond(ms) else {
+        return (ms, ms);
+    };
+    let dt = jiff::tz::TimeZone::UTC.to_datetime(t);
+    let Ok(first) = jiff::civil::Date::new(dt.year(), dt.month(), 1) else {
+        return (ms, ms);
+    };
+    let next = first
+        .checked_add(jiff::Span::new().months(1))
+        .unwrap_or(first);
+    (utc(first), utc(next))
+}
+
+fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+/// FOCUS `PricingCategory` of gpuwise's pricing model.
+fn pricing_category(p: Option<&str>) -> &'static str {
+    match p {
+        Some("spot") => "Dynamic",
+        Some("on-demand") => "Standard",
+        Some("1y" | "3y") => "Committed",
+        _ => "",
+    }
+}
+
+/// Write the allocation as FOCUS 1.2 CSV. Returns the text and the number of unpriced devices
+/// left out.
+#[must_use]
+pub fn focus_csv(profiles: &[DeviceProfile], report: &Report, teams: &TeamMap) -> (String, usize) {
+    let rows: BTreeMap<&str, &gpuwise_core::report::DeviceRow> =
+        report.devices.iter().map(|d| (d.id.as_str(), d)).collect();
+    let mut out = FOCUS_1_2.join(",");
+    out.push(',');
+    out.push_str(&EXTENSIONS.join(","));
+    out.push('\n');
+    let mut unpriced = 0;
+    for p in profiles {
+        let id = p.key.to_string();
+        let Some(row) = rows.get(id.as_str()) else {
+            continue;
+        };
+        let (Some(share), Some(price)) = (row.gpu_share, row.usd_per_gpu_hour) else {
+            unpriced += 1;
+            continue;
+        };
+        let mut days: BTreeMap<(EpochMs, &str), Day> = BTreeMap::new();
+        for h in &p.stats.hourly {
+            let team = teams
+                .owner(&p.key, &p.info, Some(h.start_ms))
+                .unwrap_or(UNTAGGED);
+            let d = days
+                .entry((h.start_ms.div_euclid(DAY_MS) * DAY_MS, team))
+                .or_default();
+            d.gpu_hours += h.covered_hours * share;
+            #[allow(clippy::cast_precision_loss)]
+            let busy = h.util_weighted as f64 / 10_000.0 / HOUR_MS as f64;
+            d.busy += busy * share;
+            d.idle += h.idle_hours * share;
+            d.util_hours += h.util_hours * share;
+        }
+        for ((day, team), d) in days {
+            write_row(&mut out, row, day, team, &d, price);
+        }
+    }
+    (out, unpriced)
+}
+
+fn write_row(
+    out: &mut String,
+    row: &gpuwise_core::report::DeviceRow,
+    day: EpochMs,
+    team: &str,
+    d: &Day,
+    price: f64,
+) {
+    let cost = d.gpu_hours * price;
+    let (bp_start, bp_end) = month_bounds(day);
+    let tags = serde_json::json!({
+        "team": team,
+        "host": row.host,
+        "namespace": row.namespace,
+        "pod": row.pod,
+    });
+    let model = row.model.as_deref().unwrap_or("GPU");
+    let mut v: BTreeMap<&str, String> = BTreeMap::new();
+    v.insert("BilledCost", format!("{cost:.6}"));
+    v.insert("EffectiveCost", format!("{cost:.6}"));
+    v.insert("ListCost", format!("{cost:.6}"));
+    v.insert("ContractedCost", format!("{cost:.6}"));
+    v.insert("ListUnitPrice", format!("{price:.6}"));
+    v.insert("ContractedUnitPrice", format!("{price:.6}"));
+    v.insert("BillingAccountId", "gpuwise".into());
+    v.insert("BillingCurrency", "USD".into());
+    v.insert("BillingPeriodStart", ts(bp_start));
+    v.insert("BillingPeriodEnd", ts(bp_end));
+    v.insert("ChargePeriodStart", ts(day));
+    v.insert("ChargePeriodEnd", ts(day + DAY_MS));
+    v.insert("ChargeCategory", "Usage".into());
+    v.insert("ChargeFrequency", "Usage-Based".into());
+    v.insert(
+        "ChargeDescription",
+        format!("{model} GPU-hours of {} allocated to {team}", row.name),
+    );
+    v.insert("ConsumedQuantity", format!("{:.6}", d.gpu_hours));
+    v.insert("ConsumedUnit", "GPU-Hours".into());
+    v.insert("PricingQuantity", format!("{:.6}", d.gpu_hours));
+    v.insert("PricingUnit", "GPU-Hours".into());
+    v.insert("PricingCategory", pricing_category(row.pricing).into());
+    v.insert("InvoiceIssuerName", "gpuwise".into());
+    v.insert("ProviderName", "gpuwise".into());
+    v.insert("PublisherName", "gpuwise".into());
+    v.insert("ResourceId", row.id.clone());
+    v.insert("ResourceName", row.name.clone());
+    v.insert(
+        "ResourceType",
+        if row.mig_instance.is_some() {
+            "MIG instance"
+        } else {
+            "GPU"
+        }
+        .into(),
+    );
+    v.insert("ServiceCategory", "AI and Machine Learning".into());
+    v.insert("ServiceName", "GPU compute".into());
+    v.insert(
+        "ServiceSubcategory",
+        "Other (AI and Machine Learning)".into(),
+    );
+    v.insert("Tags", tags.to_string());
+    v.insert("x_Team", team.to_owned());
+    v.insert("x_GpuHours", format!("{:.6}", d.gpu_hours));
+    v.insert("x_BusyGpuHours", format!("{:.6}", d.busy));
+    v.insert("x_IdleGpuHours", format!("{:.6}", d.idle));
+    v.insert("x_IdleCost", format!("{:.6}", d.idle * price));
+    if d.util_hours > 0.0 {
+        v.insert(
+            "x_GpuUtilization",
+            format!("{:.3}", d.busy / d.util_hours * 100.0),
+        );
+    }
+    v.insert(
+        "x_PriceSource",
+        row.price_source.clone().unwrap_or_default(),
+    );
+    let cells: Vec<String> = FOCUS_1_2
+        .iter()
+        .chain(EXTENSIONS.iter())
+        .map(|c| v.get(c).map_or_else(String::new, |s| csv_cell(s)))
+        .collect();
+    let _ = writeln!(out, "{}", cells.join(","));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_column_list_is_the_spec_s() {
+        let mut sorted = FOCUS_1_2.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 57);
+        assert_eq!(pricing_category(Some("spot")), "Dynamic");
+        assert_eq!(pricing_category(None), "");
+        assert_eq!(csv_cell("a,\"b\""), "\"a,\"\"b\"\"\"");
+    }
+}

@@ -1,0 +1,602 @@
+//! # FinOps FOCUS bills, row by row
+//!
+//! Reads FOCUS 1.0, 1.1 and 1.2 exports (CSV, or Parquet through the `parquet` crate's row API)
+//! into [`BillRow`]s handed to a sink one at a time, so a bill of any size is folded without
+//! being held. Both formats become the same text cells first, so one parser decides every value.
+//!
+//! Real exports bend the spec (docs/formats.md §6.3): `NULL` and `""` for null, timestamps
+//! with a space and no zone (`2024-09-27 15:00:00`, read as UTC, which FOCUS prescribes),
+//! extra columns without the `x_` prefix, units such as `Hours` or `Hrs`. A row whose value
+//! cannot be read is skipped and counted with its line and field; a file without the columns
+//! every reading needs is an error naming them.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use gpuwise_core::sample::EpochMs;
+
+/// The columns without which no row can be read.
+pub const REQUIRED: &[&str] = &[
+    "BilledCost",
+    "BillingCurrency",
+    "ChargeCategory",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+];
+
+/// Every column the ledger reads (FOCUS names, and the `x_` extensions it knows).
+const READ: &[&str] = &[
+    "BilledCost",
+    "BillingCurrency",
+    "ChargeCategory",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "EffectiveCost",
+    "ListCost",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "PricingQuantity",
+    "PricingUnit",
+    "PricingCategory",
+    "ResourceId",
+    "ResourceName",
+    "ResourceType",
+    "ServiceCategory",
+    "SkuPriceId",
+    "SkuPriceDetails",
+    "ChargeDescription",
+    "RegionId",
+    "ProviderName",
+    "Tags",
+    "x_InstanceType",
+    "x_GpuCount",
+];
+
+/// A bill that cannot be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum FocusError {
+    /// Columns every reading needs are absent.
+    #[error("{origin}: not a FOCUS bill: missing column(s) {}", .missing.join(", "))]
+    MissingColumns {
+        /// File.
+        origin: String,
+        /// FOCUS column names.
+        missing: Vec<String>,
+    },
+    /// The CSV itself is broken (not a cell problem).
+    #[error("{origin}: line {line}: {message}")]
+    Csv {
+        /// File.
+        origin: String,
+        /// 1-based line.
+        line: u64,
+        /// What the CSV reader said.
+        message: String,
+    },
+    /// The Parquet file is broken.
+    #[error("{origin}: not a readable Parquet file: {message}")]
+    Parquet {
+        /// File.
+        origin: String,
+        /// What the Parquet reader said.
+        message: String,
+    },
+}
+
+/// One row of a bill, with the cells the ledger uses read into values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BillRow {
+    /// 1-based line in a CSV file (header = 1), row number + 1 in Parquet.
+    pub line: u64,
+    /// `Usage`, `Purchase`, `Tax`, `Credit`, `Adjustment`.
+    pub charge_category: String,
+    /// ISO 4217.
+    pub currency: String,
+    /// Inclusive.
+    pub start_ms: EpochMs,
+    /// Exclusive.
+    pub end_ms: EpochMs,
+    /// Invoice basis.
+    pub billed_cost: f64,
+    /// Amortized cost, when the bill has it.
+    pub effective_cost: Option<f64>,
+    /// At list price, when the bill has it.
+    pub list_cost: Option<f64>,
+    /// Hours the row charges for, from a quantity in hours (consumed, else pricing);
+    /// `None` when neither quantity is in hours.
+    pub quantity_hours: Option<f64>,
+    /// `Standard`, `Dynamic` (spot), `Committed`, `Other`.
+    pub pricing_category: Option<String>,
+    /// Provider's resource id.
+    pub resource_id: Option<String>,
+    /// Display name of the resource (often the host name).
+    pub resource_name: Option<String>,
+    /// `instance`, `Virtual machine`, …
+    pub resource_type: Option<String>,
+    /// `Compute`, `Storage`, …
+    pub service_category: Option<String>,
+    /// The price id (duplicate detection).
+    pub sku_price_id: Option<String>,
+    /// Instance type and where it was read (`SkuPriceDetails`, `x_InstanceType`,
+    /// `ChargeDescription`).
+    pub instance_type: Option<(String, &'static str)>,
+    /// GPUs per instance where the bill says (`SkuPriceDetails` `GpuCount`, `x_GpuCount`).
+    pub gpu_count: Option<f64>,
+    /// Region.
+    pub region: Option<String>,
+    /// Provider.
+    pub provider: Option<String>,
+    /// `Tags` (flat JSON object; values as text).
+    pub tags: BTreeMap<String, String>,
+    /// Words of the charge description (for instance types the bill names only there).
+    pub description: Option<String>,
+}
+
+/// Rows skipped, by reason, with the first example of each.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Skips {
+    /// reason → (count, first example).
+    pub by_reason: BTreeMap<&'static str, (u64, String)>,
+}
+
+impl Skips {
+    /// Count one.
+    pub fn add(&mut self, reason: &'static str, example: impl FnOnce() -> String) {
+        self.by_reason
+            .entry(reason)
+            .and_modify(|e| e.0 += 1)
+            .or_insert_with(|| (1, example()));
+    }
+
+    /// Rows skipped in all.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.by_reason.values().map(|e| e.0).sum()
+    }
+}
+
+/// What a read saw.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadTally {
+    /// Data rows.
+    pub rows: u64,
+    /// FOCUS version the columns fit best (`1.0`, `1.1`, `1.2`).
+    pub version: &'static str,
+    /// Rows that could not be read.
+    pub skips: Skips,
+}
+
+/// The column index of each field the ledger reads.
+struct Layout {
+    index: BTreeMap<&'static str, usize>,
+}
+
+impl Layout {
+    fn new(header: &[String], origin: &str) -> Result<(Self, &'static str), FocusError> {
+        let mut index = BTreeMap::new();
+        for (i, h) in header.iter().enumerate() {
+            let h = h.trim().trim_start_matches('\u{feff}');
+            if let Some(name) = READ.iter().find(|n| n.eq_ignore_ascii_case(h)) {
+                index.entry(*name).or_insert(i);
+            }
+        }
+        let missing: Vec<String> = REQUIRED
+            .iter()
+            .filter(|c| !index.contains_key(*c))
+            .map(|c| (*c).to_owned())
+            .collect();
+        if !missing.is_empty() {
+            return Err(FocusError::MissingColumns {
+                origin: origin.to_owned(),
+                missing,
+            });
+        }
+        let has = |c: &str| header.iter().any(|h| h.trim().eq_ignore_ascii_case(c));
+        let version = if has("InvoiceId") || has("PricingCurrency") || has("BillingAccountType") {
+            "1.2"
+        } else if has("SkuPriceDetails") || has("SkuMeter") || has("ServiceSubcategory") {
+            "1.1"
+        } else {
+            "1.0"
+        };
+        Ok((Self { index }, version))
+    }
+
+    fn cell<'a>(&self, cells: &'a [Option<String>], name: &str) -> Option<&'a str> {
+        let i = *self.index.get(name)?;
+        cells.get(i)?.as_deref().and_then(non_null)
+    }
+}
+
+/// `NULL`, `null` and empty cells are null.
+fn non_null(s: &str) -> Option<&str> {
+    let t = s.trim();
+    (!t.is_empty() && !t.eq_ignore_ascii_case("null")).then_some(t)
+}
+
+/// A FOCUS timestamp: RFC 3339 (`2024-09-01T00:00:00Z`, with or without fraction or offset),
+/// or zone-less with `T` or a space (`2024-09-27 15:00:00`), or a bare date; zone-less is UTC.
+pub fn parse_time(s: &str) -> Option<EpochMs> {
+    if let Ok(ts) = s.parse::<jiff::Timestamp>() {
+        return Some(ts.as_millisecond());
+    }
+    let civil = s.replacen(' ', "T", 1);
+    if let Ok(dt) = civil.parse::<jiff::civil::DateTime>() {
+        return jiff::tz::TimeZone::UTC
+            .to_timestamp(dt)
+            .ok()
+            .map(jiff::Timestamp::as_millisecond);
+    }
+    s.parse::<jiff::civil::Date>().ok().and_then(|d| {
+        jiff::tz::TimeZone::UTC
+            .to_timestamp(d.to_datetime(jiff::civil::Time::midnight()))
+            .ok()
+            .map(jiff::Timestamp::as_millisecond)
+    })
+}
+
+fn is_hours(unit: &str) -> bool {
+    // Spec units `Hours`/`Hour`; real exports also write `Hrs`, `hour`, `Instance-Hours`.
+    let u = unit.trim().to_ascii_lowercase();
+    matches!(u.as_str(), "hours" | "hour" | "hrs" | "hr" | "h")
+        || u.ends_with("-hours")
+        || u.ends_with(" hours")
+}
+
+/// Parse one row's cells (`Err`: the reason and field for the skip count).
+fn parse_row(
+    layout: &Layout,
+    cells: &[Option<String>],
+    line: u64,
+) -> Result<BillRow, (&'static str, String)> {
+    let need = |name: &'static str| {
+        layout
+            .cell(cells, name)
+            .ok_or_else(|| ("missing_value", format!("line {line}: {name} is empty")))
+    };
+    let number = |name: &'static str, v: &str| {
+        v.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| {
+                (
+                    "bad_number",
+                    format!("line {line}: {name} `{v}` is not a number"),
+                )
+            })
+    };
+    let time = |name: &'static str| {
+        let v = need(name)?;
+        parse_time(v).ok_or_else(|| {
+            (
+                "bad_timestamp",
+                format!("line {line}: {name} `{v}` is not a timestamp"),
+            )
+        })
+    };
+    let optional_number = |name: &'static str| {
+        layout
+            .cell(cells, name)
+            .map(|v| number(name, v))
+            .transpose()
+    };
+    let text = |name: &str| layout.cell(cells, name).map(str::to_owned);
+    let start_ms = time("ChargePeriodStart")?;
+    let end_ms = time("ChargePeriodEnd")?;
+    if end_ms <= start_ms {
+        return Err((
+            "bad_period",
+            format!("line {line}: ChargePeriodEnd is not after ChargePeriodStart"),
+        ));
+    }
+    let billed_cost = number("BilledCost", need("BilledCost")?)?;
+    let quantity =
+        |q: &'static str, u: &'static str| -> Result<Option<f64>, (&'static str, String)> {
+            match (layout.cell(cells, q), layout.cell(cells, u)) {
+                (Some(v), Some(unit)) if is_hours(unit) => number(q, v).map(Some),
+                _ => Ok(None),
+            }
+        };
+    let quantity_hours = match quantity("ConsumedQuantity", "ConsumedUnit")? {
+        Some(h) => Some(h),
+        None => quantity("PricingQuantity", "PricingUnit")?,
+    };
+    let (instance_type, gpu_count) = instance_of(layout, cells);
+    let tags = match layout.cell(cells, "Tags") {
+        None => BTreeMap::new(),
+        Some(v) => parse_tags(v).ok_or_else(|| {
+            (
+                "bad_tags",
+                format!("line {line}: Tags is not a flat JSON object"),
+            )
+        })?,
+    };
+    Ok(BillRow {
+        line,
+        charge_category: need("ChargeCategory")?.to_owned(),
+        currency: need("BillingCurrency")?.to_ascii_uppercase(),
+        start_ms,
+        end_ms,
+        billed_cost,
+        effective_cost: optional_number("EffectiveCost")?,
+        list_cost: optional_number("ListCost")?,
+        quantity_hours,
+        pricing_category: text("PricingCategory"),
+        resource_id: text("ResourceId"),
+        resource_name: text("ResourceName"),
+        resource_type: text("ResourceType"),
+        service_category: text("ServiceCategory"),
+        sku_price_id: text("SkuPriceId"),
+        instance_type,
+        gpu_count,
+        region: text("RegionId"),
+        provider: text("ProviderName"),
+        tags,
+        description: text("ChargeDescription"),
+    })
+}
+
+/// The instance type and GPU count a row states: `SkuPriceDetails` (`InstanceType`,
+/// `GpuCount`, or their `x_` forms), else the `x_InstanceType` and `x_GpuCount` columns.
+fn instance_of(
+    layout: &Layout,
+    cells: &[Option<String>],
+) -> (Option<(String, &'static str)>, Option<f64>) {
+    let text = |name: &str| layout.cell(cells, name).map(str::to_owned);
+    let details = layout
+        .cell(cells, "SkuPriceDetails")
+        .and_then(|v| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(v).ok());
+    let detail = |keys: &[&str]| {
+        details.as_ref().and_then(|m| {
+            keys.iter()
+                .find_map(|k| m.iter().find(|(mk, _)| mk.eq_ignore_ascii_case(k)))
+                .map(|(_, v)| v.clone())
+        })
+    };
+    let instance_type = detail(&["InstanceType", "x_InstanceType"])
+        .and_then(|v| v.as_str().map(|s| (s.to_owned(), "SkuPriceDetails")))
+        .or_else(|| text("x_InstanceType").map(|s| (s, "x_InstanceType")));
+    let gpu_count = detail(&["GpuCount", "x_GpuCount"])
+        .and_then(|v| {
+            v.as_f64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        })
+        .or_else(|| text("x_GpuCount").and_then(|s| s.parse().ok()))
+        .filter(|g: &f64| g.is_finite() && *g > 0.0);
+    (instance_type, gpu_count)
+}
+
+/// A flat JSON object's values as text (`null` values left out); `None` if not an object.
+fn parse_tags(v: &str) -> Option<BTreeMap<String, String>> {
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(v).ok()?;
+    Some(
+        map.into_iter()
+            .filter_map(|(k, v)| match v {
+                serde_json::Value::Null => None,
+                serde_json::Value::String(s) => Some((k, s)),
+                other => Some((k, other.to_string())),
+            })
+            .collect(),
+    )
+}
+
+fn fold_row(
+    layout: &Layout,
+    cells: &[Option<String>],
+    line: u64,
+    tally: &mut ReadTally,
+    sink: &mut dyn FnMut(BillRow),
+) {
+    tally.rows += 1;
+    match parse_row(layout, cells, line) {
+        Ok(row) => sink(row),
+        Err((reason, example)) => tally.skips.add(reason, || example),
+    }
+}
+
+/// Read a FOCUS CSV export (already decompressed), handing each row to `sink`.
+///
+/// # Errors
+/// [`FocusError::MissingColumns`] when the header lacks [`REQUIRED`] columns,
+/// [`FocusError::Csv`] when the CSV itself is broken.
+pub fn read_csv(
+    reader: impl Read,
+    origin: &str,
+    sink: &mut dyn FnMut(BillRow),
+) -> Result<ReadTally, FocusError> {
+    let mut csv = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(reader);
+    let csv_error = |e: &csv::Error| FocusError::Csv {
+        origin: origin.to_owned(),
+        line: e.position().map_or(1, csv::Position::line),
+        message: e.to_string(),
+    };
+    let header: Vec<String> = csv
+        .headers()
+        .map_err(|e| csv_error(&e))?
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    let (layout, version) = Layout::new(&header, origin)?;
+    let mut tally = ReadTally {
+        version,
+        ..ReadTally::default()
+    };
+    let mut record = csv::StringRecord::new();
+    let mut cells: Vec<Option<String>> = Vec::new();
+    loop {
+        match csv.read_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => return Err(csv_error(&e)),
+        }
+        let line = record.position().map_or(0, csv::Position::line);
+        cells.clear();
+        cells.extend(record.iter().map(|c| Some(c.to_owned())));
+        fold_row(&layout, &cells, line, &mut tally, sink);
+    }
+    Ok(tally)
+}
+
+/// Read a FOCUS Parquet export, handing each row to `sink`. Maps (`Tags` as
+/// `map<string,string>`, as some exports write it) become JSON objects; decimals, timestamps
+/// and dates become the text the CSV path reads.
+///
+/// # Errors
+/// [`FocusError::Parquet`] when the file is not Parquet or a page cannot be decoded,
+/// [`FocusError::MissingColumns`] as for CSV.
+pub fn read_parquet(
+    data: bytes::Bytes,
+    origin: &str,
+    sink: &mut dyn FnMut(BillRow),
+) -> Result<ReadTally, FocusError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let broken = |e: &parquet::errors::ParquetError| FocusError::Parquet {
+        origin: origin.to_owned(),
+        message: e.to_string(),
+    };
+    let reader = SerializedFileReader::new(data).map_err(|e| broken(&e))?;
+    let schema = reader.metadata().file_metadata().schema_descr();
+    let header: Vec<String> = schema
+        .root_schema()
+        .get_fields()
+        .iter()
+        .map(|f| f.name().to_owned())
+        .collect();
+    let (layout, version) = Layout::new(&header, origin)?;
+    let mut tally = ReadTally {
+        version,
+        ..ReadTally::default()
+    };
+    let rows = reader.get_row_iter(None).map_err(|e| broken(&e))?;
+    let mut cells: Vec<Option<String>> = Vec::with_capacity(header.len());
+    for (n, row) in rows.enumerate() {
+        let row = row.map_err(|e| broken(&e))?;
+        cells.clear();
+        cells.extend(row.get_column_iter().map(|(_, f)| field_text(f)));
+        fold_row(&layout, &cells, n as u64 + 2, &mut tally, sink);
+    }
+    Ok(tally)
+}
+
+/// A Parquet value as the text a CSV cell would hold.
+fn field_text(f: &parquet::record::Field) -> Option<String> {
+    use parquet::record::Field;
+    Some(match f {
+        Field::Null => return None,
+        Field::Str(s) => s.clone(),
+        Field::Bytes(b) => String::from_utf8_lossy(b.data()).into_owned(),
+        Field::Float(v) => f64::from(*v).to_string(),
+        Field::Double(v) => v.to_string(),
+        Field::TimestampMillis(ms) => jiff::Timestamp::from_millisecond(*ms).ok()?.to_string(),
+        Field::TimestampMicros(us) => jiff::Timestamp::from_microsecond(*us).ok()?.to_string(),
+        Field::MapInternal(m) => {
+            let obj: serde_json::Map<String, serde_json::Value> = m
+                .entries()
+                .iter()
+                .filter_map(|(k, v)| {
+                    let key = field_text(k)?;
+                    Some((
+                        key,
+                        field_text(v).map_or(serde_json::Value::Null, Into::into),
+                    ))
+                })
+                .collect();
+            serde_json::Value::Object(obj).to_string()
+        }
+        // Decimals, integers, dates and booleans print as their plain text.
+        other => other.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(text: &str) -> (Vec<BillRow>, ReadTally) {
+        let mut out = Vec::new();
+        let tally = read_csv(text.as_bytes(), "t.csv", &mut |r| out.push(r)).expect("reads");
+        (out, tally)
+    }
+
+    const HEAD: &str = "BilledCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ConsumedQuantity,ConsumedUnit,ResourceId,Tags,SkuPriceDetails\n";
+
+    #[test]
+    fn timestamps_in_every_shape_real_exports_use() {
+        let want = parse_time("2024-09-27T15:00:00Z").expect("rfc3339");
+        for s in [
+            "2024-09-27 15:00:00",
+            "2024-09-27T15:00:00",
+            "2024-09-27T15:00:00.000Z",
+            "2024-09-27T17:00:00+02:00",
+        ] {
+            assert_eq!(parse_time(s), Some(want), "{s}");
+        }
+        assert_eq!(
+            parse_time("2024-09-27"),
+            Some(want - 15 * gpuwise_core::HOUR_MS)
+        );
+        assert_eq!(parse_time("27/09/2024"), None);
+    }
+
+    #[test]
+    fn nulls_units_tags_and_instance_type_from_sku_details() {
+        let (rows, tally) = rows(&format!(
+            "{HEAD}3.5,usd,Usage,2024-09-01 00:00:00,2024-09-01 01:00:00,1,Hrs,i-1,\"{{\"\"team\"\":\"\"vision\"\",\"\"n\"\":2,\"\"x\"\":null}}\",\"{{\"\"InstanceType\"\":\"\"p5.48xlarge\"\",\"\"GpuCount\"\":8}}\"\n\
+             1,USD,Tax,2024-09-01,2024-10-01,NULL,NULL,NULL,,\n"
+        ));
+        assert_eq!(tally.rows, 2);
+        assert_eq!(tally.skips.total(), 0);
+        assert_eq!(tally.version, "1.1");
+        let r = &rows[0];
+        assert_eq!(r.currency, "USD");
+        assert_eq!(r.quantity_hours, Some(1.0));
+        assert_eq!(
+            r.instance_type,
+            Some(("p5.48xlarge".to_owned(), "SkuPriceDetails"))
+        );
+        assert_eq!(r.gpu_count, Some(8.0));
+        assert_eq!(r.tags.get("team").map(String::as_str), Some("vision"));
+        assert_eq!(r.tags.get("n").map(String::as_str), Some("2"));
+        assert!(!r.tags.contains_key("x"));
+        assert_eq!(rows[1].resource_id, None);
+        assert_eq!(rows[1].quantity_hours, None);
+    }
+
+    #[test]
+    fn bad_cells_are_counted_skips_with_line_and_field() {
+        let (rows, tally) = rows(&format!(
+            "{HEAD}abc,USD,Usage,2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,Hours,i-1,,\n\
+             1,USD,Usage,yesterday,2024-09-01T01:00:00Z,1,Hours,i-1,,\n\
+             1,USD,Usage,2024-09-01T02:00:00Z,2024-09-01T01:00:00Z,1,Hours,i-1,,\n\
+             1,USD,Usage,2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,Hours,i-1,[1],\n\
+             1,USD,Usage,2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,Hours,i-1,,\n"
+        ));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(tally.skips.total(), 4);
+        let ex = |k: &str| tally.skips.by_reason[k].1.clone();
+        assert_eq!(ex("bad_number"), "line 2: BilledCost `abc` is not a number");
+        assert_eq!(
+            ex("bad_timestamp"),
+            "line 3: ChargePeriodStart `yesterday` is not a timestamp"
+        );
+        assert!(ex("bad_period").starts_with("line 4:"));
+        assert!(ex("bad_tags").starts_with("line 5:"));
+    }
+
+    #[test]
+    fn missing_columns_name_the_file_and_columns() {
+        let err = read_csv(
+            "BilledCost,ChargeCategory\n1,Usage\n".as_bytes(),
+            "b.csv",
+            &mut |_| {},
+        )
+        .expect_err("not FOCUS");
+        assert_eq!(
+            err.to_string(),
+            "b.csv: not a FOCUS bill: missing column(s) BillingCurrency, ChargePeriodStart, ChargePeriodEnd"
+        );
+    }
+}

@@ -1,0 +1,481 @@
+//! The ledger's outputs: allocation, reconciliation and the policy check, as sections (table,
+//! Markdown), CSV of the main table, or JSON (each its own `schema`).
+
+use gpuwise_ledger::allocate::{Allocation, Mode};
+use gpuwise_ledger::check::Outcome;
+use gpuwise_ledger::reconcile::Reconciliation;
+
+use crate::section::Section;
+use crate::text::{hours, usd};
+use crate::{Format, RenderOptions};
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    let mut s =
+        serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    s.push('\n');
+    s
+}
+
+fn opt_usd(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_owned(), usd)
+}
+
+fn sectioned(title: &str, sections: &[Section], format: Format, opts: &RenderOptions) -> String {
+    match format {
+        Format::Markdown => crate::markdown::render_sections(title, sections),
+        _ => crate::table::render_sections(sections, opts),
+    }
+}
+
+/// A format a ledger command does not print.
+#[derive(Debug, thiserror::Error)]
+#[error("{command} prints {expected}")]
+pub struct Unsupported {
+    command: &'static str,
+    expected: &'static str,
+}
+
+fn mode_words(a: &Allocation) -> String {
+    match a.policy.mode {
+        Mode::Showback => "showback".to_owned(),
+        Mode::Chargeback => format!(
+            "chargeback, idle{} to {}",
+            if a.policy.shared_teams.is_empty() {
+                String::new()
+            } else {
+                format!(" and shared ({})", a.policy.shared_teams.join(", "))
+            },
+            match &a.policy.idle {
+                gpuwise_ledger::allocate::Distribute::Owner => "the owner".to_owned(),
+                gpuwise_ledger::allocate::Distribute::Proportional => {
+                    "teams by busy GPU-hours".to_owned()
+                }
+                gpuwise_ledger::allocate::Distribute::Even => "teams evenly".to_owned(),
+                gpuwise_ledger::allocate::Distribute::Platform(b) => b.clone(),
+            }
+        ),
+    }
+}
+
+fn forecast_section(a: &Allocation, f: &gpuwise_ledger::allocate::Forecast) -> Section {
+    Section {
+        title: format!(
+            "{}: month to date {} after {:.0} of {:.0} hours ({:.0} with telemetry); forecast {} (linear), {} (hour of week)",
+            f.month,
+            usd(f.fleet.month_to_date_usd),
+            f.elapsed_hours,
+            f.month_hours,
+            f.observed_hours,
+            opt_usd(f.fleet.forecast_linear_usd),
+            opt_usd(f.fleet.forecast_hour_of_week_usd),
+        ),
+        note: Some(format!("As of {}.", a.as_of)),
+        headers: vec!["TEAM", "MONTH TO DATE", "LINEAR", "HOUR OF WEEK"],
+        right: vec![1, 2, 3],
+        rows: f
+            .teams
+            .iter()
+            .map(|t| {
+                vec![
+                    t.team.clone(),
+                    usd(t.month_to_date_usd),
+                    opt_usd(t.forecast_linear_usd),
+                    opt_usd(t.forecast_hour_of_week_usd),
+                ]
+            })
+            .collect(),
+    }
+}
+
+fn allocation_sections(a: &Allocation) -> Vec<Section> {
+    let mut out = Vec::new();
+    let mode = mode_words(a);
+    for m in &a.months {
+        out.push(Section {
+            title: format!(
+                "{}{}: {} charged ({mode})",
+                m.month,
+                if m.complete { "" } else { " (to date)" },
+                usd(m.teams.iter().map(|t| t.charged_usd).sum())
+            ),
+            note: (m.fleet.unpriced_gpu_hours > 0.0).then(|| {
+                format!(
+                    "{} GPU-hours of unpriced devices are counted in hours, not dollars.",
+                    hours(m.fleet.unpriced_gpu_hours)
+                )
+            }),
+            headers: vec![
+                "TEAM",
+                "GPU-H",
+                "BUSY GPU-H",
+                "IDLE GPU-H",
+                "COST",
+                "IDLE $",
+                "MOVED OUT",
+                "MOVED IN",
+                "CHARGED",
+                "$/BUSY GPU-H",
+                "$/1M TOKENS",
+                "$/JOB",
+            ],
+            right: (1..12).collect(),
+            rows: m
+                .teams
+                .iter()
+                .map(|t| {
+                    let moved = |v: f64| match a.policy.mode {
+                        Mode::Showback => "–".to_owned(),
+                        Mode::Chargeback => usd(v),
+                    };
+                    vec![
+                        t.team.clone(),
+                        hours(t.sums.gpu_hours),
+                        hours(t.sums.busy_gpu_hours),
+                        hours(t.sums.idle_gpu_hours),
+                        usd(t.sums.cost_usd),
+                        usd(t.sums.idle_cost_usd),
+                        moved(t.moved_out_usd),
+                        moved(t.moved_in_usd),
+                        usd(t.charged_usd),
+                        opt_usd(t.usd_per_busy_gpu_hour),
+                        opt_usd(t.usd_per_million_tokens),
+                        opt_usd(t.usd_per_job),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    if let Some(f) = &a.forecast {
+        out.push(forecast_section(a, f));
+    }
+    out
+}
+
+/// Render an allocation (`table`, `json`, `csv` of every month's team rows, `markdown`).
+///
+/// # Errors
+/// [`Unsupported`] for HTML.
+pub fn allocation(
+    a: &Allocation,
+    format: Format,
+    opts: &RenderOptions,
+) -> Result<String, Unsupported> {
+    Ok(match format {
+        Format::Json => json(a),
+        Format::Csv => {
+            let sections = allocation_sections(a);
+            let mut headers = vec!["MONTH"];
+            let mut rows = Vec::new();
+            let months = sections.iter().zip(&a.months);
+            for (s, m) in months {
+                if headers.len() == 1 {
+                    headers.extend(s.headers.iter());
+                }
+                for r in &s.rows {
+                    let mut row = vec![m.month.clone()];
+                    row.extend(r.iter().cloned());
+                    rows.push(row);
+                }
+            }
+            crate::grid::render(&headers, &[], &rows, Format::Csv)
+        }
+        Format::Html => {
+            return Err(Unsupported {
+                command: "allocate",
+                expected: "table, json, csv, markdown or focus",
+            });
+        }
+        _ => sectioned("GPU cost allocation", &allocation_sections(a), format, opts),
+    })
+}
+
+fn finding_sections(r: &Reconciliation) -> Vec<Section> {
+    let mut out = Vec::new();
+    let name = |n: &Option<String>, i: &Option<String>| {
+        n.clone()
+            .or_else(|| i.clone())
+            .unwrap_or_else(|| "–".into())
+    };
+    out.push(Section {
+        title: format!(
+            "Unmonitored: {} billed resource(s) without telemetry",
+            r.unmonitored.len()
+        ),
+        note: None,
+        headers: vec!["RESOURCE", "TYPE", "TEAM", "GPU-H", "BILLED"],
+        right: vec![3, 4],
+        rows: r
+            .unmonitored
+            .iter()
+            .map(|u| {
+                vec![
+                    name(&u.resource_name, &u.resource_id),
+                    u.instance_type.clone(),
+                    u.team.clone(),
+                    hours(u.billed_gpu_hours),
+                    usd(u.billed_cost_usd),
+                ]
+            })
+            .collect(),
+    });
+    out.push(Section {
+        title: format!(
+            "Unbilled: {} host(s) reporting without bill rows",
+            r.unbilled.len()
+        ),
+        note: None,
+        headers: vec!["HOST", "GPU-H SEEN"],
+        right: vec![1],
+        rows: r
+            .unbilled
+            .iter()
+            .map(|u| vec![u.host.clone(), hours(u.observed_gpu_hours)])
+            .collect(),
+    });
+    out.push(Section {
+        title: format!(
+            "Billed, not reporting: {} host(s), {}",
+            r.billed_not_reporting.len(),
+            usd(r.billed_not_reporting.iter().map(|g| g.gap_cost_usd).sum())
+        ),
+        note: Some(format!(
+            "A gap counts when billed − reported GPU-hours exceed the larger of {} h and {} % of the billed hours.",
+            r.settings.gap_hours, r.settings.gap_share_pct
+        )),
+        headers: vec!["RESOURCE", "HOST", "BILLED GPU-H", "SEEN GPU-H", "GAP GPU-H", "GAP $"],
+        right: vec![2, 3, 4, 5],
+        rows: r
+            .billed_not_reporting
+            .iter()
+            .map(|g| {
+                vec![
+                    name(&g.resource_name, &g.resource_id),
+                    g.host.clone(),
+                    hours(g.billed_gpu_hours),
+                    hours(g.observed_gpu_hours),
+                    hours(g.gap_hours),
+                    usd(g.gap_cost_usd),
+                ]
+            })
+            .collect(),
+    });
+    out.push(Section {
+        title: "Cost by team (bill tags)".to_owned(),
+        note: None,
+        headers: vec!["TEAM", "GPU-H", "BILLED", "IDLE $", "UNMONITORED $"],
+        right: vec![1, 2, 3, 4],
+        rows: r
+            .teams
+            .iter()
+            .map(|t| {
+                vec![
+                    t.team.clone(),
+                    hours(t.billed_gpu_hours),
+                    usd(t.billed_cost_usd),
+                    opt_usd(t.idle_cost_usd),
+                    usd(t.unmonitored_cost_usd),
+                ]
+            })
+            .collect(),
+    });
+    out
+}
+
+fn reconcile_sections(r: &Reconciliation) -> Vec<Section> {
+    let window = r.window.as_ref().map_or_else(
+        || "no GPU charges".to_owned(),
+        |[s, e]| format!("{s} – {e}"),
+    );
+    let mut out = vec![Section {
+        title: format!(
+            "Bill vs telemetry: {} billed for {} GPU-hours; telemetry saw {} GPU-hours ({window})",
+            usd(r.billed_cost_usd),
+            hours(r.billed_gpu_hours),
+            hours(r.observed_gpu_hours)
+        ),
+        note: Some(format!(
+            "Joined on {}; teams from tag `{}`. {} rows read: {} GPU compute, {} other usage, {} not usage, {} duplicates dropped, {} overlapping charges, {} skipped.{}",
+            r.join,
+            r.team_tag,
+            r.rows.read,
+            r.rows.gpu_compute,
+            r.rows.not_gpu_compute,
+            r.rows.not_usage,
+            r.rows.duplicates_dropped,
+            r.rows.overlapping_charges,
+            r.rows.skipped.values().map(|s| s.count).sum::<u64>(),
+            r.warnings
+                .iter()
+                .map(|w| format!(" Warning: {w}."))
+                .collect::<String>()
+        )),
+        headers: vec![
+            "INSTANCE TYPE",
+            "GPUS",
+            "FROM",
+            "RESOURCES",
+            "GPU-H",
+            "BILLED",
+            "EFFECTIVE $/GPU-H",
+            "LIST $/GPU-H",
+            "CATALOG $/GPU-H",
+        ],
+        right: vec![1, 3, 4, 5, 6, 7, 8],
+        rows: r
+            .instance_types
+            .iter()
+            .map(|t| {
+                vec![
+                    t.instance_type.clone(),
+                    format!("{}", t.gpus_per_instance),
+                    t.gpus_from.to_owned(),
+                    t.resources.to_string(),
+                    hours(t.billed_gpu_hours),
+                    usd(t.billed_cost_usd),
+                    opt_usd(t.effective_usd_per_gpu_hour),
+                    opt_usd(t.list_usd_per_gpu_hour),
+                    opt_usd(t.catalog_usd_per_gpu_hour),
+                ]
+            })
+            .collect(),
+    }];
+    out.extend(finding_sections(r));
+    for (k, s) in &r.rows.skipped {
+        out.push(Section {
+            title: format!("Skipped rows: {k} ({})", s.count),
+            note: None,
+            headers: vec!["FIRST"],
+            right: vec![],
+            rows: vec![vec![s.example.clone()]],
+        });
+    }
+    out
+}
+
+/// Render a reconciliation (`table`, `json`, `csv` of the matched and unmatched resources,
+/// `markdown`).
+///
+/// # Errors
+/// [`Unsupported`] for HTML.
+pub fn reconciliation(
+    r: &Reconciliation,
+    format: Format,
+    opts: &RenderOptions,
+) -> Result<String, Unsupported> {
+    Ok(match format {
+        Format::Json => json(r),
+        Format::Csv => {
+            let mut rows = Vec::new();
+            for m in &r.matched {
+                let gap = r.billed_not_reporting.iter().any(|g| {
+                    g.host == m.host
+                        && g.resource_name == m.resource_name
+                        && g.resource_id == m.resource_id
+                });
+                rows.push(vec![
+                    if gap {
+                        "billed_not_reporting"
+                    } else {
+                        "matched"
+                    }
+                    .to_owned(),
+                    m.resource_id.clone().unwrap_or_default(),
+                    m.resource_name.clone().unwrap_or_default(),
+                    m.host.clone(),
+                    m.team.clone(),
+                    format!("{:.6}", m.billed_gpu_hours),
+                    format!("{:.6}", m.observed_gpu_hours),
+                    format!("{:.6}", m.billed_cost_usd),
+                ]);
+            }
+            for u in &r.unmonitored {
+                rows.push(vec![
+                    "unmonitored".to_owned(),
+                    u.resource_id.clone().unwrap_or_default(),
+                    u.resource_name.clone().unwrap_or_default(),
+                    String::new(),
+                    u.team.clone(),
+                    format!("{:.6}", u.billed_gpu_hours),
+                    String::new(),
+                    format!("{:.6}", u.billed_cost_usd),
+                ]);
+            }
+            for u in &r.unbilled {
+                rows.push(vec![
+                    "unbilled".to_owned(),
+                    String::new(),
+                    String::new(),
+                    u.host.clone(),
+                    String::new(),
+                    String::new(),
+                    format!("{:.6}", u.observed_gpu_hours),
+                    String::new(),
+                ]);
+            }
+            crate::grid::render(
+                &[
+                    "STATUS",
+                    "RESOURCE ID",
+                    "RESOURCE NAME",
+                    "HOST",
+                    "TEAM",
+                    "BILLED GPU-H",
+                    "OBSERVED GPU-H",
+                    "BILLED USD",
+                ],
+                &[],
+                &rows,
+                Format::Csv,
+            )
+        }
+        Format::Html => {
+            return Err(Unsupported {
+                command: "reconcile",
+                expected: "table, json, csv or markdown",
+            });
+        }
+        _ => sectioned("Bill reconciliation", &reconcile_sections(r), format, opts),
+    })
+}
+
+/// Render a policy check (`table`, `json`, `markdown`).
+///
+/// # Errors
+/// [`Unsupported`] for CSV and HTML.
+pub fn check(o: &Outcome, format: Format, opts: &RenderOptions) -> Result<String, Unsupported> {
+    let sections = vec![Section {
+        title: gpuwise_ledger::notify::headline(o),
+        note: (!o.not_evaluated.is_empty()).then(|| {
+            o.not_evaluated
+                .iter()
+                .map(|n| format!("Not evaluated: {} ({}).", n.rule, n.reason))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }),
+        headers: vec!["RULE", "SUBJECT", "VALUE", "LIMIT", "WHAT"],
+        right: vec![2, 3],
+        rows: o
+            .violations
+            .iter()
+            .map(|v| {
+                vec![
+                    v.rule.to_owned(),
+                    v.subject.clone(),
+                    format!("{:.2}", v.value),
+                    format!("{:.2}", v.limit),
+                    v.message.clone(),
+                ]
+            })
+            .collect(),
+    }];
+    Ok(match format {
+        Format::Json => json(o),
+        Format::Table | Format::Markdown => sectioned("GPU policy check", &sections, format, opts),
+        Format::Csv | Format::Html => {
+            return Err(Unsupported {
+                command: "check",
+                expected: "table, json or markdown",
+            });
+        }
+    })
+}

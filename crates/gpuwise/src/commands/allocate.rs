@@ -1,0 +1,106 @@
+//! `gpuwise allocate`: the fleet's cost by team (showback or chargeback), unit costs, the
+//! month to date and month-end forecast; or the allocation as FOCUS 1.2 rows.
+
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use gpuwise_core::profile::DeviceProfile;
+use gpuwise_core::report::Report;
+use gpuwise_ledger::allocate::{self, Allocation, Distribute, Mode, Policy, UnitCounts};
+use gpuwise_render::{Format, RenderOptions};
+
+use crate::cli::{AllocateArgs, AllocateOpts};
+use crate::config::output_format;
+use crate::fleet::Settings;
+use crate::output::emit;
+use crate::printer;
+
+/// The allocation policy from the flags, with a warning for flags the mode has no use for.
+pub(crate) fn policy(o: &AllocateOpts) -> anyhow::Result<Policy> {
+    let mode: Mode = o
+        .mode
+        .as_deref()
+        .unwrap_or("showback")
+        .parse()
+        .map_err(|e| anyhow!("--mode: {e}"))?;
+    let idle: Distribute = o
+        .idle
+        .as_deref()
+        .unwrap_or("proportional")
+        .parse()
+        .map_err(|e| anyhow!("--idle: {e}"))?;
+    if mode == Mode::Showback && (o.idle.is_some() || !o.shared_teams.is_empty()) {
+        printer::warn(
+            "--idle and --shared-team apply to --mode chargeback; showback shows costs as they fell",
+        );
+    }
+    Ok(Policy {
+        mode,
+        idle,
+        shared_teams: o.shared_teams.clone(),
+    })
+}
+
+/// The allocation of a built report.
+pub(crate) fn allocation(
+    report: &Report,
+    profiles: &[DeviceProfile],
+    s: &Settings,
+    o: &AllocateOpts,
+) -> anyhow::Result<Allocation> {
+    let policy = policy(o)?;
+    let counts = match &o.units {
+        Some(p) => UnitCounts::parse(&fs_err::read_to_string(p)?, &p.display().to_string())?,
+        None => UnitCounts::default(),
+    };
+    let now = s
+        .report
+        .now_ms
+        .ok_or_else(|| anyhow!("no clock for the allocation"))?;
+    let a = allocate::allocate(profiles, report, &s.teams, &policy, &counts, now);
+    for w in &a.warnings {
+        printer::warn(w);
+    }
+    if a.unpriced_devices > 0 {
+        printer::warn(&format!(
+            "{} device(s) have no price: their GPU-hours are allocated, their dollars unknown (add --prices or --cloud)",
+            a.unpriced_devices
+        ));
+    }
+    Ok(a)
+}
+
+pub(crate) fn run(args: &AllocateArgs) -> anyhow::Result<ExitCode> {
+    let focus = args.format.as_deref() == Some("focus");
+    let format = if focus {
+        Format::Csv
+    } else {
+        output_format(
+            args.format.as_deref(),
+            &crate::config::Config::load(args.out.config.as_deref())?,
+        )?
+    };
+    anyhow::ensure!(
+        format != Format::Html,
+        "--format: allocate prints table, json, csv, markdown or focus"
+    );
+    let (_cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
+    if focus {
+        policy(&args.alloc)?;
+        let (csv, unpriced) =
+            gpuwise_ledger::export::focus_csv(&profiles, &report, &settings.teams);
+        if unpriced > 0 {
+            printer::warn(&format!(
+                "{unpriced} device(s) have no price and no FOCUS rows (a FOCUS cost cannot be unknown)"
+            ));
+        }
+        emit(&csv, args.out.output.as_ref())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let a = allocation(&report, &profiles, &settings, &args.alloc)?;
+    let color = args.out.output.is_none()
+        && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    let text = gpuwise_render::ledger::allocation(&a, format, &RenderOptions { top: 0, color })?;
+    emit(&text, args.out.output.as_ref())?;
+    Ok(ExitCode::SUCCESS)
+}

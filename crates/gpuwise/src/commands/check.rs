@@ -1,0 +1,138 @@
+//! `gpuwise check`: the policy's rules over the report and the allocation; exit 1 on a
+//! violation; `--notify` posts the outcome (Slack-compatible or generic JSON) with a timeout
+//! and bounded retries.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use gpuwise_ledger::check::{self, Outcome, Policy};
+use gpuwise_ledger::notify::{self, Style};
+use gpuwise_render::{Format, RenderOptions};
+
+use crate::cli::CheckArgs;
+use crate::config::{Config, output_format};
+use crate::output::emit;
+use crate::{duration, printer};
+
+/// The URL without credentials or query (what messages may show).
+fn redacted(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    format!("{scheme}://{host}/…")
+}
+
+/// POST `body` to `url`: a 2xx is done; 429, 5xx and transport errors are retried up to
+/// `retries` times (1 s, 2 s, 4 s… apart); any other status fails at once.
+fn post(
+    url: &str,
+    body: &serde_json::Value,
+    timeout: Duration,
+    retries: u32,
+) -> anyhow::Result<()> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let text = body.to_string();
+    let mut last = String::new();
+    for attempt in 0..=retries {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_secs(1 << (attempt - 1).min(5)));
+        }
+        match agent
+            .post(url)
+            .header("Content-Type", "application/json")
+            .send(text.as_bytes())
+        {
+            Ok(resp) if resp.status().is_success() => return Ok(()),
+            Ok(resp) => {
+                let code = resp.status().as_u16();
+                last = format!("HTTP {code}");
+                if code != 429 && code < 500 {
+                    break;
+                }
+            }
+            Err(e) => last = e.to_string().replace(url, &redacted(url)),
+        }
+    }
+    Err(anyhow!(
+        "notification to {} failed after {} attempt(s): {last}",
+        redacted(url),
+        retries + 1
+    ))
+}
+
+fn notify_if_asked(args: &CheckArgs, o: &Outcome) -> anyhow::Result<()> {
+    let Some(url) = &args.notify else {
+        anyhow::ensure!(
+            !args.dry_run,
+            "--dry-run shows what --notify would post: give --notify URL"
+        );
+        return Ok(());
+    };
+    let style: Style = args
+        .notify_format
+        .parse()
+        .map_err(|e| anyhow!("--notify-format: {e}"))?;
+    if o.violations.is_empty() && !args.notify_always {
+        return Ok(());
+    }
+    let body = notify::message(o, style);
+    if args.dry_run {
+        printer::info(&format!("would POST to {}:", redacted(url)));
+        eprintln_json(&body);
+        return Ok(());
+    }
+    let timeout = duration::parse_positive_ms("notify-timeout", &args.notify_timeout)
+        .map_err(|e| anyhow!(e))?;
+    post(
+        url,
+        &body,
+        Duration::from_millis(timeout),
+        args.notify_retries,
+    )?;
+    printer::info(&format!("notified {}", redacted(url)));
+    Ok(())
+}
+
+/// The dry-run body, on stderr (stdout carries the check itself).
+#[allow(clippy::print_stderr)]
+fn eprintln_json(v: &serde_json::Value) {
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    );
+}
+
+pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let cfg = Config::load(args.out.config.as_deref())?;
+    let format = output_format(args.format.as_deref(), &cfg)?;
+    anyhow::ensure!(
+        matches!(format, Format::Table | Format::Json | Format::Markdown),
+        "--format: check prints table, json or markdown"
+    );
+    let policy = Policy::from_toml(
+        &fs_err::read_to_string(&args.policy)?,
+        &args.policy.display().to_string(),
+    )?;
+    let (_cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
+    let allocation = super::allocate::allocation(&report, &profiles, &settings, &args.alloc)?;
+    let now = settings
+        .report
+        .now_ms
+        .ok_or_else(|| anyhow!("no clock for the check"))?;
+    let o = check::evaluate(&policy, &report, &profiles, &allocation, now);
+    let color = args.out.output.is_none()
+        && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    let text = gpuwise_render::ledger::check(&o, format, &RenderOptions { top: 0, color })?;
+    emit(&text, args.out.output.as_ref())?;
+    notify_if_asked(args, &o)?;
+    Ok(if o.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
