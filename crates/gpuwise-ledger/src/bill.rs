@@ -155,6 +155,9 @@ pub struct Bill {
     pub gpu_rows: u64,
     /// Usage rows that are not GPU compute.
     pub not_gpu_rows: u64,
+    /// Instance types named by usage rows that the catalog does not know as GPU machines (nor
+    /// their family), with row counts: shown so a missing GPU type is seen, not silently lost.
+    pub not_gpu_types: BTreeMap<String, u64>,
     /// Rows that are not `Usage` (tax, credits, purchases, adjustments).
     pub not_usage_rows: u64,
     /// Identical rows dropped.
@@ -217,8 +220,23 @@ enum Kind {
         gpus: f64,
         from: &'static str,
     },
-    NotGpu,
+    /// Not GPU compute; the instance type when the row names one.
+    NotGpu(Option<String>),
     Unknown(String),
+}
+
+/// A word of a charge description shaped like an AWS instance type (`c5.2xlarge`,
+/// `m4.10xlarge`): letters and digits, a dot, then a size ending in `large`, `metal` or
+/// `xlarge` — only to name what was taken as not GPU compute.
+fn instance_word(d: &str) -> Option<String> {
+    d.split_whitespace().find_map(|w| {
+        let (fam, size) = w.split_once('.')?;
+        let ok = !fam.is_empty()
+            && fam.chars().all(|c| c.is_ascii_alphanumeric())
+            && fam.starts_with(|c: char| c.is_ascii_lowercase())
+            && (size.ends_with("large") || size.starts_with("metal"));
+        ok.then(|| w.to_owned())
+    })
 }
 
 /// Folds rows into a [`Bill`].
@@ -265,16 +283,19 @@ impl<'a> BillBuilder<'a> {
                     gpus: g,
                     from: "catalog",
                 },
-                Some(_) => Kind::NotGpu,
+                Some(_) => Kind::NotGpu(Some(t)),
                 None if self.types.families.contains(&family(&t)) => Kind::Unknown(t),
-                None => Kind::NotGpu,
+                None => Kind::NotGpu(Some(t)),
             },
             (None, Some(g)) => Kind::Gpu {
                 itype: "(unnamed)".to_owned(),
                 gpus: g,
                 from: "bill",
             },
-            (None, None) => Kind::NotGpu,
+            (None, None) => match row.description.as_deref().and_then(instance_word) {
+                Some(t) if self.types.families.contains(&family(&t)) => Kind::Unknown(t),
+                t => Kind::NotGpu(t),
+            },
         }
     }
 
@@ -295,8 +316,11 @@ impl<'a> BillBuilder<'a> {
             return;
         }
         let (itype, gpus, from) = match self.kind(&row) {
-            Kind::NotGpu => {
+            Kind::NotGpu(t) => {
                 self.bill.not_gpu_rows += 1;
+                if let Some(t) = t {
+                    *self.bill.not_gpu_types.entry(t).or_default() += 1;
+                }
                 return;
             }
             Kind::Unknown(t) => {

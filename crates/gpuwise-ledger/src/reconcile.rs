@@ -205,6 +205,8 @@ pub struct RowCounts {
     pub gpu_compute: u64,
     /// Usage rows that are not GPU compute.
     pub not_gpu_compute: u64,
+    /// Instance types those rows name (not GPU machines in the catalog), with row counts.
+    pub not_gpu_instance_types: BTreeMap<String, u64>,
     /// Tax, credits, purchases, adjustments.
     pub not_usage: u64,
     /// Identical rows dropped.
@@ -428,16 +430,16 @@ pub fn reconcile(
         }
     }
     let charges = || bill.resources.values().flat_map(|r| r.charges.iter());
-    let billed_h: f64 = charges().map(crate::bill::Charge::gpu_hours).sum();
+    // Folds from +0.0 (an empty `sum` of floats is −0.0, printed "-0.0").
+    let billed_h = charges().fold(0.0, |a, c| a + c.gpu_hours());
     let sum_opt = |get: fn(&crate::bill::Charge) -> Option<f64>| {
         charges()
             .filter_map(get)
             .fold(None, |acc: Option<f64>, v| Some(acc.unwrap_or(0.0) + v))
     };
-    let spot_h: f64 = charges()
+    let spot_h = charges()
         .filter(|c| c.spot)
-        .map(crate::bill::Charge::gpu_hours)
-        .sum();
+        .fold(0.0, |a, c| a + c.gpu_hours());
     let mut warnings = Vec::new();
     if bill.window.is_some() && observed_total == 0.0 {
         warnings.push(
@@ -454,7 +456,7 @@ pub fn reconcile(
         join: join.to_string(),
         team_tag: team_tag.to_owned(),
         settings: th,
-        billed_cost_usd: charges().map(|c| c.billed).sum(),
+        billed_cost_usd: charges().fold(0.0, |a, c| a + c.billed),
         billed_gpu_hours: billed_h,
         observed_gpu_hours: observed_total,
         effective_usd_per_gpu_hour: sum_opt(|c| c.effective).and_then(|e| ratio(e, billed_h)),
@@ -470,6 +472,7 @@ pub fn reconcile(
             read: bill.rows,
             gpu_compute: bill.gpu_rows,
             not_gpu_compute: bill.not_gpu_rows,
+            not_gpu_instance_types: bill.not_gpu_types.clone(),
             not_usage: bill.not_usage_rows,
             duplicates_dropped: bill.duplicates,
             overlapping_charges: bill.overlapping,

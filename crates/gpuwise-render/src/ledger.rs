@@ -294,7 +294,7 @@ fn reconcile_sections(r: &Reconciliation) -> Vec<Section> {
             hours(r.observed_gpu_hours)
         ),
         note: Some(format!(
-            "Joined on {}; teams from tag `{}`. {} rows read: {} GPU compute, {} other usage, {} not usage, {} duplicates dropped, {} overlapping charges, {} skipped.{}",
+            "Joined on {}; teams from tag `{}`. {} rows read: {} GPU compute, {} other usage, {} not usage, {} duplicates dropped, {} overlapping charges, {} skipped.{}{}",
             r.join,
             r.team_tag,
             r.rows.read,
@@ -304,6 +304,19 @@ fn reconcile_sections(r: &Reconciliation) -> Vec<Section> {
             r.rows.duplicates_dropped,
             r.rows.overlapping_charges,
             r.rows.skipped.values().map(|s| s.count).sum::<u64>(),
+            if r.rows.not_gpu_instance_types.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " Taken as not GPU machines (not in the catalog): {}.",
+                    r.rows
+                        .not_gpu_instance_types
+                        .iter()
+                        .map(|(t, n)| format!("{t} ×{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            },
             r.warnings
                 .iter()
                 .map(|w| format!(" Warning: {w}."))

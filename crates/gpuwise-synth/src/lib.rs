@@ -12,6 +12,7 @@
 //!
 //! Same seed, same bytes: the generator uses only its own seeded RNG and integer time.
 
+pub mod bill;
 pub mod fleet;
 pub mod write;
 

@@ -765,6 +765,11 @@ pub(crate) struct GenerateArgs {
     /// Write even when the output is estimated above 2 GB (asked only on a terminal).
     #[arg(long)]
     pub yes: bool,
+    /// Also write a FOCUS 1.2 bill for the fleet to FILE, with planted disagreements (one host
+    /// unbilled, one billed 24 h past its telemetry, one billed resource without telemetry),
+    /// and what was planted to FILE.truth.json: try `gpuwise reconcile` on it.
+    #[arg(long, value_name = "FILE")]
+    pub bill: Option<PathBuf>,
 }
 
 const CATALOG_EXAMPLES: &str = "Examples:

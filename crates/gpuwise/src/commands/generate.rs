@@ -125,6 +125,28 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
+/// The fleet's FOCUS bill with the planted disagreements, and the plan beside it.
+fn write_bill(fleet: &Fleet, path: &Path) -> anyhow::Result<()> {
+    let plan = gpuwise_synth::bill::BillPlan::planted(fleet);
+    let mut text = Vec::new();
+    gpuwise_synth::bill::focus_bill(&mut text, fleet, &plan)?;
+    crate::output::write(path, &text)?;
+    let truth = path.with_file_name(format!(
+        "{}.truth.json",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    crate::output::write(&truth, serde_json::to_string_pretty(&plan)?.as_bytes())?;
+    printer::info(&format!(
+        "wrote a FOCUS bill to {} (planted: {}) and {}",
+        path.display(),
+        serde_json::to_string(&plan)?,
+        truth.display()
+    ));
+    Ok(())
+}
+
 pub(crate) fn run(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
     let interval_ms = duration::parse_ms(&args.interval).map_err(|e| anyhow!("--interval: {e}"))?;
     if interval_ms < 1000 || interval_ms % 1000 != 0 {
@@ -200,6 +222,9 @@ pub(crate) fn run(args: &GenerateArgs) -> anyhow::Result<ExitCode> {
         write_fleet(&fleet, &args.out, &args.compress)?
     };
     write_truth(&fleet, &args.out.join("truth.json"))?;
+    if let Some(path) = &args.bill {
+        write_bill(&fleet, path)?;
+    }
     printer::info(&format!(
         "wrote {} GPUs × {} samples in {} files and truth.json to {}",
         fleet.devices.len(),

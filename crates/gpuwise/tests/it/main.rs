@@ -11,6 +11,7 @@ mod cli;
 mod common;
 mod graph;
 mod hostile;
+mod ledger;
 mod messy;
 mod plan;
 mod planted;

@@ -1,0 +1,833 @@
+//! The ledger on planted truth: a generated fleet and its FOCUS bill with planted
+//! disagreements (reconciliation must find exactly those, from CSV, gzip and Parquet alike),
+//! allocation by team against the generator's own per-device truth (with a device moving team
+//! on a date), chargeback totals, the forecast's formula, unit costs, the FOCUS 1.2 export,
+//! policy checks and the notifier against a receiver on loopback; the real FOCUS sample.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::common::{close, data, f, run, shared};
+
+struct Fleet {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    telemetry: PathBuf,
+    truth: serde_json::Value,
+}
+
+impl Fleet {
+    fn p(&self, name: &str) -> String {
+        self.root.join(name).display().to_string()
+    }
+
+    fn telemetry(&self) -> String {
+        self.telemetry.display().to_string()
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        std::fs::write(self.root.join(name), text).expect("write");
+        self.p(name)
+    }
+
+    /// Σ of a truth field over the devices `pick` selects.
+    fn sum(&self, field: &str, pick: impl Fn(&serde_json::Value) -> bool) -> f64 {
+        self.truth["devices"]
+            .as_array()
+            .expect("devices")
+            .iter()
+            .filter(|d| pick(d))
+            .map(|d| f(&d[field]))
+            .sum()
+    }
+}
+
+/// GPUs of the test fleet: every host template, notebooks included.
+const GPUS: usize = 40;
+
+/// A 40-GPU, 7-day DCGM fleet (labels carry namespaces and pods) with its bill.
+fn fleet() -> Fleet {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().to_path_buf();
+    let telemetry = root.join("fleet");
+    let g = run(&[
+        "generate",
+        "--out",
+        &telemetry.display().to_string(),
+        "--gpus",
+        &GPUS.to_string(),
+        "--days",
+        "7",
+        "--interval",
+        "2m",
+        "--format",
+        "dcgm",
+        "--seed",
+        "11",
+        "--bill",
+        &root.join("bill.csv").display().to_string(),
+    ]);
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    let truth: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(telemetry.join("truth.json")).expect("truth"),
+    )
+    .expect("json");
+    std::fs::remove_file(telemetry.join("truth.json")).expect("rm truth");
+    Fleet {
+        _dir: dir,
+        root,
+        telemetry,
+        truth,
+    }
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--format", "json", "--no-progress"]);
+    let o = run(&all);
+    assert_eq!(o.code, 0, "gpuwise {all:?}: {}", o.stderr);
+    serde_json::from_str(&o.stdout).expect("JSON")
+}
+
+fn names(v: &serde_json::Value, key: &str) -> Vec<String> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x[key].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn reconcile_finds_exactly_the_planted_disagreements_in_csv_gzip_and_parquet() {
+    let fl = fleet();
+    let plan: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fl.root.join("bill.csv.truth.json")).expect("plan"),
+    )
+    .expect("json");
+    let r = json(&["reconcile", "--bill", &fl.p("bill.csv"), &fl.telemetry()]);
+    assert_eq!(r["schema"], "gpuwise.reconcile/v1");
+    // Unmonitored: exactly the planted resource, at GPUs × hours.
+    let ghost = &plan["unmonitored"][0];
+    assert_eq!(
+        names(&r["unmonitored"], "resource_name"),
+        vec![ghost[0].as_str().expect("name")]
+    );
+    let ghost_h = f(&ghost[1]) * f(&ghost[2]);
+    assert!(close(
+        f(&r["unmonitored"][0]["billed_gpu_hours"]),
+        ghost_h,
+        1e-9
+    ));
+    assert!(close(
+        f(&r["unmonitored"][0]["billed_cost_usd"]),
+        ghost_h * 2.5,
+        1e-9
+    ));
+    // Unbilled: exactly the planted host, with the GPU-hours the generator says it ran.
+    let unbilled = plan["unbilled"][0].as_str().expect("host");
+    assert_eq!(names(&r["unbilled"], "host"), vec![unbilled]);
+    let seen = fl.sum("gpu_hours", |d| d["host"] == unbilled);
+    assert!(
+        close(f(&r["unbilled"][0]["observed_gpu_hours"]), seen, 1e-3),
+        "{seen}"
+    );
+    // Billed, not reporting: exactly the over-billed host; the gap is the extra hours × GPUs
+    // (less than a sample interval more: the last sample stands for nothing).
+    let (host, extra) = (
+        plan["overbilled"][0][0].as_str().expect("host"),
+        f(&plan["overbilled"][0][1]),
+    );
+    let gpus = fl.sum("gpu_hours", |d| d["host"] == host) / (7.0 * 24.0);
+    assert_eq!(names(&r["billed_not_reporting"], "host"), vec![host]);
+    let gap = &r["billed_not_reporting"][0];
+    assert!(
+        (f(&gap["gap_hours"]) - extra * gpus.round()).abs() < 0.5,
+        "{gap}"
+    );
+    assert!(close(
+        f(&gap["gap_cost_usd"]),
+        f(&gap["gap_hours"]) * 2.5,
+        1e-9
+    ));
+    // Everything else is matched, and nothing else is flagged.
+    let hosts: std::collections::BTreeSet<String> = fl.truth["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .map(|d| d["host"].as_str().expect("host").to_owned())
+        .filter(|h| h != unbilled)
+        .collect();
+    let matched: std::collections::BTreeSet<String> =
+        names(&r["matched"], "host").into_iter().collect();
+    assert_eq!(matched, hosts);
+    // The storage and tax rows are not GPU compute.
+    assert_eq!(r["rows"]["not_usage"], 1);
+    assert_eq!(r["rows"]["skipped"], serde_json::json!({}));
+    // Teams from the bill's tags; the ghost's team is unmonitored, so its idle cost unknown.
+    let shadow = r["teams"]
+        .as_array()
+        .expect("teams")
+        .iter()
+        .find(|t| t["team"] == "shadow-it")
+        .expect("shadow-it");
+    assert!(shadow["idle_cost_usd"].is_null());
+    // The same bill gzip-compressed and as Parquet reconciles identically.
+    let text = std::fs::read(fl.root.join("bill.csv")).expect("bill");
+    let gz = fl.root.join("bill.csv.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).expect("gz"),
+        flate2::Compression::fast(),
+    );
+    enc.write_all(&text).expect("gzip");
+    enc.finish().expect("gzip");
+    let pq = fl.root.join("bill.parquet");
+    csv_to_parquet(&fl.root.join("bill.csv"), &pq);
+    for other in [&gz, &pq] {
+        let o = json(&[
+            "reconcile",
+            "--bill",
+            &other.display().to_string(),
+            &fl.telemetry(),
+        ]);
+        assert_eq!(o, r, "{} differs from the CSV", other.display());
+    }
+}
+
+/// The bill as Parquet: costs as DOUBLE, period starts as TIMESTAMP(MILLIS), the rest UTF8.
+fn csv_to_parquet(src: &Path, dst: &Path) {
+    use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use std::sync::Arc;
+    let mut r = csv::Reader::from_path(src).expect("csv");
+    let head: Vec<String> = r
+        .headers()
+        .expect("header")
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    let rows: Vec<csv::StringRecord> = r.records().map(|x| x.expect("row")).collect();
+    let kind = |h: &str| match h {
+        "BilledCost" | "EffectiveCost" | "ListCost" => "DOUBLE",
+        "ChargePeriodStart" => "INT64",
+        _ => "BYTE_ARRAY",
+    };
+    let fields: Vec<String> = head
+        .iter()
+        .map(|h| match kind(h) {
+            "DOUBLE" => format!("OPTIONAL DOUBLE {h};"),
+            "INT64" => format!("OPTIONAL INT64 {h} (TIMESTAMP(MILLIS,true));"),
+            _ => format!("OPTIONAL BYTE_ARRAY {h} (UTF8);"),
+        })
+        .collect();
+    let schema = Arc::new(
+        parquet::schema::parser::parse_message_type(&format!(
+            "message focus {{ {} }}",
+            fields.join(" ")
+        ))
+        .expect("schema"),
+    );
+    let props = Arc::new(
+        WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::SNAPPY)
+            .build(),
+    );
+    let file = std::fs::File::create(dst).expect("parquet");
+    let mut w = SerializedFileWriter::new(file, schema, props).expect("writer");
+    let mut rg = w.next_row_group().expect("row group");
+    let mut i = 0;
+    while let Some(mut col) = rg.next_column().expect("column") {
+        let cells: Vec<&str> = rows.iter().map(|r| r.get(i).unwrap_or("")).collect();
+        let def: Vec<i16> = cells.iter().map(|c| i16::from(!c.is_empty())).collect();
+        let present = cells.iter().filter(|c| !c.is_empty());
+        match kind(&head[i]) {
+            "DOUBLE" => {
+                let v: Vec<f64> = present.map(|c| c.parse().expect("number")).collect();
+                col.typed::<DoubleType>()
+                    .write_batch(&v, Some(&def), None)
+                    .expect("write");
+            }
+            "INT64" => {
+                let v: Vec<i64> = present
+                    .map(|c| c.parse::<jiff::Timestamp>().expect("time").as_millisecond())
+                    .collect();
+                col.typed::<Int64Type>()
+                    .write_batch(&v, Some(&def), None)
+                    .expect("write");
+            }
+            _ => {
+                let v: Vec<ByteArray> = present.map(|c| ByteArray::from(*c)).collect();
+                col.typed::<ByteArrayType>()
+                    .write_batch(&v, Some(&def), None)
+                    .expect("write");
+            }
+        }
+        col.close().expect("close");
+        i += 1;
+    }
+    rg.close().expect("row group");
+    w.close().expect("close");
+}
+
+fn bad_bill(name: &str) -> String {
+    data(&format!("bad/bills/{name}"))
+}
+
+#[test]
+fn bad_bills_are_clear_errors_or_counted_skips() {
+    let telemetry = data("smi/two-gpus.csv");
+    let o = run(&[
+        "reconcile",
+        "--bill",
+        &bad_bill("missing-columns.csv"),
+        &telemetry,
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("missing-columns.csv: not a FOCUS bill: missing column(s) BillingCurrency, ChargePeriodEnd"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&[
+        "reconcile",
+        "--bill",
+        &bad_bill("mixed-currency.csv"),
+        &telemetry,
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr
+            .contains("mixes currencies (EUR: 1 rows, USD: 2 rows)"),
+        "{}",
+        o.stderr
+    );
+    let r = json(&[
+        "reconcile",
+        "--bill",
+        &bad_bill("overlap.csv"),
+        "--join",
+        "id",
+        &telemetry,
+    ]);
+    assert_eq!(r["rows"]["duplicates_dropped"], 1);
+    assert_eq!(r["rows"]["overlapping_charges"], 1);
+    // Two distinct hours plus the overlapping one are billed: 3 × 8 GPUs.
+    assert!(close(f(&r["billed_gpu_hours"]), 24.0, 1e-9), "{r}");
+    let r = json(&[
+        "reconcile",
+        "--bill",
+        &bad_bill("unknown-type.csv"),
+        "--join",
+        "id",
+        &telemetry,
+    ]);
+    let skipped = &r["rows"]["skipped"];
+    assert_eq!(skipped["unknown_instance_type"]["count"], 1, "{r}");
+    assert!(
+        skipped["unknown_instance_type"]["example"]
+            .as_str()
+            .expect("example")
+            .contains("`g5.96xlarge`")
+    );
+    assert_eq!(r["rows"]["not_gpu_instance_types"]["c5.xlarge"], 1);
+    assert_eq!(r["instance_types"][0]["instance_type"], "p4d.24xlarge");
+    assert_eq!(r["instance_types"][0]["gpus_from"], "catalog");
+    assert_eq!(f(&r["instance_types"][0]["gpus_per_instance"]), 8.0);
+    let r = json(&[
+        "reconcile",
+        "--bill",
+        &bad_bill("bad-cells.csv"),
+        "--join",
+        "id",
+        &telemetry,
+    ]);
+    let skipped = &r["rows"]["skipped"];
+    for (reason, line) in [("bad_number", 2), ("bad_timestamp", 3), ("bad_tags", 4)] {
+        assert_eq!(skipped[reason]["count"], 1, "{reason}: {r}");
+        assert!(
+            skipped[reason]["example"]
+                .as_str()
+                .expect("example")
+                .starts_with(&format!("line {line}:"))
+        );
+    }
+    assert_eq!(r["rows"]["gpu_compute"], 1, "the good row is kept");
+}
+
+#[test]
+fn the_real_focus_sample_parses_and_its_gpu_rows_are_found() {
+    let Some(shared) = shared() else { return };
+    let sample = shared.join("focus/FOCUS-1.0_focus_sample.csv");
+    // Independently: the rows whose description names a g5.4xlarge (the catalog's only GPU
+    // type in the sample), and their billed cost.
+    let mut rd = csv::Reader::from_path(&sample).expect("sample");
+    let head = rd.headers().expect("header").clone();
+    let col = |n: &str| head.iter().position(|h| h == n).expect("column");
+    let (desc, cost) = (col("ChargeDescription"), col("BilledCost"));
+    let (mut rows, mut gpu_rows, mut billed) = (0, 0, 0.0);
+    for rec in rd.records() {
+        let rec = rec.expect("row");
+        rows += 1;
+        if rec[desc].contains("g5.4xlarge") {
+            gpu_rows += 1;
+            billed += rec[cost].parse::<f64>().expect("cost");
+        }
+    }
+    let r = json(&[
+        "reconcile",
+        "--bill",
+        &sample.display().to_string(),
+        "--join",
+        "id",
+        &data("smi/two-gpus.csv"),
+    ]);
+    assert_eq!(r["rows"]["read"], rows);
+    assert_eq!(r["rows"]["skipped"], serde_json::json!({}));
+    assert_eq!(r["rows"]["gpu_compute"], gpu_rows);
+    assert!(close(f(&r["billed_cost_usd"]), billed, 1e-9));
+    // A g5.4xlarge has one A10G: GPU-hours are the instance-hours.
+    assert_eq!(r["instance_types"][0]["instance_type"], "g5.4xlarge");
+    assert_eq!(f(&r["instance_types"][0]["gpus_per_instance"]), 1.0);
+    // No telemetry of those instances: all unmonitored; g3 (M60) is not in the catalog.
+    assert_eq!(r["unmonitored"].as_array().expect("array").len(), gpu_rows);
+    assert_eq!(r["rows"]["not_gpu_instance_types"]["g3.4xlarge"], 2);
+}
+
+const TEAMS: &str = r#"
+[namespaces]
+"research" = "research"
+"ml-serving" = "serving"
+"notebooks" = "notebooks"
+
+[[assign]]
+host = "train-h100-1"
+team = "vision"
+from = "2026-01-08"
+"#;
+
+fn prices(fl: &Fleet) -> String {
+    fl.write(
+        "prices.toml",
+        "[[rule]]\nusd_per_gpu_hour = 2.0\npricing = \"on-demand\"\n",
+    )
+}
+
+#[test]
+fn allocation_books_each_device_hour_to_its_owner_at_that_hour() {
+    let fl = fleet();
+    let teams = fl.write("teams.toml", TEAMS);
+    let prices = prices(&fl);
+    let units = fl.write(
+        "units.csv",
+        "team,period,tokens\nserving,2026-01,5000000000\n",
+    );
+    let a = json(&[
+        "allocate",
+        &fl.telemetry(),
+        "--teams",
+        &teams,
+        "--prices",
+        &prices,
+        "--units",
+        &units,
+    ]);
+    assert_eq!(a["schema"], "gpuwise.allocation/v1");
+    let month = &a["months"][0];
+    assert_eq!(month["month"], "2026-01");
+    let team = |t: &str| {
+        month["teams"]
+            .as_array()
+            .expect("teams")
+            .iter()
+            .find(|x| x["team"] == t)
+            .unwrap_or_else(|| panic!("team {t}: {month}"))
+            .clone()
+    };
+    let ns = |n: &'static str| move |d: &serde_json::Value| d["namespace"] == n;
+    for (t, n) in [("serving", "ml-serving"), ("notebooks", "notebooks")] {
+        let want = fl.sum("gpu_hours", ns(n));
+        assert!(close(f(&team(t)["gpu_hours"]), want, 1e-3), "{t}: {want}");
+        assert!(close(f(&team(t)["cost_usd"]), 2.0 * want, 1e-3));
+        assert!(close(
+            f(&team(t)["idle_gpu_hours"]),
+            fl.sum("idle_hours", ns(n)),
+            1e-3
+        ));
+    }
+    // train-h100-1 belongs to vision from 2026-01-08 00:00: 4 of its 7 days (the fleet starts
+    // Monday 2026-01-05); the research namespace keeps the rest.
+    let h100 = |d: &serde_json::Value| d["host"] == "train-h100-1";
+    let vision = fl.sum("gpu_hours", h100) * 4.0 / 7.0;
+    assert!(
+        (f(&team("vision")["gpu_hours"]) - vision).abs() < 0.1,
+        "{}",
+        team("vision")
+    );
+    let research = fl.sum("gpu_hours", ns("research")) - vision;
+    assert!((f(&team("research")["gpu_hours"]) - research).abs() < 0.1);
+    // Showback: charged = cost. Unit cost from the counts file.
+    let serving = team("serving");
+    assert_eq!(serving["charged_usd"], serving["cost_usd"]);
+    assert!(close(
+        f(&serving["usd_per_million_tokens"]),
+        f(&serving["charged_usd"]) / 5000.0,
+        1e-9
+    ));
+    // The forecast: as of the data's end (Monday 2026-01-12), 168 h observed, 480 h left.
+    let fc = &a["forecast"];
+    assert_eq!(fc["month"], "2026-01");
+    let mtd = f(&fc["fleet"]["month_to_date_usd"]);
+    assert!(close(mtd, f(&month["fleet"]["cost_usd"]), 1e-9));
+    assert!(close(
+        f(&fc["fleet"]["forecast_linear_usd"]),
+        mtd * (1.0 + 480.0 / 168.0),
+        1e-9
+    ));
+    let how = f(&fc["fleet"]["forecast_hour_of_week_usd"]);
+    assert!(how > 3.0 * mtd && how < 4.0 * mtd, "{how} vs {mtd}");
+}
+
+#[test]
+fn chargeback_moves_idle_and_shared_cost_and_keeps_the_total() {
+    let fl = fleet();
+    let teams = fl.write("teams.toml", TEAMS);
+    let prices = prices(&fl);
+    let base = [
+        "allocate",
+        &fl.telemetry(),
+        "--teams",
+        &teams,
+        "--prices",
+        &prices,
+        "--mode",
+        "chargeback",
+        "--shared-team",
+        "notebooks",
+    ];
+    let teams_of = |policy: &str| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(&["--idle", policy]);
+        json(&args)["months"][0]["teams"]
+            .as_array()
+            .expect("teams")
+            .clone()
+    };
+    let prop = teams_of("proportional");
+    let total_cost: f64 = prop.iter().map(|t| f(&t["cost_usd"])).sum();
+    let total_charged: f64 = prop.iter().map(|t| f(&t["charged_usd"])).sum();
+    assert!(close(total_charged, total_cost, 1e-9));
+    // Pool: every receiving team's idle cost plus all of the shared team's cost.
+    let pool: f64 = prop
+        .iter()
+        .map(|t| {
+            if t["team"] == "notebooks" {
+                f(&t["cost_usd"])
+            } else {
+                f(&t["idle_cost_usd"])
+            }
+        })
+        .sum();
+    let busy: f64 = prop
+        .iter()
+        .filter(|t| t["team"] != "notebooks")
+        .map(|t| f(&t["busy_gpu_hours"]))
+        .sum();
+    for t in &prop {
+        if t["team"] == "notebooks" {
+            assert_eq!(f(&t["charged_usd"]), 0.0);
+            continue;
+        }
+        let want =
+            f(&t["cost_usd"]) - f(&t["idle_cost_usd"]) + pool * f(&t["busy_gpu_hours"]) / busy;
+        assert!(close(f(&t["charged_usd"]), want, 1e-9), "{t}");
+    }
+    let plat = teams_of("platform:platform");
+    let p = plat
+        .iter()
+        .find(|t| t["team"] == "platform")
+        .expect("bucket");
+    assert!(close(f(&p["charged_usd"]), pool, 1e-9));
+}
+
+#[test]
+fn the_focus_export_has_the_spec_columns_and_sums_to_the_allocation() {
+    let Some(shared) = shared() else { return };
+    let fl = fleet();
+    let teams = fl.write("teams.toml", TEAMS);
+    let prices = prices(&fl);
+    let out = fl.p("alloc.csv");
+    let o = run(&[
+        "allocate",
+        &fl.telemetry(),
+        "--teams",
+        &teams,
+        "--prices",
+        &prices,
+        "--format",
+        "focus",
+        "-o",
+        &out,
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // The header: FOCUS 1.2's columns as the spec lists them (shared column list), then x_.
+    let spec: Vec<String> =
+        csv::Reader::from_path(shared.join("focus/focus_columns_v1.0_v1.1_v1.2.csv"))
+            .expect("columns")
+            .records()
+            .map(|r| r.expect("row"))
+            .filter(|r| &r[0] == "1.2")
+            .map(|r| r[2].to_owned())
+            .collect();
+    let mut rd = csv::Reader::from_path(&out).expect("export");
+    let head: Vec<String> = rd
+        .headers()
+        .expect("header")
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(&head[..spec.len()], &spec[..]);
+    assert!(head[spec.len()..].iter().all(|h| h.starts_with("x_")));
+    // Read back by the FOCUS reader: every row, and the costs sum to the allocation's.
+    let mut total = 0.0;
+    let mut rows = 0;
+    let tally = gpuwise_ledger::focus::read_csv(
+        std::fs::File::open(&out).expect("open"),
+        "alloc.csv",
+        &mut |r| {
+            rows += 1;
+            total += r.billed_cost;
+        },
+    )
+    .expect("reads");
+    assert_eq!(tally.version, "1.2");
+    assert_eq!(tally.skips.total(), 0);
+    // One row per device, team and UTC day: the move to vision falls on a day boundary.
+    assert_eq!(rows, GPUS * 7);
+    let a = json(&[
+        "allocate",
+        &fl.telemetry(),
+        "--teams",
+        &teams,
+        "--prices",
+        &prices,
+    ]);
+    assert!(close(total, f(&a["months"][0]["fleet"]["cost_usd"]), 1e-6));
+}
+
+#[test]
+fn check_lists_violations_with_evidence_and_exits_1() {
+    let fl = fleet();
+    let teams = fl.write("teams.toml", TEAMS);
+    let prices = prices(&fl);
+    let policy = fl.write(
+        "policy.toml",
+        "[budget]\nmonthly_usd = { research = 100, serving = 1000000 }\n\
+         [notebooks]\nmax_held_idle_hours = 2\npods = [\"notebooks-*\"]\n\
+         [spot]\nmin_share_pct = 20\n\
+         [stale]\nmax_age_hours = 24\n",
+    );
+    let args = [
+        "check",
+        &fl.telemetry(),
+        "--teams",
+        &teams,
+        "--prices",
+        &prices,
+        "--policy",
+        &policy,
+        "--format",
+        "json",
+        "--no-progress",
+    ];
+    let o = run(&args);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let c: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    assert_eq!(c["schema"], "gpuwise.check/v1");
+    let of = |rule: &str| -> Vec<serde_json::Value> {
+        c["violations"]
+            .as_array()
+            .expect("violations")
+            .iter()
+            .filter(|v| v["rule"] == rule)
+            .cloned()
+            .collect()
+    };
+    // research is over its $100; serving is far under its budget and its forecast.
+    let budget = of("budget");
+    assert_eq!(budget.len(), 1);
+    assert_eq!(budget[0]["subject"], "research");
+    assert!(of("budget_forecast").is_empty());
+    // Every notebook device holds memory idle for days; each is listed.
+    let held: Vec<String> = fl.truth["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .filter(|d| d["namespace"] == "notebooks" && f(&d["held_idle_hours"]) > 2.0)
+        .map(|d| d["id"].as_str().expect("id").to_owned())
+        .collect();
+    assert!(!held.is_empty(), "the fleet has notebooks");
+    let mut flagged = names(
+        &serde_json::Value::Array(of("notebook_held_idle")),
+        "subject",
+    );
+    flagged.sort();
+    let mut held = held;
+    held.sort();
+    assert_eq!(flagged, held);
+    // All on-demand: 0 % spot.
+    let spot = of("spot_share");
+    assert_eq!(spot.len(), 1);
+    assert_eq!(f(&spot[0]["value"]), 0.0);
+    // The data is from January; "now" is December: every device is stale.
+    assert_eq!(of("stale_telemetry").len(), GPUS);
+    // A policy the fleet meets passes with exit 0; a rule the data cannot decide (prices
+    // without a pricing model: spot share unknown) is not evaluated.
+    let ok = fl.write(
+        "ok.toml",
+        "[idle]\nmax_share_pct = 100\n[spot]\nmin_share_pct = 0\n",
+    );
+    let flat = fl.write("flat.toml", "[[rule]]\nusd_per_gpu_hour = 2.0\n");
+    let o = run(&[
+        "check",
+        &fl.telemetry(),
+        "--policy",
+        &ok,
+        "--prices",
+        &flat,
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let c: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    assert_eq!(
+        c["not_evaluated"][0]["rule"], "spot_share",
+        "no price rules: pricing unknown"
+    );
+    // A bad policy is an error (2), naming the file.
+    let bad = fl.write("bad.toml", "[idle]\nmax_share_pct = 140\n");
+    let o = run(&["check", &fl.telemetry(), "--policy", &bad]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("bad.toml") && o.stderr.contains("within 0–100"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// A receiver on loopback: answers the queued statuses in turn, returns the bodies it got.
+fn receiver(statuses: Vec<u16>) -> (String, std::thread::JoinHandle<Vec<String>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!(
+        "http://user:secret@{}/hooks/T000/B000",
+        listener.local_addr().expect("addr")
+    );
+    let handle = std::thread::spawn(move || {
+        let mut bodies = Vec::new();
+        for status in statuses {
+            let (stream, _) = listener.accept().expect("accept");
+            let mut r = BufReader::new(stream.try_clone().expect("clone"));
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                r.read_line(&mut line).expect("header");
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().expect("length");
+                }
+            }
+            let mut body = vec![0; len];
+            r.read_exact(&mut body).expect("body");
+            bodies.push(String::from_utf8(body).expect("utf8"));
+            let mut s = stream;
+            write!(
+                s,
+                "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            .expect("reply");
+        }
+        bodies
+    });
+    (url, handle)
+}
+
+#[test]
+fn notify_posts_slack_blocks_retries_a_5xx_and_never_shows_the_secret() {
+    let fl = fleet();
+    let policy = fl.write("policy.toml", "[stale]\nmax_age_hours = 24\n");
+    let (url, got) = receiver(vec![503, 200]);
+    let o = run(&[
+        "check",
+        &fl.telemetry(),
+        "--policy",
+        &policy,
+        "--notify",
+        &url,
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let bodies = got.join().expect("receiver");
+    assert_eq!(bodies.len(), 2, "one retry after the 503");
+    assert_eq!(bodies[0], bodies[1]);
+    let m: serde_json::Value = serde_json::from_str(&bodies[0]).expect("json");
+    assert!(
+        m["text"]
+            .as_str()
+            .expect("text")
+            .starts_with(&format!("gpuwise check: {GPUS} violation(s)"))
+    );
+    assert_eq!(m["blocks"][0]["type"], "header");
+    assert_eq!(m["blocks"].as_array().expect("blocks").len(), GPUS + 1);
+    assert!(
+        o.stderr.contains("notified http://127.0.0.1"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        !o.stderr.contains("secret") && !o.stderr.contains("B000"),
+        "{}",
+        o.stderr
+    );
+    // A receiver that refuses (4xx) is not retried and is an error (2) that hides the secret.
+    let (url, got) = receiver(vec![403]);
+    let o = run(&[
+        "check",
+        &fl.telemetry(),
+        "--policy",
+        &policy,
+        "--notify",
+        &url,
+        "--notify-format",
+        "generic",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    let bodies = got.join().expect("receiver");
+    let m: serde_json::Value = serde_json::from_str(&bodies[0]).expect("json");
+    assert_eq!(m["schema"], "gpuwise.check/v1");
+    assert!(
+        o.stderr.contains("HTTP 403") && !o.stderr.contains("secret"),
+        "{}",
+        o.stderr
+    );
+    // --dry-run prints the body and posts nothing (no receiver listens).
+    let o = run(&[
+        "check",
+        &fl.telemetry(),
+        "--policy",
+        &policy,
+        "--notify",
+        "http://127.0.0.1:9/x",
+        "--dry-run",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("would POST to http://127.0.0.1:9/") && o.stderr.contains("\"blocks\""),
+        "{}",
+        o.stderr
+    );
+}
