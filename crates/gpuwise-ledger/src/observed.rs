@@ -1,13 +1,10 @@
-//! # What telemetry saw, hour by hour
+//! # What telemetry saw, per host and hour
 //!
-//! The ledger weighs money against hours. Two views of the same profiles:
-//!
-//! - [`Observed`]: per host, per UTC hour, the physical GPU-hours that reported (a GPU counts
-//!   once however many MIG instances it carries: its hour is the longest of its instances'
-//!   coverage) and the idle GPU-hours (share-weighted, as the report counts them). This is what
-//!   a bill for instances is checked against.
-//! - [`DeviceHours`]: per device, its hourly timeline with its price and share, the unit of
-//!   allocation.
+//! [`Observed`]: per host, per UTC hour, the physical GPU-hours that reported (a GPU counts
+//! once however many MIG instances it carries: its hour is the longest of its instances'
+//! coverage) and the idle GPU-hours (share-weighted, as the report counts them). This is what
+//! a bill for instances is checked against. (Allocation reads each device's own hourly
+//! timeline, in `allocate`.)
 
 use std::collections::BTreeMap;
 

@@ -199,6 +199,9 @@ pub(crate) struct CheckArgs {
         help_heading = "Policy"
     )]
     pub notify_format: String,
+    /// Workload hints (TOML, docs/advise.md): devices hinted `notebook` are notebooks.
+    #[arg(long, value_name = "FILE", help_heading = "Policy")]
+    pub workloads: Option<PathBuf>,
     /// Also notify when every rule passes.
     #[arg(long, help_heading = "Policy")]
     pub notify_always: bool,

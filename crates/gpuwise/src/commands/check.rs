@@ -118,7 +118,8 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         &fs_err::read_to_string(&args.policy)?,
         &args.policy.display().to_string(),
     )?;
-    let (_cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
+    let (_cfg, settings, report, profiles) =
+        crate::fleet::read(&args.fleet, &args.out, args.workloads.as_deref())?;
     let allocation = super::allocate::allocation(&report, &profiles, &settings, &args.alloc)?;
     let now = settings
         .report
