@@ -127,6 +127,13 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         args.out.join("prices.toml").display(),
         args.out.join("teams.toml").display()
     ));
+    printer::info(&format!(
+        "Who spent what: {} allocate {} --prices {} --teams {} --mode chargeback",
+        printer::me(),
+        data.display(),
+        args.out.join("prices.toml").display(),
+        args.out.join("teams.toml").display()
+    ));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -269,6 +269,15 @@ fn help_has_examples() {
     let o = run(&["report", "--help"]);
     assert_eq!(o.code, 0);
     assert!(o.stdout.contains("Examples:") && o.stdout.contains("--input-format"));
+    for cmd in ["allocate", "reconcile", "check", "advise", "record"] {
+        let o = run(&[cmd, "--help"]);
+        assert_eq!(o.code, 0, "{cmd}");
+        assert!(
+            o.stdout.contains("Examples:\n  gpuwise "),
+            "{cmd}: {}",
+            o.stdout
+        );
+    }
 }
 
 #[test]
@@ -384,6 +393,26 @@ fn printed_hints_run_as_printed() {
     all.extend_from_slice(&["--format", "json", "--no-progress"]);
     let again = run(&all);
     assert_eq!(again.code, 0, "the hint runs: {}", again.stderr);
+    // So does the allocation hint, and its chargeback sums to the fleet's cost.
+    let alloc = o
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("Who spent what: "))
+        .expect("an allocation hint");
+    let mut all: Vec<&str> = alloc.split_whitespace().skip(1).collect();
+    all.extend_from_slice(&["--format", "json", "--no-progress"]);
+    let a = run(&all);
+    assert_eq!(a.code, 0, "the allocation hint runs: {}", a.stderr);
+    let a: serde_json::Value = serde_json::from_str(&a.stdout).expect("json");
+    let month = &a["months"][0];
+    let charged: f64 = month["teams"]
+        .as_array()
+        .expect("teams")
+        .iter()
+        .map(|t| t["charged_usd"].as_f64().expect("charged"))
+        .sum();
+    let cost = month["fleet"]["cost_usd"].as_f64().expect("cost");
+    assert!((charged - cost).abs() < 1e-6 * cost, "{charged} vs {cost}");
 }
 
 #[test]
