@@ -292,10 +292,18 @@ impl Ledger {
             if price.is_none() {
                 l.unpriced_devices += 1;
             }
+            // Without date-ranged rules for this device its owner is one for all hours: asked
+            // once, not per hour (globs over 10k devices × 720 hours add up).
+            let fixed = teams.changes(&p.key).is_empty().then(|| {
+                let first = p.stats.hourly.first().map(|h| h.start_ms);
+                teams.owner(&p.key, &p.info, first).unwrap_or(UNTAGGED)
+            });
             for h in p.stats.hourly.iter().filter(|h| h.start_ms < as_of) {
-                let team = teams
-                    .owner(&p.key, &p.info, Some(h.start_ms))
-                    .unwrap_or(UNTAGGED);
+                let team = fixed.unwrap_or_else(|| {
+                    teams
+                        .owner(&p.key, &p.info, Some(h.start_ms))
+                        .unwrap_or(UNTAGGED)
+                });
                 #[allow(clippy::cast_precision_loss)]
                 let busy = h.util_weighted as f64 / 10_000.0 / HOUR_MS as f64;
                 let gpu_hours = h.covered_hours * share;

@@ -100,7 +100,9 @@ pub struct Charge {
     pub list: Option<f64>,
     /// Spot (`PricingCategory = Dynamic`).
     pub spot: bool,
-    sku: Option<String>,
+    /// Index of the price id in the resource's [`Resource::skus`] (interned: a resource has a
+    /// handful of price ids over thousands of hourly rows).
+    sku: Option<u32>,
 }
 
 impl Charge {
@@ -128,6 +130,8 @@ pub struct Resource {
     pub team: Option<String>,
     /// Charges, in period order once finished.
     pub charges: Vec<Charge>,
+    /// The price ids its charges name.
+    pub skus: Vec<String>,
 }
 
 impl Resource {
@@ -362,6 +366,13 @@ impl<'a> BillBuilder<'a> {
         if let Some(t) = row.tags.get(self.team_tag) {
             r.team = Some(t.clone());
         }
+        let sku = row.sku_price_id.map(|id| {
+            let i = r.skus.iter().position(|s| *s == id).unwrap_or_else(|| {
+                r.skus.push(id);
+                r.skus.len() - 1
+            });
+            u32::try_from(i).unwrap_or(u32::MAX)
+        });
         r.charges.push(Charge {
             start_ms: row.start_ms,
             end_ms: row.end_ms,
@@ -374,7 +385,7 @@ impl<'a> BillBuilder<'a> {
                 .pricing_category
                 .as_deref()
                 .is_some_and(|p| p.eq_ignore_ascii_case("dynamic")),
-            sku: row.sku_price_id,
+            sku,
         });
     }
 

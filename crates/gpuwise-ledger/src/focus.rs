@@ -202,9 +202,25 @@ impl Layout {
         Ok((Self { index }, version))
     }
 
-    fn cell<'a>(&self, cells: &'a [Option<String>], name: &str) -> Option<&'a str> {
-        let i = *self.index.get(name)?;
-        cells.get(i)?.as_deref().and_then(non_null)
+    fn cell<'a>(&self, cells: &'a dyn Cells, name: &str) -> Option<&'a str> {
+        cells.at(*self.index.get(name)?).and_then(non_null)
+    }
+}
+
+/// One row's cells as text: a CSV record as read (no copy), or Parquet values made text.
+trait Cells {
+    fn at(&self, i: usize) -> Option<&str>;
+}
+
+impl Cells for csv::StringRecord {
+    fn at(&self, i: usize) -> Option<&str> {
+        self.get(i)
+    }
+}
+
+impl Cells for Vec<Option<String>> {
+    fn at(&self, i: usize) -> Option<&str> {
+        self.get(i)?.as_deref()
     }
 }
 
@@ -246,7 +262,7 @@ fn is_hours(unit: &str) -> bool {
 /// Parse one row's cells (`Err`: the reason and field for the skip count).
 fn parse_row(
     layout: &Layout,
-    cells: &[Option<String>],
+    cells: &dyn Cells,
     line: u64,
 ) -> Result<BillRow, (&'static str, String)> {
     let need = |name: &'static str| {
@@ -340,7 +356,7 @@ fn parse_row(
 /// `GpuCount`, or their `x_` forms), else the `x_InstanceType` and `x_GpuCount` columns.
 fn instance_of(
     layout: &Layout,
-    cells: &[Option<String>],
+    cells: &dyn Cells,
 ) -> (Option<(String, &'static str)>, Option<f64>) {
     let text = |name: &str| layout.cell(cells, name).map(str::to_owned);
     let details = layout
@@ -382,7 +398,7 @@ fn parse_tags(v: &str) -> Option<BTreeMap<String, String>> {
 
 fn fold_row(
     layout: &Layout,
-    cells: &[Option<String>],
+    cells: &dyn Cells,
     line: u64,
     tally: &mut ReadTally,
     sink: &mut dyn FnMut(BillRow),
@@ -425,7 +441,6 @@ pub fn read_csv(
         ..ReadTally::default()
     };
     let mut record = csv::StringRecord::new();
-    let mut cells: Vec<Option<String>> = Vec::new();
     loop {
         match csv.read_record(&mut record) {
             Ok(false) => break,
@@ -433,9 +448,7 @@ pub fn read_csv(
             Err(e) => return Err(csv_error(&e)),
         }
         let line = record.position().map_or(0, csv::Position::line);
-        cells.clear();
-        cells.extend(record.iter().map(|c| Some(c.to_owned())));
-        fold_row(&layout, &cells, line, &mut tally, sink);
+        fold_row(&layout, &record, line, &mut tally, sink);
     }
     Ok(tally)
 }
@@ -448,6 +461,29 @@ pub fn read_csv(
 /// [`FocusError::Parquet`] when the file is not Parquet or a page cannot be decoded,
 /// [`FocusError::MissingColumns`] as for CSV.
 pub fn read_parquet(
+    data: bytes::Bytes,
+    origin: &str,
+    sink: &mut dyn FnMut(BillRow),
+) -> Result<ReadTally, FocusError> {
+    // The `parquet` crate asserts on some corrupt metadata instead of returning an error
+    // (fuzzing found "column start and length should not be negative", parquet 60.1). A
+    // corrupt bill must be an error naming the file, never a crash: the decoder runs inside
+    // `catch_unwind`, and a panic becomes `FocusError::Parquet`.
+    let run = std::panic::AssertUnwindSafe(|| parquet_rows(data, origin, sink));
+    std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".to_owned());
+        Err(FocusError::Parquet {
+            origin: origin.to_owned(),
+            message: format!("the decoder failed on corrupt data ({why})"),
+        })
+    })
+}
+
+fn parquet_rows(
     data: bytes::Bytes,
     origin: &str,
     sink: &mut dyn FnMut(BillRow),

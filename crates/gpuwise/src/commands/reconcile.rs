@@ -37,7 +37,13 @@ pub(crate) fn read_bill(path: &Path, sink: &mut dyn FnMut(BillRow)) -> anyhow::R
         reader
             .read_to_end(&mut bytes)
             .with_context(|| format!("cannot read `{name}`"))?;
-        return Ok(focus::read_parquet(bytes.into(), &name, sink)?);
+        // The reader turns a panic of the Parquet decoder on corrupt data into an error;
+        // silence the default hook meanwhile so the user sees that error, not a panic trace.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let read = focus::read_parquet(bytes.into(), &name, sink);
+        std::panic::set_hook(hook);
+        return Ok(read?);
     }
     Ok(focus::read_csv(reader, &name, sink)?)
 }
