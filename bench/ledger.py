@@ -89,7 +89,7 @@ def main():
     if not os.path.exists(pq):
         import duckdb
         duckdb.connect().execute(
-            f"copy (select * from read_csv('{csv}', header=true, all_varchar=true)) to '{pq}' (format parquet, compression snappy)")
+            f"copy (select * from read_csv('{csv}', header=true)) to '{pq}' (format parquet, compression snappy)")
     fleet = os.path.join(a.out, "ledger-fleet")
     if not os.path.exists(fleet):
         subprocess.run([a.bin, "generate", "--out", fleet, "--gpus", "8", "--days", "1", "--format", "nvidia-smi",

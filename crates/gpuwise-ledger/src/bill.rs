@@ -360,11 +360,19 @@ impl<'a> BillBuilder<'a> {
             gpus_from: from,
             ..Resource::default()
         });
-        r.resource_id = row.resource_id.clone().or(r.resource_id.take());
-        r.resource_name = row.resource_name.clone().or(r.resource_name.take());
-        r.region = row.region.clone().or(r.region.take());
-        if let Some(t) = row.tags.get(self.team_tag) {
-            r.team = Some(t.clone());
+        // The latest row that names them wins (moved, not cloned: this runs per row).
+        if row.resource_id.is_some() {
+            r.resource_id = row.resource_id;
+        }
+        if row.resource_name.is_some() {
+            r.resource_name = row.resource_name;
+        }
+        if row.region.is_some() {
+            r.region = row.region;
+        }
+        let mut tags = row.tags;
+        if let Some(t) = tags.remove(self.team_tag) {
+            r.team = Some(t);
         }
         let sku = row.sku_price_id.map(|id| {
             let i = r.skus.iter().position(|s| *s == id).unwrap_or_else(|| {

@@ -25,7 +25,7 @@ pub const REQUIRED: &[&str] = &[
 ];
 
 /// Every column the ledger reads (FOCUS names, and the `x_` extensions it knows).
-const READ: &[&str] = &[
+const READ: [&str; 24] = [
     "BilledCost",
     "BillingCurrency",
     "ChargeCategory",
@@ -51,6 +51,74 @@ const READ: &[&str] = &[
     "x_InstanceType",
     "x_GpuCount",
 ];
+
+/// The columns the ledger reads, as indices into [`READ`] (no string compare per cell).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Col {
+    BilledCost,
+    BillingCurrency,
+    ChargeCategory,
+    ChargePeriodStart,
+    ChargePeriodEnd,
+    EffectiveCost,
+    ListCost,
+    ConsumedQuantity,
+    ConsumedUnit,
+    PricingQuantity,
+    PricingUnit,
+    PricingCategory,
+    ResourceId,
+    ResourceName,
+    ResourceType,
+    ServiceCategory,
+    SkuPriceId,
+    SkuPriceDetails,
+    ChargeDescription,
+    RegionId,
+    ProviderName,
+    Tags,
+    XInstanceType,
+    XGpuCount,
+}
+
+impl Col {
+    const ALL: [Col; READ.len()] = [
+        Col::BilledCost,
+        Col::BillingCurrency,
+        Col::ChargeCategory,
+        Col::ChargePeriodStart,
+        Col::ChargePeriodEnd,
+        Col::EffectiveCost,
+        Col::ListCost,
+        Col::ConsumedQuantity,
+        Col::ConsumedUnit,
+        Col::PricingQuantity,
+        Col::PricingUnit,
+        Col::PricingCategory,
+        Col::ResourceId,
+        Col::ResourceName,
+        Col::ResourceType,
+        Col::ServiceCategory,
+        Col::SkuPriceId,
+        Col::SkuPriceDetails,
+        Col::ChargeDescription,
+        Col::RegionId,
+        Col::ProviderName,
+        Col::Tags,
+        Col::XInstanceType,
+        Col::XGpuCount,
+    ];
+
+    fn name(self) -> &'static str {
+        READ[self as usize]
+    }
+}
+
+impl std::fmt::Display for Col {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// A bill that cannot be read at all.
 #[derive(Debug, thiserror::Error)]
@@ -168,21 +236,26 @@ pub struct ReadTally {
 
 /// The column index of each field the ledger reads.
 struct Layout {
-    index: BTreeMap<&'static str, usize>,
+    index: [Option<usize>; READ.len()],
 }
 
 impl Layout {
     fn new(header: &[String], origin: &str) -> Result<(Self, &'static str), FocusError> {
-        let mut index = BTreeMap::new();
+        let mut index = [None; READ.len()];
         for (i, h) in header.iter().enumerate() {
             let h = h.trim().trim_start_matches('\u{feff}');
-            if let Some(name) = READ.iter().find(|n| n.eq_ignore_ascii_case(h)) {
-                index.entry(*name).or_insert(i);
+            if let Some(c) = READ.iter().position(|n| n.eq_ignore_ascii_case(h)) {
+                index[c].get_or_insert(i);
             }
         }
         let missing: Vec<String> = REQUIRED
             .iter()
-            .filter(|c| !index.contains_key(*c))
+            .filter(|c| {
+                Col::ALL
+                    .iter()
+                    .find(|col| col.name() == **c)
+                    .is_none_or(|col| index[*col as usize].is_none())
+            })
             .map(|c| (*c).to_owned())
             .collect();
         if !missing.is_empty() {
@@ -202,8 +275,13 @@ impl Layout {
         Ok((Self { index }, version))
     }
 
-    fn cell<'a>(&self, cells: &'a dyn Cells, name: &str) -> Option<&'a str> {
-        cells.at(*self.index.get(name)?).and_then(non_null)
+    fn cell<'a>(&self, cells: &'a dyn Cells, col: Col) -> Option<&'a str> {
+        cells.at(self.index[col as usize]?).and_then(non_null)
+    }
+
+    /// Header positions of the columns present.
+    fn positions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.index.iter().flatten().copied()
     }
 }
 
@@ -265,12 +343,12 @@ fn parse_row(
     cells: &dyn Cells,
     line: u64,
 ) -> Result<BillRow, (&'static str, String)> {
-    let need = |name: &'static str| {
+    let need = |name: Col| {
         layout
             .cell(cells, name)
             .ok_or_else(|| ("missing_value", format!("line {line}: {name} is empty")))
     };
-    let number = |name: &'static str, v: &str| {
+    let number = |name: Col, v: &str| {
         v.parse::<f64>()
             .ok()
             .filter(|x| x.is_finite())
@@ -281,7 +359,7 @@ fn parse_row(
                 )
             })
     };
-    let time = |name: &'static str| {
+    let time = |name: Col| {
         let v = need(name)?;
         parse_time(v).ok_or_else(|| {
             (
@@ -290,35 +368,34 @@ fn parse_row(
             )
         })
     };
-    let optional_number = |name: &'static str| {
+    let optional_number = |name: Col| {
         layout
             .cell(cells, name)
             .map(|v| number(name, v))
             .transpose()
     };
-    let text = |name: &str| layout.cell(cells, name).map(str::to_owned);
-    let start_ms = time("ChargePeriodStart")?;
-    let end_ms = time("ChargePeriodEnd")?;
+    let text = |name: Col| layout.cell(cells, name).map(str::to_owned);
+    let start_ms = time(Col::ChargePeriodStart)?;
+    let end_ms = time(Col::ChargePeriodEnd)?;
     if end_ms <= start_ms {
         return Err((
             "bad_period",
             format!("line {line}: ChargePeriodEnd is not after ChargePeriodStart"),
         ));
     }
-    let billed_cost = number("BilledCost", need("BilledCost")?)?;
-    let quantity =
-        |q: &'static str, u: &'static str| -> Result<Option<f64>, (&'static str, String)> {
-            match (layout.cell(cells, q), layout.cell(cells, u)) {
-                (Some(v), Some(unit)) if is_hours(unit) => number(q, v).map(Some),
-                _ => Ok(None),
-            }
-        };
-    let quantity_hours = match quantity("ConsumedQuantity", "ConsumedUnit")? {
+    let billed_cost = number(Col::BilledCost, need(Col::BilledCost)?)?;
+    let quantity = |q: Col, u: Col| -> Result<Option<f64>, (&'static str, String)> {
+        match (layout.cell(cells, q), layout.cell(cells, u)) {
+            (Some(v), Some(unit)) if is_hours(unit) => number(q, v).map(Some),
+            _ => Ok(None),
+        }
+    };
+    let quantity_hours = match quantity(Col::ConsumedQuantity, Col::ConsumedUnit)? {
         Some(h) => Some(h),
-        None => quantity("PricingQuantity", "PricingUnit")?,
+        None => quantity(Col::PricingQuantity, Col::PricingUnit)?,
     };
     let (instance_type, gpu_count) = instance_of(layout, cells);
-    let tags = match layout.cell(cells, "Tags") {
+    let tags = match layout.cell(cells, Col::Tags) {
         None => BTreeMap::new(),
         Some(v) => parse_tags(v).ok_or_else(|| {
             (
@@ -329,26 +406,26 @@ fn parse_row(
     };
     Ok(BillRow {
         line,
-        charge_category: need("ChargeCategory")?.to_owned(),
-        currency: need("BillingCurrency")?.to_ascii_uppercase(),
+        charge_category: need(Col::ChargeCategory)?.to_owned(),
+        currency: need(Col::BillingCurrency)?.to_ascii_uppercase(),
         start_ms,
         end_ms,
         billed_cost,
-        effective_cost: optional_number("EffectiveCost")?,
-        list_cost: optional_number("ListCost")?,
+        effective_cost: optional_number(Col::EffectiveCost)?,
+        list_cost: optional_number(Col::ListCost)?,
         quantity_hours,
-        pricing_category: text("PricingCategory"),
-        resource_id: text("ResourceId"),
-        resource_name: text("ResourceName"),
-        resource_type: text("ResourceType"),
-        service_category: text("ServiceCategory"),
-        sku_price_id: text("SkuPriceId"),
+        pricing_category: text(Col::PricingCategory),
+        resource_id: text(Col::ResourceId),
+        resource_name: text(Col::ResourceName),
+        resource_type: text(Col::ResourceType),
+        service_category: text(Col::ServiceCategory),
+        sku_price_id: text(Col::SkuPriceId),
         instance_type,
         gpu_count,
-        region: text("RegionId"),
-        provider: text("ProviderName"),
+        region: text(Col::RegionId),
+        provider: text(Col::ProviderName),
         tags,
-        description: text("ChargeDescription"),
+        description: text(Col::ChargeDescription),
     })
 }
 
@@ -358,9 +435,9 @@ fn instance_of(
     layout: &Layout,
     cells: &dyn Cells,
 ) -> (Option<(String, &'static str)>, Option<f64>) {
-    let text = |name: &str| layout.cell(cells, name).map(str::to_owned);
+    let text = |name: Col| layout.cell(cells, name).map(str::to_owned);
     let details = layout
-        .cell(cells, "SkuPriceDetails")
+        .cell(cells, Col::SkuPriceDetails)
         .and_then(|v| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(v).ok());
     let detail = |keys: &[&str]| {
         details.as_ref().and_then(|m| {
@@ -371,13 +448,13 @@ fn instance_of(
     };
     let instance_type = detail(&["InstanceType", "x_InstanceType"])
         .and_then(|v| v.as_str().map(|s| (s.to_owned(), "SkuPriceDetails")))
-        .or_else(|| text("x_InstanceType").map(|s| (s, "x_InstanceType")));
+        .or_else(|| text(Col::XInstanceType).map(|s| (s, "x_InstanceType")));
     let gpu_count = detail(&["GpuCount", "x_GpuCount"])
         .and_then(|v| {
             v.as_f64()
                 .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
         })
-        .or_else(|| text("x_GpuCount").and_then(|s| s.parse().ok()))
+        .or_else(|| text(Col::XGpuCount).and_then(|s| s.parse().ok()))
         .filter(|g: &f64| g.is_finite() && *g > 0.0);
     (instance_type, gpu_count)
 }
@@ -494,7 +571,7 @@ fn parquet_rows(
         message: e.to_string(),
     };
     let reader = SerializedFileReader::new(data).map_err(|e| broken(&e))?;
-    let schema = reader.metadata().file_metadata().schema_descr();
+    let schema = reader.metadata().file_metadata().schema_descr_ptr();
     let header: Vec<String> = schema
         .root_schema()
         .get_fields()
@@ -506,15 +583,122 @@ fn parquet_rows(
         version,
         ..ReadTally::default()
     };
-    let rows = reader.get_row_iter(None).map_err(|e| broken(&e))?;
-    let mut cells: Vec<Option<String>> = Vec::with_capacity(header.len());
-    for (n, row) in rows.enumerate() {
-        let row = row.map_err(|e| broken(&e))?;
-        cells.clear();
-        cells.extend(row.get_column_iter().map(|(_, f)| field_text(f)));
-        fold_row(&layout, &cells, n as u64 + 2, &mut tally, sink);
+    // The leaf column of each top-level primitive field: those are read column by column.
+    let leaf: BTreeMap<&str, usize> = schema
+        .columns()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.path().parts().len() == 1)
+        .map(|(i, c)| (c.name(), i))
+        .collect();
+    let wanted: Vec<(usize, Option<usize>)> = layout
+        .positions()
+        .map(|h| (h, leaf.get(header[h].as_str()).copied()))
+        .collect();
+    if wanted.iter().any(|(_, l)| l.is_none()) {
+        // A column the ledger reads is nested (`Tags` as a map): the row API assembles it.
+        let rows = reader.get_row_iter(None).map_err(|e| broken(&e))?;
+        let mut cells: Vec<Option<String>> = Vec::with_capacity(header.len());
+        for (n, row) in rows.enumerate() {
+            let row = row.map_err(|e| broken(&e))?;
+            cells.clear();
+            cells.extend(row.get_column_iter().map(|(_, f)| field_text(f)));
+            fold_row(&layout, &cells, n as u64 + 2, &mut tally, sink);
+        }
+        return Ok(tally);
+    }
+    // Flat: decode only the wanted columns of each row group, then hand rows on.
+    let mut line = 1u64;
+    for g in 0..reader.num_row_groups() {
+        let group = reader.get_row_group(g).map_err(|e| broken(&e))?;
+        let rows = usize::try_from(group.metadata().num_rows()).unwrap_or(0);
+        let mut columns: Vec<Vec<Option<String>>> = vec![Vec::new(); header.len()];
+        for &(h, l) in &wanted {
+            let Some(l) = l else { continue };
+            let col = group.get_column_reader(l).map_err(|e| broken(&e))?;
+            columns[h] = column_text(col, &schema.column(l), rows).map_err(|e| broken(&e))?;
+        }
+        let mut cells: Vec<Option<String>> = vec![None; header.len()];
+        for r in 0..rows {
+            for &(h, _) in &wanted {
+                cells[h] = columns[h].get_mut(r).and_then(Option::take);
+            }
+            line += 1;
+            fold_row(&layout, &cells, line, &mut tally, sink);
+        }
     }
     Ok(tally)
+}
+
+/// One column chunk's values as text, `rows` of them (`None`: null).
+fn column_text(
+    reader: parquet::column::reader::ColumnReader,
+    descr: &parquet::schema::types::ColumnDescPtr,
+    rows: usize,
+) -> parquet::errors::Result<Vec<Option<String>>> {
+    use parquet::basic::ConvertedType;
+    use parquet::column::reader::ColumnReader as C;
+    use parquet::record::Field;
+    let max_def = descr.max_def_level();
+    macro_rules! text {
+        ($reader:expr, $convert:expr) => {{
+            let mut reader = $reader;
+            let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+            let mut got = 0;
+            while got < rows {
+                let (records, _, _) =
+                    reader.read_records(rows - got, Some(&mut defs), None, &mut values)?;
+                if records == 0 {
+                    break;
+                }
+                got += records;
+            }
+            let mut values = values.into_iter();
+            let mut next = || -> parquet::errors::Result<Option<String>> {
+                match values.next() {
+                    Some(v) => Ok(field_into_text($convert(descr, v)?)),
+                    None => Ok(None),
+                }
+            };
+            if max_def == 0 {
+                (0..got).map(|_| next()).collect()
+            } else {
+                defs.iter()
+                    .map(|&d| if d == max_def { next() } else { Ok(None) })
+                    .collect()
+            }
+        }};
+    }
+    let ok = |f: Field| -> parquet::errors::Result<Field> { Ok(f) };
+    match reader {
+        C::BoolColumnReader(r) => text!(r, |d, v| ok(Field::convert_bool(d, v))),
+        C::Int32ColumnReader(r) => text!(r, |d, v| ok(Field::convert_int32(d, v))),
+        C::Int64ColumnReader(r) => text!(r, |d, v| ok(Field::convert_int64(d, v))),
+        C::Int96ColumnReader(r) => text!(r, |d, v| ok(Field::convert_int96(d, v))),
+        C::FloatColumnReader(r) => text!(r, |d, v| ok(Field::convert_float(d, v))),
+        C::DoubleColumnReader(r) => text!(r, |d, v| ok(Field::convert_double(d, v))),
+        // Plain strings (the most cells) straight to text, one allocation; decimals and the
+        // like through the crate's conversion.
+        C::ByteArrayColumnReader(r) if descr.converted_type() != ConvertedType::DECIMAL => {
+            text!(r, |_, v: parquet::data_type::ByteArray| ok(Field::Str(
+                String::from_utf8_lossy(v.data()).into_owned()
+            )))
+        }
+        C::ByteArrayColumnReader(r) => text!(r, Field::convert_byte_array),
+        C::FixedLenByteArrayColumnReader(r) => {
+            text!(r, |d, v: parquet::data_type::FixedLenByteArray| {
+                Field::convert_byte_array(d, v.into())
+            })
+        }
+    }
+}
+
+/// [`field_text`] of a value owned: its string moved, not copied.
+fn field_into_text(f: parquet::record::Field) -> Option<String> {
+    match f {
+        parquet::record::Field::Str(s) => Some(s),
+        other => field_text(&other),
+    }
 }
 
 /// A Parquet value as the text a CSV cell would hold.
@@ -634,5 +818,68 @@ mod tests {
             err.to_string(),
             "b.csv: not a FOCUS bill: missing column(s) BillingCurrency, ChargePeriodStart, ChargePeriodEnd"
         );
+    }
+
+    /// A Parquet bill whose `Tags` is a map (as some exports write it) is read through the row
+    /// API: two rows, tags `{team: vision}` and none.
+    #[test]
+    fn parquet_tags_as_a_map() {
+        use parquet::data_type::{ByteArray, ByteArrayType};
+        use parquet::file::writer::SerializedFileWriter;
+        use std::sync::Arc;
+        let schema = Arc::new(
+            parquet::schema::parser::parse_message_type(
+                "message focus {
+                  required binary BilledCost (UTF8);
+                  required binary BillingCurrency (UTF8);
+                  required binary ChargeCategory (UTF8);
+                  required binary ChargePeriodStart (UTF8);
+                  required binary ChargePeriodEnd (UTF8);
+                  optional group Tags (MAP) {
+                    repeated group key_value {
+                      required binary key (UTF8);
+                      optional binary value (UTF8);
+                    }
+                  }
+                }",
+            )
+            .expect("schema"),
+        );
+        let mut buf = Vec::new();
+        let mut w = SerializedFileWriter::new(&mut buf, schema, Arc::default()).expect("writer");
+        let mut rg = w.next_row_group().expect("group");
+        let flat = [
+            ["1.5", "2.5"],
+            ["USD", "USD"],
+            ["Usage", "Usage"],
+            ["2026-01-05T10:00:00Z", "2026-01-05T11:00:00Z"],
+            ["2026-01-05T11:00:00Z", "2026-01-05T12:00:00Z"],
+        ];
+        for col in flat {
+            let mut c = rg.next_column().expect("column").expect("one more");
+            let v: Vec<ByteArray> = col.iter().map(|s| ByteArray::from(*s)).collect();
+            c.typed::<ByteArrayType>()
+                .write_batch(&v, None, None)
+                .expect("write");
+            c.close().expect("close");
+        }
+        // Row 1: one entry (key defined at level 2, value at 3); row 2: no map (level 0).
+        for (values, def) in [(vec!["team"], vec![2, 0]), (vec!["vision"], vec![3, 0])] {
+            let mut c = rg.next_column().expect("column").expect("one more");
+            let v: Vec<ByteArray> = values.into_iter().map(ByteArray::from).collect();
+            c.typed::<ByteArrayType>()
+                .write_batch(&v, Some(&def), Some(&[0, 0]))
+                .expect("write");
+            c.close().expect("close");
+        }
+        rg.close().expect("group");
+        w.close().expect("close");
+        let mut rows = Vec::new();
+        let tally = read_parquet(buf.into(), "m.parquet", &mut |r| rows.push(r)).expect("reads");
+        assert_eq!(tally.skips.total(), 0, "{tally:?}");
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].tags.get("team").map(String::as_str), Some("vision"));
+        assert!(rows[1].tags.is_empty());
+        assert_eq!(rows[1].billed_cost, 2.5);
     }
 }
