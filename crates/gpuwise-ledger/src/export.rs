@@ -5,10 +5,10 @@
 //! showback cost of the device-hours (GPU-hours × $ per GPU-hour); the `x_` columns carry what
 //! FOCUS has no column for: team, GPU-hours busy and idle, idle cost, mean utilization and the
 //! price's source. A device without a price has no row (FOCUS costs cannot be null, and gpuwise
-//! never writes an unknown cost as $0); the count is returned.
+//! never writes an unknown cost as $0); the count is returned. The rows are values; the render
+//! crate writes them as CSV with the same escaping as every other CSV (hostile labels).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::Report;
@@ -124,14 +124,6 @@ fn month_bounds(ms: EpochMs) -> (EpochMs, EpochMs) {
     (utc(first), utc(next))
 }
 
-fn csv_cell(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
 /// FOCUS `PricingCategory` of gpuwise's pricing model.
 fn pricing_category(p: Option<&str>) -> &'static str {
     match p {
@@ -142,16 +134,26 @@ fn pricing_category(p: Option<&str>) -> &'static str {
     }
 }
 
-/// Write the allocation as FOCUS 1.2 CSV. Returns the text and the number of unpriced devices
-/// left out.
+/// The allocation as FOCUS 1.2 rows.
+#[derive(Clone, Debug, Default)]
+pub struct FocusRows {
+    /// Column names: [`FOCUS_1_2`] then [`EXTENSIONS`].
+    pub header: Vec<&'static str>,
+    /// One row per device, team and day; `""` is null.
+    pub rows: Vec<Vec<String>>,
+    /// Devices left out for want of a price.
+    pub unpriced_devices: usize,
+}
+
+/// The allocation as FOCUS 1.2 rows (see the module documentation).
 #[must_use]
-pub fn focus_csv(profiles: &[DeviceProfile], report: &Report, teams: &TeamMap) -> (String, usize) {
+pub fn focus_rows(profiles: &[DeviceProfile], report: &Report, teams: &TeamMap) -> FocusRows {
     let rows: BTreeMap<&str, &gpuwise_core::report::DeviceRow> =
         report.devices.iter().map(|d| (d.id.as_str(), d)).collect();
-    let mut out = FOCUS_1_2.join(",");
-    out.push(',');
-    out.push_str(&EXTENSIONS.join(","));
-    out.push('\n');
+    let mut out = FocusRows {
+        header: FOCUS_1_2.iter().chain(EXTENSIONS.iter()).copied().collect(),
+        ..FocusRows::default()
+    };
     let mut unpriced = 0;
     for p in profiles {
         let id = p.key.to_string();
@@ -178,20 +180,20 @@ pub fn focus_csv(profiles: &[DeviceProfile], report: &Report, teams: &TeamMap) -
             d.util_hours += h.util_hours * share;
         }
         for ((day, team), d) in days {
-            write_row(&mut out, row, day, team, &d, price);
+            out.rows.push(focus_row(row, day, team, &d, price));
         }
     }
-    (out, unpriced)
+    out.unpriced_devices = unpriced;
+    out
 }
 
-fn write_row(
-    out: &mut String,
+fn focus_row(
     row: &gpuwise_core::report::DeviceRow,
     day: EpochMs,
     team: &str,
     d: &Day,
     price: f64,
-) {
+) -> Vec<String> {
     let cost = d.gpu_hours * price;
     let (bp_start, bp_end) = month_bounds(day);
     let tags = serde_json::json!({
@@ -261,12 +263,11 @@ fn write_row(
         "x_PriceSource",
         row.price_source.clone().unwrap_or_default(),
     );
-    let cells: Vec<String> = FOCUS_1_2
+    FOCUS_1_2
         .iter()
         .chain(EXTENSIONS.iter())
-        .map(|c| v.get(c).map_or_else(String::new, |s| csv_cell(s)))
-        .collect();
-    let _ = writeln!(out, "{}", cells.join(","));
+        .map(|c| v.remove(c).unwrap_or_default())
+        .collect()
 }
 
 #[cfg(test)]
@@ -281,6 +282,5 @@ mod tests {
         assert_eq!(sorted.len(), 57);
         assert_eq!(pricing_category(Some("spot")), "Dynamic");
         assert_eq!(pricing_category(None), "");
-        assert_eq!(csv_cell("a,\"b\""), "\"a,\"\"b\"\"\"");
     }
 }

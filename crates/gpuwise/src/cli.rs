@@ -182,7 +182,7 @@ pub(crate) struct CheckArgs {
         value_name = "FILE",
         help_heading = "Policy"
     )]
-    pub policy: PathBuf,
+    pub policy: Option<PathBuf>,
     /// POST the outcome to this URL when a rule is violated (Slack incoming webhook or any JSON endpoint).
     #[arg(
         long,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde::Deserialize;
 
-/// Keys of the config file; each mirrors a `report` flag.
+/// Keys of the config file; each mirrors a flag (of `report`, or of `allocate` and `check`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Config {
@@ -29,6 +29,14 @@ pub(crate) struct Config {
     pub saturated_above_pct: Option<f64>,
     pub stale_price_days: Option<u32>,
     pub top: Option<usize>,
+    /// `allocate`/`check`: showback or chargeback.
+    pub allocation_mode: Option<String>,
+    /// `allocate`/`check`: where idle and shared cost go in chargeback.
+    pub idle_policy: Option<String>,
+    /// `allocate`/`check`: teams whose whole cost is shared.
+    pub shared_teams: Option<Vec<String>>,
+    /// `check`: the policy file.
+    pub policy: Option<PathBuf>,
 }
 
 impl Config {
@@ -52,6 +60,7 @@ impl Config {
         for p in [
             &mut c.prices,
             &mut c.teams,
+            &mut c.policy,
             &mut c.instances,
             &mut c.overlay,
         ]

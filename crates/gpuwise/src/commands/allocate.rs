@@ -10,25 +10,33 @@ use gpuwise_ledger::allocate::{self, Allocation, Distribute, Mode, Policy, UnitC
 use gpuwise_render::{Format, RenderOptions};
 
 use crate::cli::{AllocateArgs, AllocateOpts};
-use crate::config::output_format;
+use crate::config::{Config, output_format};
 use crate::fleet::Settings;
 use crate::output::emit;
 use crate::printer;
 
-/// The allocation policy from the flags, with a warning for flags the mode has no use for.
-pub(crate) fn policy(o: &AllocateOpts) -> anyhow::Result<Policy> {
+/// The allocation policy from the flags (else the config file), with a warning for flags the
+/// mode has no use for.
+pub(crate) fn policy(o: &AllocateOpts, cfg: &Config) -> anyhow::Result<Policy> {
     let mode: Mode = o
         .mode
         .as_deref()
+        .or(cfg.allocation_mode.as_deref())
         .unwrap_or("showback")
         .parse()
         .map_err(|e| anyhow!("--mode: {e}"))?;
     let idle: Distribute = o
         .idle
         .as_deref()
+        .or(cfg.idle_policy.as_deref())
         .unwrap_or("proportional")
         .parse()
         .map_err(|e| anyhow!("--idle: {e}"))?;
+    let shared_teams = if o.shared_teams.is_empty() {
+        cfg.shared_teams.clone().unwrap_or_default()
+    } else {
+        o.shared_teams.clone()
+    };
     if mode == Mode::Showback && (o.idle.is_some() || !o.shared_teams.is_empty()) {
         printer::warn(
             "--idle and --shared-team apply to --mode chargeback; showback shows costs as they fell",
@@ -37,7 +45,7 @@ pub(crate) fn policy(o: &AllocateOpts) -> anyhow::Result<Policy> {
     Ok(Policy {
         mode,
         idle,
-        shared_teams: o.shared_teams.clone(),
+        shared_teams,
     })
 }
 
@@ -47,8 +55,9 @@ pub(crate) fn allocation(
     profiles: &[DeviceProfile],
     s: &Settings,
     o: &AllocateOpts,
+    cfg: &Config,
 ) -> anyhow::Result<Allocation> {
-    let policy = policy(o)?;
+    let policy = policy(o, cfg)?;
     let counts = match &o.units {
         Some(p) => UnitCounts::parse(&fs_err::read_to_string(p)?, &p.display().to_string())?,
         None => UnitCounts::default(),
@@ -84,11 +93,12 @@ pub(crate) fn run(args: &AllocateArgs) -> anyhow::Result<ExitCode> {
         format != Format::Html,
         "--format: allocate prints table, json, csv, markdown or focus"
     );
-    let (_cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
+    let (cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
     if focus {
-        policy(&args.alloc)?;
-        let (csv, unpriced) =
-            gpuwise_ledger::export::focus_csv(&profiles, &report, &settings.teams);
+        policy(&args.alloc, &cfg)?;
+        let rows = gpuwise_ledger::export::focus_rows(&profiles, &report, &settings.teams);
+        let unpriced = rows.unpriced_devices;
+        let csv = gpuwise_render::ledger::focus_csv(&rows);
         if unpriced > 0 {
             printer::warn(&format!(
                 "{unpriced} device(s) have no price and no FOCUS rows (a FOCUS cost cannot be unknown)"
@@ -97,7 +107,7 @@ pub(crate) fn run(args: &AllocateArgs) -> anyhow::Result<ExitCode> {
         emit(&csv, args.out.output.as_ref())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let a = allocation(&report, &profiles, &settings, &args.alloc)?;
+    let a = allocation(&report, &profiles, &settings, &args.alloc, &cfg)?;
     let color = args.out.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     let text = gpuwise_render::ledger::allocation(&a, format, &RenderOptions { top: 0, color })?;

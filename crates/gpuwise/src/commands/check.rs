@@ -114,13 +114,13 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         matches!(format, Format::Table | Format::Json | Format::Markdown),
         "--format: check prints table, json or markdown"
     );
-    let policy = Policy::from_toml(
-        &fs_err::read_to_string(&args.policy)?,
-        &args.policy.display().to_string(),
-    )?;
-    let (_cfg, settings, report, profiles) =
+    let path = args.policy.clone().or_else(|| cfg.policy.clone()).ok_or_else(|| {
+        anyhow!("no policy: give --policy FILE (or `policy = \"FILE\"` in the config file; docs/policy.md)")
+    })?;
+    let policy = Policy::from_toml(&fs_err::read_to_string(&path)?, &path.display().to_string())?;
+    let (cfg, settings, report, profiles) =
         crate::fleet::read(&args.fleet, &args.out, args.workloads.as_deref())?;
-    let allocation = super::allocate::allocation(&report, &profiles, &settings, &args.alloc)?;
+    let allocation = super::allocate::allocation(&report, &profiles, &settings, &args.alloc, &cfg)?;
     let now = settings
         .report
         .now_ms

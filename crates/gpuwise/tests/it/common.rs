@@ -28,6 +28,9 @@ pub(crate) fn cmd() -> Command {
         .env_remove("GPUWISE_TZ")
         .env_remove("GPUWISE_FORMAT");
     c.env_remove("GPUWISE_PRICES").env_remove("GPUWISE_TEAMS");
+    c.env_remove("GPUWISE_POLICY")
+        .env_remove("GPUWISE_NOTIFY_URL")
+        .env_remove("GPUWISE_ALLOCATION_MODE");
     c
 }
 

@@ -122,3 +122,47 @@ fn a_report_that_cannot_be_written_whole_leaves_the_previous_one() {
             .contains("</html>")
     );
 }
+
+#[test]
+fn hostile_labels_stay_text_in_the_ledger() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("scrapes");
+    hostile_scrapes(&data);
+    let d = data.display().to_string();
+    // The pod label names the team: the hostile text becomes a team name.
+    let teams = dir.path().join("teams.toml");
+    std::fs::write(&teams, "labels = [\"pod\"]\n").expect("teams");
+    let t = teams.display().to_string();
+    let prices = dir.path().join("prices.toml");
+    std::fs::write(&prices, "[[rule]]\nusd_per_gpu_hour = 2.0\n").expect("prices");
+    let p = prices.display().to_string();
+    for format in ["table", "csv", "markdown", "focus"] {
+        let o = run(&[
+            "allocate",
+            &d,
+            "--teams",
+            &t,
+            "--prices",
+            &p,
+            "--format",
+            format,
+            "--no-progress",
+        ]);
+        assert_eq!(o.code, 0, "{format}: {}", o.stderr);
+        assert!(
+            !o.stdout.contains('\u{1b}') && !o.stderr.contains('\u{1b}'),
+            "{format}"
+        );
+        assert!(
+            o.stdout.contains("HYPERLINK"),
+            "{format}: the team is shown"
+        );
+        if matches!(format, "csv" | "focus") {
+            assert!(
+                !o.stdout.contains(",=HYPERLINK") && !o.stdout.contains(",\"=HYPERLINK"),
+                "{format}: a formula cell: {}",
+                o.stdout
+            );
+        }
+    }
+}

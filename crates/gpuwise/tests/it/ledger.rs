@@ -831,3 +831,42 @@ fn notify_posts_slack_blocks_retries_a_5xx_and_never_shows_the_secret() {
         o.stderr
     );
 }
+
+#[test]
+fn allocation_and_policy_settings_come_from_the_config_file_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "[idle]\nmax_share_pct = 100\n",
+    )
+    .expect("policy");
+    let cfg = dir.path().join("gpuwise.toml");
+    std::fs::write(
+        &cfg,
+        "allocation_mode = \"chargeback\"\nidle_policy = \"platform:infra\"\nshared_teams = [\"ops\"]\npolicy = \"policy.toml\"\n",
+    )
+    .expect("config");
+    let c = cfg.display().to_string();
+    let telemetry = data("smi/two-gpus.csv");
+    let a = json(&["allocate", &telemetry, "--config", &c]);
+    assert_eq!(a["policy"]["mode"], "chargeback");
+    assert_eq!(
+        a["policy"]["idle"],
+        serde_json::json!({"to": "platform", "bucket": "infra"})
+    );
+    assert_eq!(a["policy"]["shared_teams"], serde_json::json!(["ops"]));
+    // The flag wins over the file.
+    let a = json(&["allocate", &telemetry, "--config", &c, "--mode", "showback"]);
+    assert_eq!(a["policy"]["mode"], "showback");
+    // check finds its policy in the config (relative to the config file) …
+    let o = run(&["check", &telemetry, "--config", &c, "--no-progress"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // … and without one anywhere says how to give it.
+    let o = run(&["check", &telemetry, "--no-progress"]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("no policy: give --policy FILE"),
+        "{}",
+        o.stderr
+    );
+}
