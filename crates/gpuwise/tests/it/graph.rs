@@ -33,6 +33,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("gpuwise-synth", &["gpuwise-core"]),
     ("gpuwise-record", &[]),
+    ("gpuwise-sim", &[]),
     (
         "gpuwise",
         &[
@@ -46,6 +47,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-synth",
             "gpuwise-record",
             "gpuwise-ledger",
+            "gpuwise-sim",
         ],
     ),
 ];
@@ -58,6 +60,7 @@ const PURE: &[&str] = &[
     "gpuwise-advise",
     "gpuwise-render",
     "gpuwise-ledger",
+    "gpuwise-sim",
 ];
 
 /// Crates that do I/O or parse a command line, which a pure crate must not depend on.

@@ -1,0 +1,17 @@
+//! # gpuwise-sim: what-if on real traces
+//!
+//! Pure (no files, clock or command line).
+//!
+//! - [`trace`]: spot capacity per tick from SkyPilot spot-traces JSON, add/remove event CSVs
+//!   and generic `time_s,available` CSVs.
+//! - [`spot`]: one training job on one trace, tick by tick (changeover, checkpoints,
+//!   preemptions, billing), and the policies.
+//! - [`montecarlo`]: many start offsets per trace → per-policy distributions
+//!   (`gpuwise.spot/v1`).
+//! - [`study`]: traces × policies × starts, per trace and pooled, and the checkpoint interval
+//!   (Young/Daly against a sweep on the traces).
+
+pub mod montecarlo;
+pub mod spot;
+pub mod study;
+pub mod trace;
