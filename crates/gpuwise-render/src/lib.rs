@@ -22,6 +22,7 @@ pub mod markdown;
 pub mod plan;
 mod section;
 mod sections;
+pub mod sim;
 mod svg;
 pub mod table;
 mod text;

@@ -206,6 +206,14 @@ fn quantile(v: &mut [f64], p: f64) -> Option<f64> {
     Some(v[i])
 }
 
+impl PolicySummary {
+    /// The policy's name.
+    #[must_use]
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+}
+
 /// Summarise runs of one policy.
 #[must_use]
 #[allow(clippy::cast_precision_loss)]

@@ -59,6 +59,133 @@ pub(crate) enum Command {
     /// Budgets and guardrails over the fleet: list violations, exit 1 if any, notify a webhook.
     #[command(after_help = CHECK_EXAMPLES)]
     Check(Box<CheckArgs>),
+    /// What-if on real traces: training jobs on spot with checkpoints and deadlines.
+    #[command(subcommand)]
+    Simulate(SimulateCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SimulateCommand {
+    /// Replay spot traces for a training job: policies, cost, deadlines, checkpoint interval.
+    #[command(after_help = SPOT_EXAMPLES)]
+    Spot(Box<SpotArgs>),
+}
+
+const SPOT_EXAMPLES: &str = "Examples:
+  gpuwise simulate spot --trace 'traces/*.json' --work-hours 48 --deadline-hours 60 --changeover 12m
+  gpuwise simulate spot --trace us-west-2a_v100_1.json --work-hours 72 --deadline-hours 100 \\
+      --spot-price 0.92 --on-demand-price 3.06 --checkpoint-interval auto --checkpoint-cost 2m
+  gpuwise simulate spot --trace p3trace.csv --tick 60s --nodes 16 --work-hours 8 --instance a2-highgpu-1g --cloud gcp
+
+Traces: SkyPilot spot-traces JSON, add/remove event CSV (time_ms,event,node), or time_s,available
+CSV. Several --trace files are several scenarios, reported per trace and pooled. docs/simulate.md.";
+
+#[derive(Debug, Args)]
+pub(crate) struct SpotArgs {
+    /// Trace files (globs allowed; repeatable).
+    #[arg(
+        long = "trace",
+        required = true,
+        value_name = "FILE",
+        help_heading = "Traces"
+    )]
+    pub traces: Vec<String>,
+    /// auto (by content), skypilot (JSON), events (time_ms,event,node) or csv (time_s,available).
+    #[arg(
+        long,
+        default_value = "auto",
+        value_name = "FORMAT",
+        help_heading = "Traces"
+    )]
+    pub trace_format: String,
+    /// Tick the event and CSV traces are sampled at.
+    #[arg(
+        long,
+        default_value = "60s",
+        value_name = "DURATION",
+        help_heading = "Traces"
+    )]
+    pub tick: String,
+    /// Hours of progress the job needs.
+    #[arg(long, value_name = "HOURS", help_heading = "Job")]
+    pub work_hours: f64,
+    /// Instances the job runs on (spot needs that many available).
+    #[arg(long, default_value_t = 1, value_name = "N", help_heading = "Job")]
+    pub nodes: u32,
+    /// Hours from the start by which the job must finish (none: spot policies wait for spot).
+    #[arg(long, value_name = "HOURS", help_heading = "Job")]
+    pub deadline_hours: Option<f64>,
+    /// Time lost at every launch before progress resumes.
+    #[arg(
+        long,
+        default_value = "12m",
+        value_name = "DURATION",
+        help_heading = "Job"
+    )]
+    pub changeover: String,
+    /// Progress between checkpoints: 0 (the paper's model: a preemption loses only the
+    /// changeover), a duration, or auto (the best interval on the traces).
+    #[arg(
+        long,
+        default_value = "0",
+        value_name = "DURATION|auto",
+        help_heading = "Job"
+    )]
+    pub checkpoint_interval: String,
+    /// Time each checkpoint takes.
+    #[arg(
+        long,
+        default_value = "0",
+        value_name = "DURATION",
+        help_heading = "Job"
+    )]
+    pub checkpoint_cost: String,
+    /// Policies to run (repeatable): on_demand, spot_only, greedy, uniform_progress [default: all].
+    #[arg(long = "policy", value_name = "POLICY", help_heading = "Simulation")]
+    pub policies: Vec<String>,
+    /// Random start offsets per trace.
+    #[arg(
+        long,
+        default_value_t = 300,
+        value_name = "N",
+        help_heading = "Simulation"
+    )]
+    pub starts: usize,
+    /// Seed of the start offsets.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "N",
+        help_heading = "Simulation"
+    )]
+    pub seed: u64,
+    /// Spot $ per node-hour (with --on-demand-price; instead of --instance).
+    #[arg(long, value_name = "USD", help_heading = "Prices")]
+    pub spot_price: Option<f64>,
+    /// On-demand $ per node-hour.
+    #[arg(long, value_name = "USD", help_heading = "Prices")]
+    pub on_demand_price: Option<f64>,
+    /// Instance type whose catalog prices to use (one node = one instance).
+    #[arg(long, value_name = "TYPE", help_heading = "Prices")]
+    pub instance: Option<String>,
+    /// Cloud of --instance.
+    #[arg(long, value_name = "CLOUD", help_heading = "Prices")]
+    pub cloud: Option<String>,
+    /// Region of --instance [default: the cheapest with both prices].
+    #[arg(long, value_name = "REGION", help_heading = "Prices")]
+    pub region: Option<String>,
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        default_value = "table",
+        value_name = "table|json|markdown",
+        help_heading = "Output"
+    )]
+    pub format: String,
+    /// Write to FILE instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
+    pub output: Option<PathBuf>,
 }
 
 const ALLOCATE_EXAMPLES: &str = "Examples:

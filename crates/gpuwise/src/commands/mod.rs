@@ -15,6 +15,7 @@ mod plan;
 mod reconcile;
 mod record;
 mod report;
+mod simulate;
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -28,5 +29,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Allocate(args) => allocate::run(&args),
         Command::Reconcile(args) => reconcile::run(&args),
         Command::Check(args) => check::run(&args),
+        Command::Simulate(cmd) => simulate::run(&cmd),
     }
 }

@@ -19,6 +19,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["gpuwise-core", "gpuwise-catalog", "gpuwise-plan"],
     ),
     ("gpuwise-ledger", &["gpuwise-core", "gpuwise-catalog"]),
+    ("gpuwise-sim", &[]),
     ("gpuwise-sources", &["gpuwise-core", "gpuwise-catalog"]),
     ("gpuwise-prom", &["gpuwise-core", "gpuwise-sources"]),
     (
@@ -29,11 +30,11 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-plan",
             "gpuwise-advise",
             "gpuwise-ledger",
+            "gpuwise-sim",
         ],
     ),
     ("gpuwise-synth", &["gpuwise-core"]),
     ("gpuwise-record", &[]),
-    ("gpuwise-sim", &[]),
     (
         "gpuwise",
         &[

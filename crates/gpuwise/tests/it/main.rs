@@ -17,3 +17,4 @@ mod plan;
 mod planted;
 mod prometheus;
 mod real_data;
+mod simulate;

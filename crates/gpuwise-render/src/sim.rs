@@ -1,0 +1,152 @@
+//! Simulation results: the spot study (`gpuwise simulate spot`) as tables, Markdown or JSON.
+
+use gpuwise_sim::montecarlo::PolicySummary;
+use gpuwise_sim::study::Study;
+
+use crate::section::Section;
+use crate::text::usd;
+use crate::{Format, RenderOptions};
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "–".to_owned(), f)
+}
+
+fn policy_rows(ps: &[PolicySummary]) -> Vec<Vec<String>> {
+    ps.iter()
+        .map(|p| {
+            vec![
+                p.policy_name().to_owned(),
+                format!("{:.1}%", p.deadline_met_share * 100.0),
+                format!("{:.2}", p.spot_work_hours_mean),
+                format!("{:.2}", p.on_demand_work_hours_mean),
+                format!("{:.2}", p.spot_billed_hours_mean),
+                format!("{:.2}", p.on_demand_billed_hours_mean),
+                opt(p.cost_usd_mean, usd),
+                opt(p.cost_usd_p95, usd),
+                opt(p.completion_hours_p50, |h| format!("{h:.1}")),
+                opt(p.completion_hours_p95, |h| format!("{h:.1}")),
+                format!("{:.2}", p.preemptions_mean),
+                format!("{:.2}", p.lost_work_hours_mean),
+            ]
+        })
+        .collect()
+}
+
+const HEADERS: [&str; 12] = [
+    "POLICY",
+    "MET",
+    "SPOT WORK H",
+    "OD WORK H",
+    "SPOT BILLED H",
+    "OD BILLED H",
+    "COST",
+    "COST P95",
+    "DONE P50 H",
+    "DONE P95 H",
+    "PREEMPTIONS",
+    "LOST H",
+];
+
+fn sections(s: &Study) -> Vec<Section> {
+    let j = &s.job;
+    let mut out = vec![Section {
+        title: format!(
+            "{} h of work on {} node(s){}, changeover {:.2} h, {}: {} traces × {} starts",
+            j.work_hours,
+            j.nodes,
+            j.deadline_hours.map(|d| format!(", deadline {d} h")).unwrap_or_default(),
+            j.changeover_hours,
+            j.checkpoint_interval_minutes.map_or_else(
+                || "no checkpoint loss (the paper's model)".to_owned(),
+                |m| format!("checkpoint every {m:.0} min ({:.1} min each)", j.checkpoint_cost_minutes)
+            ),
+            s.traces.len(),
+            s.starts_per_trace
+        ),
+        note: Some(match &s.prices {
+            Some(p) => format!(
+                "Work hours are progress kept (they add up to the work); billed hours include changeovers, checkpoints and lost work, per node. Prices per node-hour: spot {}, on demand {}.",
+                usd(p.spot_usd_per_hour),
+                usd(p.on_demand_usd_per_hour)
+            ),
+            None => "Work hours are progress kept (they add up to the work); billed hours include changeovers, checkpoints and lost work, per node. No prices: give --instance or --spot-price and --on-demand-price for dollars.".to_owned(),
+        }),
+        headers: HEADERS.to_vec(),
+        right: (1..12).collect(),
+        rows: policy_rows(&s.policies),
+    }];
+    out.push(Section {
+        title: "Traces".to_owned(),
+        note: None,
+        headers: vec!["TRACE", "GAP S", "TICKS", "AVAILABLE", "PREEMPTIONS/H"],
+        right: vec![1, 2, 3, 4],
+        rows: s
+            .traces
+            .iter()
+            .map(|t| {
+                vec![
+                    t.file.clone(),
+                    format!("{}", t.gap_seconds),
+                    t.ticks.to_string(),
+                    format!("{:.1}%", t.availability_mean * 100.0),
+                    format!("{:.3}", t.preemptions_per_hour),
+                ]
+            })
+            .collect(),
+    });
+    let c = &s.checkpoint;
+    if !c.sweep.is_empty() || c.young_daly_minutes.is_some() {
+        out.push(Section {
+            title: format!(
+                "Checkpoint interval: Young/Daly {} min, best on the traces {} min",
+                opt(c.young_daly_minutes, |m| format!("{m:.0}")),
+                opt(c.best_minutes_on_trace, |m| format!("{m:.0}"))
+            ),
+            note: Some(format!(
+                "Young/Daly: √(2 × checkpoint cost × mean time between preemptions ({} h)). The sweep runs spot_only at each interval.",
+                opt(c.mean_hours_between_preemptions, |h| format!("{h:.2}"))
+            )),
+            headers: vec!["INTERVAL MIN", "COST", "DONE H (MEAN)", "LOST H (MEAN)"],
+            right: vec![0, 1, 2, 3],
+            rows: c
+                .sweep
+                .iter()
+                .map(|p| {
+                    vec![
+                        format!("{:.0}", p.minutes),
+                        opt(p.cost_usd_mean, usd),
+                        opt(p.completion_hours_mean, |h| format!("{h:.2}")),
+                        format!("{:.3}", p.lost_work_hours_mean),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    if s.traces.len() > 1 {
+        for t in &s.traces {
+            out.push(Section {
+                title: format!("On {}", t.file),
+                note: None,
+                headers: HEADERS.to_vec(),
+                right: (1..12).collect(),
+                rows: policy_rows(&t.policies),
+            });
+        }
+    }
+    out
+}
+
+/// Render a spot study (`table`, `json`, `markdown`; others print the table).
+#[must_use]
+pub fn spot(s: &Study, format: Format) -> String {
+    match format {
+        Format::Json => {
+            let mut out = serde_json::to_string_pretty(s)
+                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+            out.push('\n');
+            out
+        }
+        Format::Markdown => crate::markdown::render_sections("Spot simulation", &sections(s)),
+        _ => crate::table::render_sections(&sections(s), &RenderOptions::default()),
+    }
+}

@@ -1,0 +1,166 @@
+//! `gpuwise simulate spot`: spot traces × policies × start offsets for a training job.
+
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail};
+use gpuwise_catalog::{Catalog, Pricing};
+use gpuwise_render::Format;
+use gpuwise_sim::montecarlo::{PolicyKind, Prices};
+use gpuwise_sim::spot::Job;
+use gpuwise_sim::study::{self, Checkpoint, Plan};
+use gpuwise_sim::trace::Trace;
+
+use crate::cli::{SimulateCommand, SpotArgs};
+use crate::output::emit;
+use crate::{duration, printer};
+
+pub(crate) fn run(cmd: &SimulateCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        SimulateCommand::Spot(args) => spot(args),
+    }
+}
+
+fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
+    #[allow(clippy::cast_precision_loss)]
+    Ok(duration::parse_ms(v).map_err(|e| anyhow!("--{flag}: {e}"))? as f64 / 1000.0)
+}
+
+/// Read one trace, its format given or found from its content.
+fn read_trace(path: &std::path::Path, format: &str, tick_s: f64) -> anyhow::Result<Trace> {
+    let name = path.display().to_string();
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut gpuwise_sources::input::open(&gpuwise_sources::Input {
+            path: Some(path.to_path_buf()),
+            name: name.clone(),
+            found_in_dir: false,
+        })?,
+        &mut text,
+    )?;
+    let kind = match format {
+        "auto" => {
+            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            if text.trim_start().starts_with('{') {
+                "skypilot"
+            } else if first.split(',').count() >= 3 {
+                "events"
+            } else {
+                "csv"
+            }
+        }
+        other => other,
+    };
+    Ok(match kind {
+        "skypilot" => Trace::from_skypilot_json(&text, &name)?,
+        "events" => Trace::from_events_csv(&text, tick_s, &name)?,
+        "csv" => Trace::from_generic_csv(&text, tick_s, &name)?,
+        other => bail!("--trace-format `{other}` is not one of auto, skypilot, events, csv"),
+    })
+}
+
+/// Prices per node-hour: given, or the catalog's on-demand and spot prices of --instance.
+fn prices(args: &SpotArgs) -> anyhow::Result<Option<Prices>> {
+    match (args.spot_price, args.on_demand_price, &args.instance) {
+        (Some(s), Some(o), None) => {
+            anyhow::ensure!(
+                s.is_finite() && o.is_finite() && s >= 0.0 && o >= 0.0,
+                "--spot-price and --on-demand-price must be non-negative numbers"
+            );
+            Ok(Some(Prices {
+                spot_usd_per_hour: s,
+                on_demand_usd_per_hour: o,
+            }))
+        }
+        (None, None, Some(t)) => catalog_prices(t, args).map(Some),
+        (None, None, None) => Ok(None),
+        _ => bail!("give --spot-price with --on-demand-price, or --instance (not both)"),
+    }
+}
+
+fn catalog_prices(instance: &str, args: &SpotArgs) -> anyhow::Result<Prices> {
+    let catalog = Catalog::builtin();
+    let best = catalog
+        .instances
+        .iter()
+        .filter(|i| i.instance_type.eq_ignore_ascii_case(instance))
+        .filter(|i| args.cloud.as_deref().is_none_or(|c| i.cloud == c))
+        .filter(|i| args.region.as_deref().is_none_or(|r| i.region == r))
+        .filter_map(|i| Some((i, i.price(Pricing::Spot)?, i.price(Pricing::OnDemand)?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let Some((i, spot, od)) = best else {
+        bail!(
+            "the catalog has no spot and on-demand price for `{instance}`{}{}: give --spot-price and --on-demand-price",
+            args.cloud
+                .as_deref()
+                .map(|c| format!(" in {c}"))
+                .unwrap_or_default(),
+            args.region
+                .as_deref()
+                .map(|r| format!(" {r}"))
+                .unwrap_or_default()
+        );
+    };
+    printer::info(&format!(
+        "prices: {} {} {}: spot ${spot:.4}/h, on-demand ${od:.4}/h per node ({}, {})",
+        i.cloud, i.instance_type, i.region, i.source, i.as_of
+    ));
+    Ok(Prices {
+        spot_usd_per_hour: spot,
+        on_demand_usd_per_hour: od,
+    })
+}
+
+fn plan(args: &SpotArgs) -> anyhow::Result<Plan> {
+    let checkpoint = match args.checkpoint_interval.as_str() {
+        "auto" => Checkpoint::Auto,
+        v => match seconds("checkpoint-interval", v)? {
+            0.0 => Checkpoint::None,
+            s => Checkpoint::Every(s),
+        },
+    };
+    let policies = if args.policies.is_empty() {
+        PolicyKind::ALL.to_vec()
+    } else {
+        args.policies
+            .iter()
+            .map(|p| p.parse().map_err(|e| anyhow!("--policy: {e}")))
+            .collect::<anyhow::Result<_>>()?
+    };
+    anyhow::ensure!(args.starts > 0, "--starts must be at least 1");
+    Ok(Plan {
+        job: Job {
+            work_s: args.work_hours * 3600.0,
+            deadline_s: args.deadline_hours.map(|d| d * 3600.0),
+            changeover_s: seconds("changeover", &args.changeover)?,
+            checkpoint_interval_s: 0.0,
+            checkpoint_cost_s: seconds("checkpoint-cost", &args.checkpoint_cost)?,
+            nodes: args.nodes,
+        },
+        checkpoint,
+        policies,
+        starts: args.starts,
+        seed: args.seed,
+        prices: prices(args)?,
+    })
+}
+
+fn spot(args: &SpotArgs) -> anyhow::Result<ExitCode> {
+    let format = Format::parse(&args.format).map_err(|e| anyhow!("--format: {e}"))?;
+    anyhow::ensure!(
+        matches!(format, Format::Table | Format::Json | Format::Markdown),
+        "--format: simulate spot prints table, json or markdown"
+    );
+    let tick_s = seconds("tick", &args.tick)?;
+    anyhow::ensure!(tick_s > 0.0, "--tick must be longer than zero");
+    let plan = plan(args)?;
+    let inputs = gpuwise_sources::expand(&args.traces)?;
+    let traces = inputs
+        .iter()
+        .filter_map(|i| i.path.as_deref())
+        .map(|p| read_trace(p, &args.trace_format, tick_s))
+        .collect::<anyhow::Result<Vec<Trace>>>()?;
+    anyhow::ensure!(!traces.is_empty(), "--trace: no trace files");
+    let s = study::study(&traces, &plan)?;
+    emit(&gpuwise_render::sim::spot(&s, format), args.output.as_ref())?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,164 @@
+//! `gpuwise simulate spot` end to end: a tiny trace worked by hand, the paper's traces, and
+//! bad input.
+
+use crate::common::{f, run, shared};
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["simulate", "spot"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json"]);
+    let o = run(&all);
+    assert_eq!(o.code, 0, "{all:?}: {}", o.stderr);
+    serde_json::from_str(&o.stdout).expect("JSON")
+}
+
+#[test]
+fn a_tiny_trace_checked_by_hand() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Hourly ticks: spot for 3 h, gone 2 h, back for good.
+    let t = dir.path().join("t.json");
+    std::fs::write(
+        &t,
+        r#"{"metadata":{"gap_seconds":3600},"data":[1,1,1,0,0,1,1,1,1,1,1,1,1,1,1,1]}"#,
+    )
+    .expect("trace");
+    let s = json(&[
+        "--trace",
+        &t.display().to_string(),
+        "--work-hours",
+        "5",
+        "--deadline-hours",
+        "10",
+        "--changeover",
+        "30m",
+        "--starts",
+        "1",
+        "--seed",
+        "0",
+        "--spot-price",
+        "1",
+        "--on-demand-price",
+        "3",
+        "--policy",
+        "spot_only",
+        "--policy",
+        "on_demand",
+    ]);
+    assert_eq!(s["schema"], "gpuwise.spot/v1");
+    assert_eq!(s["traces"][0]["ticks"], 16);
+    let start = s["starts_per_trace"].as_u64().expect("n");
+    assert_eq!(start, 1);
+    let p = |name: &str| {
+        s["policies"]
+            .as_array()
+            .expect("policies")
+            .iter()
+            .find(|p| p["policy"] == name)
+            .expect("policy")
+            .clone()
+    };
+    // On demand: 0.5 h changeover + 5 h of work, billed 5.5 h at $3.
+    let od = p("on_demand");
+    assert_eq!(f(&od["on_demand_billed_hours_mean"]), 5.5);
+    assert_eq!(f(&od["cost_usd_mean"]), 16.5);
+    // Spot only, from a start the seed picks (the window of 10 ticks fits 7 starts, 0–6): its
+    // work is 5 h on spot, and it never spends on demand.
+    let so = p("spot_only");
+    assert_eq!(f(&so["spot_work_hours_mean"]), 5.0);
+    assert_eq!(f(&so["on_demand_billed_hours_mean"]), 0.0);
+    assert!(f(&so["cost_usd_mean"]) < 16.5);
+}
+
+#[test]
+fn the_papers_traces_in_the_cli_match_the_library() {
+    let Some(data) = shared() else { return };
+    let dir = data.join("spot/skypilot-spot-traces/availability/1-node/aws-10-26-2022");
+    let glob = format!("{}/*.json", dir.display());
+    let s = json(&[
+        "--trace",
+        &glob,
+        "--work-hours",
+        "48",
+        "--deadline-hours",
+        "60",
+        "--changeover",
+        "12m",
+        "--starts",
+        "300",
+        "--seed",
+        "0",
+        "--policy",
+        "greedy",
+        "--policy",
+        "uniform_progress",
+    ]);
+    assert_eq!(s["traces"].as_array().expect("traces").len(), 8);
+    for p in s["policies"].as_array().expect("policies") {
+        assert_eq!(p["runs"], 2400);
+        assert_eq!(f(&p["deadline_met_share"]), 1.0);
+        let total = f(&p["spot_work_hours_mean"]) + f(&p["on_demand_work_hours_mean"]);
+        assert!((total - 48.0).abs() < 1e-6, "{p}");
+    }
+}
+
+#[test]
+fn bad_traces_and_jobs_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).expect("write");
+        p.display().to_string()
+    };
+    let no_gap = write("a.json", r#"{"data":[1,1,1]}"#);
+    let short = write(
+        "b.json",
+        r#"{"metadata":{"gap_seconds":3600},"data":[1,1,1]}"#,
+    );
+    let cases: [(Vec<&str>, &str); 6] = [
+        (
+            vec!["--trace", &short, "--work-hours", "1", "--changeover=-5m"],
+            "--changeover",
+        ),
+        (
+            vec!["--trace", &no_gap, "--work-hours", "1"],
+            "a.json: has no metadata.gap_seconds",
+        ),
+        (
+            vec![
+                "--trace",
+                &short,
+                "--work-hours",
+                "2",
+                "--deadline-hours",
+                "10",
+            ],
+            "b.json: 3.0 h of trace is shorter than the job's window of 10.0 h",
+        ),
+        (
+            vec!["--trace", &short, "--work-hours=-2"],
+            "--work-hours must be positive",
+        ),
+        (
+            vec![
+                "--trace",
+                &short,
+                "--work-hours",
+                "2",
+                "--deadline-hours",
+                "1",
+            ],
+            "--deadline-hours must be at least --work-hours",
+        ),
+        (
+            vec!["--trace", &short, "--work-hours", "1", "--policy", "yolo"],
+            "`yolo` is not a policy",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["simulate", "spot"];
+        all.extend_from_slice(&args);
+        let o = run(&all);
+        assert_eq!(o.code, 2, "{args:?}");
+        assert!(o.stderr.contains(want), "{args:?}: {}", o.stderr);
+    }
+}
