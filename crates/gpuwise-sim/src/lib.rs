@@ -12,6 +12,7 @@
 //!   (Young/Daly against a sweep on the traces).
 
 pub mod montecarlo;
+pub mod omniscient;
 pub mod spot;
 pub mod study;
 pub mod trace;

@@ -24,15 +24,18 @@ pub enum PolicyKind {
     Greedy,
     /// Wu et al.'s Uniform Progress.
     UniformProgress,
+    /// The offline optimum on the known trace: the lower bound (needs a deadline).
+    Omniscient,
 }
 
 impl PolicyKind {
     /// All, in report order.
-    pub const ALL: [PolicyKind; 4] = [
+    pub const ALL: [PolicyKind; 5] = [
         PolicyKind::OnDemand,
         PolicyKind::SpotOnly,
         PolicyKind::Greedy,
         PolicyKind::UniformProgress,
+        PolicyKind::Omniscient,
     ];
 
     /// The name on the command line and in JSON.
@@ -43,22 +46,25 @@ impl PolicyKind {
             PolicyKind::SpotOnly => "spot_only",
             PolicyKind::Greedy => "greedy",
             PolicyKind::UniformProgress => "uniform_progress",
+            PolicyKind::Omniscient => "omniscient",
         }
     }
 
-    fn policy(self) -> Box<dyn Policy> {
-        match self {
+    /// The online policy (`None` for the offline optimum, which is not one).
+    fn policy(self) -> Option<Box<dyn Policy>> {
+        Some(match self {
             PolicyKind::OnDemand => Box::new(OnDemand),
             PolicyKind::SpotOnly => Box::new(SpotOnly),
             PolicyKind::Greedy => Box::new(Greedy::default()),
             PolicyKind::UniformProgress => Box::new(UniformProgress::default()),
-        }
+            PolicyKind::Omniscient => return None,
+        })
     }
 }
 
 /// A policy name that is not one.
 #[derive(Debug, thiserror::Error)]
-#[error("`{0}` is not a policy: use on_demand, spot_only, greedy or uniform_progress")]
+#[error("`{0}` is not a policy: use on_demand, spot_only, greedy, uniform_progress or omniscient")]
 pub struct UnknownPolicy(String);
 
 impl std::str::FromStr for PolicyKind {
@@ -257,23 +263,66 @@ pub fn summarize(
     }
 }
 
-/// Run `policy` from every start of every `(trace, starts)` pair.
-#[must_use]
-pub fn run_all(policy: PolicyKind, job: &Job, sets: &[(&Trace, Vec<usize>)]) -> Vec<Run> {
-    let mut out = Vec::new();
-    for (trace, starts) in sets {
-        for &s in starts {
-            let mut p = policy.policy();
-            out.push(crate::spot::simulate(
-                job,
-                &trace.available,
-                s,
-                trace.gap_s,
-                p.as_mut(),
-            ));
-        }
+/// Run `policy` from one start.
+fn run_one(
+    policy: PolicyKind,
+    job: &Job,
+    trace: &Trace,
+    start: usize,
+    prices: Option<Prices>,
+) -> Run {
+    match policy.policy() {
+        Some(mut p) => crate::spot::simulate(job, &trace.available, start, trace.gap_s, p.as_mut()),
+        None => crate::omniscient::optimum(
+            job,
+            &trace.available,
+            start,
+            trace.gap_s,
+            prices.map(|p| (p.spot_usd_per_hour, p.on_demand_usd_per_hour)),
+        )
+        .unwrap_or_default(),
     }
-    out
+}
+
+/// Run `policy` from every start of every `(trace, starts)` pair, in that order. `prices` steer
+/// the offline optimum (which minimises cost); the online policies do not look at them. Runs
+/// are independent: they are split across the machine's cores (the offline optimum takes
+/// milliseconds a run; the online policies microseconds).
+#[must_use]
+pub fn run_all(
+    policy: PolicyKind,
+    job: &Job,
+    sets: &[(&Trace, Vec<usize>)],
+    prices: Option<Prices>,
+) -> Vec<Run> {
+    let work: Vec<(&Trace, usize)> = sets
+        .iter()
+        .flat_map(|(t, starts)| starts.iter().map(move |&s| (*t, s)))
+        .collect();
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    if policy != PolicyKind::Omniscient || threads < 2 || work.len() < 64 {
+        return work
+            .iter()
+            .map(|&(t, s)| run_one(policy, job, t, s, prices))
+            .collect();
+    }
+    let chunk = work.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = work
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|&(t, s)| run_one(policy, job, t, s, prices))
+                        .collect::<Vec<Run>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 #[cfg(test)]

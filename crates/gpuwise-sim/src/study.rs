@@ -151,7 +151,7 @@ fn sweep(plan: &Plan, sets: &[(&Trace, Vec<usize>)]) -> Vec<SweepPoint> {
                 checkpoint_interval_s: minutes * 60.0,
                 ..plan.job
             };
-            let runs = run_all(PolicyKind::SpotOnly, &job, sets);
+            let runs = run_all(PolicyKind::SpotOnly, &job, sets, plan.prices);
             #[allow(clippy::cast_precision_loss)]
             let lost = runs.iter().map(|r| r.lost_work_s).sum::<f64>() / runs.len().max(1) as f64;
             SweepPoint {
@@ -206,6 +206,12 @@ fn checkpoint(plan: &Plan, traces: &[Trace], sets: &[(&Trace, Vec<usize>)]) -> C
 /// [`SimError`] for a bad job or a trace shorter than the job's window.
 pub fn study(traces: &[Trace], plan: &Plan) -> Result<Study, SimError> {
     plan.job.check()?;
+    if plan.job.deadline_s.is_none() && plan.policies.contains(&PolicyKind::Omniscient) {
+        return Err(SimError::BadJob(
+            "the omniscient policy needs --deadline-hours (without one, waiting for spot is free)"
+                .into(),
+        ));
+    }
     let sets: Vec<(&Trace, Vec<usize>)> = traces
         .iter()
         .zip(0u64..)
@@ -241,7 +247,7 @@ pub fn study(traces: &[Trace], plan: &Plan) -> Result<Study, SimError> {
     for &p in &plan.policies {
         let mut all = Vec::new();
         for (i, set) in sets.iter().enumerate() {
-            let runs = run_all(p, &job, std::slice::from_ref(set));
+            let runs = run_all(p, &job, std::slice::from_ref(set), plan.prices);
             per_trace[i]
                 .policies
                 .push(summarize(p, &job, &runs, plan.prices));

@@ -60,8 +60,9 @@ fn table_3() {
     for (p, od, spot, tol) in [
         (PolicyKind::Greedy, 30.8, 17.2, 2.0),
         (PolicyKind::UniformProgress, 25.1, 22.9, 1.5),
+        (PolicyKind::Omniscient, 20.7, 27.4, 0.6),
     ] {
-        let runs = run_all(p, &job, &sets);
+        let runs = run_all(p, &job, &sets, None);
         assert_eq!(runs.len(), 2400);
         let s = summarize(p, &job, &runs, None);
         eprintln!(

@@ -140,7 +140,8 @@ pub(crate) struct SpotArgs {
         help_heading = "Job"
     )]
     pub checkpoint_cost: String,
-    /// Policies to run (repeatable): on_demand, spot_only, greedy, uniform_progress [default: all].
+    /// Policies to run (repeatable): on_demand, spot_only, greedy, uniform_progress, omniscient
+    /// (the offline optimum, with a deadline) [default: all].
     #[arg(long = "policy", value_name = "POLICY", help_heading = "Simulation")]
     pub policies: Vec<String>,
     /// Random start offsets per trace.

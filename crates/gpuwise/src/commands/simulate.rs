@@ -119,7 +119,11 @@ fn plan(args: &SpotArgs) -> anyhow::Result<Plan> {
         },
     };
     let policies = if args.policies.is_empty() {
-        PolicyKind::ALL.to_vec()
+        // The offline optimum needs a deadline (without one, waiting for spot costs nothing).
+        PolicyKind::ALL
+            .into_iter()
+            .filter(|p| args.deadline_hours.is_some() || *p != PolicyKind::Omniscient)
+            .collect()
     } else {
         args.policies
             .iter()
