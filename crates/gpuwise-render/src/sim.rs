@@ -122,6 +122,36 @@ fn sections(s: &Study) -> Vec<Section> {
                 .collect(),
         });
     }
+    if !s.zones.is_empty() {
+        out.push(Section {
+            title: "Zone groups (multi_zone: uniform progress on spot in any zone with capacity)"
+                .to_owned(),
+            note: None,
+            headers: vec![
+                "ZONES",
+                "ANY AVAILABLE",
+                "MET",
+                "SPOT WORK H",
+                "OD WORK H",
+                "COST",
+            ],
+            right: vec![1, 2, 3, 4, 5],
+            rows: s
+                .zones
+                .iter()
+                .map(|z| {
+                    vec![
+                        z.files.join(" + "),
+                        format!("{:.1}%", z.availability_mean * 100.0),
+                        format!("{:.1}%", z.policy.deadline_met_share * 100.0),
+                        format!("{:.2}", z.policy.spot_work_hours_mean),
+                        format!("{:.2}", z.policy.on_demand_work_hours_mean),
+                        opt(z.policy.cost_usd_mean, usd),
+                    ]
+                })
+                .collect(),
+        });
+    }
     if s.traces.len() > 1 {
         for t in &s.traces {
             out.push(Section {

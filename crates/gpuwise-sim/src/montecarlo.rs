@@ -26,16 +26,19 @@ pub enum PolicyKind {
     UniformProgress,
     /// The offline optimum on the known trace: the lower bound (needs a deadline).
     Omniscient,
+    /// Uniform Progress over a group of zones (`--zones`): spot in any zone with capacity.
+    MultiZone,
 }
 
 impl PolicyKind {
     /// All, in report order.
-    pub const ALL: [PolicyKind; 5] = [
+    pub const ALL: [PolicyKind; 6] = [
         PolicyKind::OnDemand,
         PolicyKind::SpotOnly,
         PolicyKind::Greedy,
         PolicyKind::UniformProgress,
         PolicyKind::Omniscient,
+        PolicyKind::MultiZone,
     ];
 
     /// The name on the command line and in JSON.
@@ -47,6 +50,7 @@ impl PolicyKind {
             PolicyKind::Greedy => "greedy",
             PolicyKind::UniformProgress => "uniform_progress",
             PolicyKind::Omniscient => "omniscient",
+            PolicyKind::MultiZone => "multi_zone",
         }
     }
 
@@ -56,7 +60,9 @@ impl PolicyKind {
             PolicyKind::OnDemand => Box::new(OnDemand),
             PolicyKind::SpotOnly => Box::new(SpotOnly),
             PolicyKind::Greedy => Box::new(Greedy::default()),
-            PolicyKind::UniformProgress => Box::new(UniformProgress::default()),
+            PolicyKind::UniformProgress | PolicyKind::MultiZone => {
+                Box::new(UniformProgress::default())
+            }
             PolicyKind::Omniscient => return None,
         })
     }
@@ -261,6 +267,17 @@ pub fn summarize(
         preemptions_mean: runs.iter().map(|r| f64::from(r.preemptions)).sum::<f64>() / n,
         lost_work_hours_mean: mean(|r| r.lost_work_s),
     }
+}
+
+/// Uniform Progress over a zone group from each start (the traces' ticks aligned).
+#[must_use]
+pub fn run_zones(job: &Job, zones: &[&Trace], starts: &[usize]) -> Vec<Run> {
+    let data: Vec<&[u32]> = zones.iter().map(|t| t.available.as_slice()).collect();
+    let gap = zones.first().map_or(1.0, |t| t.gap_s);
+    starts
+        .iter()
+        .map(|&s| crate::spot::simulate_zones(job, &data, s, gap, &mut UniformProgress::default()))
+        .collect()
 }
 
 /// Run `policy` from one start.

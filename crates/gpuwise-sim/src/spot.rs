@@ -121,15 +121,32 @@ pub fn simulate(
     gap_s: f64,
     policy: &mut dyn Policy,
 ) -> Run {
+    simulate_zones(job, &[available], start, gap_s, policy)
+}
+
+/// [`simulate`] over several zones of one region, ticks aligned: the policy sees spot capacity
+/// when any zone has it; a spot launch goes to the first zone (in the given order) with
+/// capacity; a job whose zone loses its capacity is preempted, and moving to another zone is a
+/// launch like any other (a changeover).
+pub fn simulate_zones(
+    job: &Job,
+    zones: &[&[u32]],
+    start: usize,
+    gap_s: f64,
+    policy: &mut dyn Policy,
+) -> Run {
     let mut run = Run::default();
     let mut st = State::default();
     let mut current = Cluster::None;
+    let mut zone = 0usize;
     let nodes = f64::from(job.nodes.max(1));
-    for (k, &cap) in available.iter().enumerate().skip(start) {
+    let ticks = zones.iter().map(|z| z.len()).min().unwrap_or(0);
+    for k in start..ticks {
         #[allow(clippy::cast_precision_loss)]
         let elapsed = (k - start) as f64 * gap_s;
-        let has_spot = cap >= job.nodes;
-        if current == Cluster::Spot && !has_spot {
+        let up = |z: usize| zones[z][k] >= job.nodes;
+        let has_spot = (0..zones.len()).any(up);
+        if current == Cluster::Spot && !up(zone) {
             current = Cluster::None;
             run.preemptions += 1;
             // Unsaved progress is lost (always 0 in the paper's model).
@@ -161,6 +178,9 @@ pub fn simulate(
         }
         if request != current && request != Cluster::None {
             st.overhead = job.changeover_s;
+            if request == Cluster::Spot {
+                zone = (0..zones.len()).find(|&z| up(z)).unwrap_or(0);
+            }
         }
         if request != current && current != Cluster::None {
             // Stopped on purpose: the policy checkpoints first (that checkpoint's time is not
@@ -488,5 +508,21 @@ mod tests {
         assert!(r.met(&j));
         assert!(r.on_demand_work_s > 0.0 && r.spot_work_s > 0.0, "{r:?}");
         assert!((r.on_demand_work_s + r.spot_work_s - 4.0 * H).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_second_zone_takes_over_at_the_cost_of_a_changeover() {
+        let j = job(8.0, Some(12.0), 0.5);
+        let a = [1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0];
+        let b = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1];
+        let one = simulate(&j, &a, 0, H, &mut UniformProgress::default());
+        let two = simulate_zones(&j, &[&a, &b], 0, H, &mut UniformProgress::default());
+        // Both zones: spot throughout, one preemption, a changeover at each of the two launches.
+        assert_eq!(two.preemptions, 1);
+        assert_eq!(two.on_demand_billed_s, 0.0);
+        assert_eq!(two.completion_s, Some(9.0 * H));
+        assert_eq!(two.spot_billed_s, 9.0 * H);
+        // Zone A alone needs on demand after its capacity goes.
+        assert!(one.on_demand_work_s > 0.0);
     }
 }

@@ -9,7 +9,9 @@
 
 use serde::Serialize;
 
-use crate::montecarlo::{PolicyKind, PolicySummary, Prices, SimError, run_all, starts, summarize};
+use crate::montecarlo::{
+    PolicyKind, PolicySummary, Prices, SimError, run_all, run_zones, starts, summarize,
+};
 use crate::spot::{Job, Run};
 use crate::trace::Trace;
 
@@ -39,6 +41,8 @@ pub struct Plan {
     pub seed: u64,
     /// Prices per node-hour, when known.
     pub prices: Option<Prices>,
+    /// Zone groups for `multi_zone`: indices into the traces.
+    pub zones: Vec<Vec<usize>>,
 }
 
 /// The job as reported.
@@ -101,6 +105,17 @@ pub struct CheckpointOut {
     pub sweep: Vec<SweepPoint>,
 }
 
+/// One zone group (`multi_zone`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ZoneGroupOut {
+    /// The traces of the group.
+    pub files: Vec<String>,
+    /// Share of ticks with capacity in at least one zone.
+    pub availability_mean: f64,
+    /// `multi_zone` on this group.
+    pub policy: PolicySummary,
+}
+
 /// `gpuwise.spot/v1`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Study {
@@ -116,8 +131,10 @@ pub struct Study {
     pub seed: u64,
     /// Per trace.
     pub traces: Vec<TraceOut>,
-    /// Pooled over all traces.
+    /// Pooled over all traces (`multi_zone`: over all zone groups).
     pub policies: Vec<PolicySummary>,
+    /// Zone groups (`--zones`), with `multi_zone` on each.
+    pub zones: Vec<ZoneGroupOut>,
     /// The checkpoint interval.
     pub checkpoint: CheckpointOut,
 }
@@ -200,12 +217,69 @@ fn checkpoint(plan: &Plan, traces: &[Trace], sets: &[(&Trace, Vec<usize>)]) -> C
     }
 }
 
+/// `multi_zone` on each zone group (starts seeded apart from the traces'), and pooled.
+fn zone_groups(
+    traces: &[Trace],
+    plan: &Plan,
+    job: &Job,
+) -> Result<(Vec<ZoneGroupOut>, Option<PolicySummary>), SimError> {
+    if !plan.policies.contains(&PolicyKind::MultiZone) {
+        return Ok((Vec::new(), None));
+    }
+    let mut out = Vec::new();
+    let mut all = Vec::new();
+    for (i, g) in plan.zones.iter().enumerate() {
+        let group: Vec<&Trace> = g.iter().map(|&k| &traces[k]).collect();
+        let ticks = group.iter().map(|t| t.ticks()).min().unwrap_or(0);
+        let shortest = group
+            .iter()
+            .min_by_key(|t| t.ticks())
+            .map_or_else(Trace::default, |t| Trace {
+                available: t.available[..ticks].to_vec(),
+                ..(*t).clone()
+            });
+        let seed = plan.seed.wrapping_add(1_000_003).wrapping_add(i as u64);
+        let s = starts(&shortest, job, plan.starts, seed)?;
+        let runs = run_zones(job, &group, &s);
+        #[allow(clippy::cast_precision_loss)]
+        let any = (0..ticks)
+            .filter(|&k| group.iter().any(|t| t.available[k] >= job.nodes))
+            .count() as f64
+            / ticks.max(1) as f64;
+        out.push(ZoneGroupOut {
+            files: group.iter().map(|t| t.name.clone()).collect(),
+            availability_mean: any,
+            policy: summarize(PolicyKind::MultiZone, job, &runs, plan.prices),
+        });
+        all.extend(runs);
+    }
+    let pooled = summarize(PolicyKind::MultiZone, job, &all, plan.prices);
+    Ok((out, Some(pooled)))
+}
+
 /// Run the study.
 ///
 /// # Errors
 /// [`SimError`] for a bad job or a trace shorter than the job's window.
 pub fn study(traces: &[Trace], plan: &Plan) -> Result<Study, SimError> {
     plan.job.check()?;
+    if plan.policies.contains(&PolicyKind::MultiZone) && plan.zones.is_empty() {
+        return Err(SimError::BadJob(
+            "the multi_zone policy needs zone groups (--zones A.json,B.json)".into(),
+        ));
+    }
+    for g in &plan.zones {
+        let gaps: Vec<f64> = g
+            .iter()
+            .filter_map(|&i| traces.get(i))
+            .map(|t| t.gap_s)
+            .collect();
+        if gaps.len() != g.len() || gaps.windows(2).any(|w| (w[0] - w[1]).abs() > 1e-9) {
+            return Err(SimError::BadJob(
+                "the traces of a zone group must exist and share one tick length".into(),
+            ));
+        }
+    }
     if plan.job.deadline_s.is_none() && plan.policies.contains(&PolicyKind::Omniscient) {
         return Err(SimError::BadJob(
             "the omniscient policy needs --deadline-hours (without one, waiting for spot is free)"
@@ -244,7 +318,14 @@ pub fn study(traces: &[Trace], plan: &Plan) -> Result<Study, SimError> {
         })
         .collect();
     let mut pooled = Vec::new();
+    let (zones, zone_summary) = zone_groups(traces, plan, &job)?;
     for &p in &plan.policies {
+        if p == PolicyKind::MultiZone {
+            if let Some(z) = zone_summary.clone() {
+                pooled.push(z);
+            }
+            continue;
+        }
         let mut all = Vec::new();
         for (i, set) in sets.iter().enumerate() {
             let runs = run_all(p, &job, std::slice::from_ref(set), plan.prices);
@@ -270,6 +351,7 @@ pub fn study(traces: &[Trace], plan: &Plan) -> Result<Study, SimError> {
         seed: plan.seed,
         traces: per_trace,
         policies: pooled,
+        zones,
         checkpoint: ck,
     })
 }
@@ -307,6 +389,7 @@ mod tests {
                 spot_usd_per_hour: 1.0,
                 on_demand_usd_per_hour: 3.0,
             }),
+            zones: Vec::new(),
         };
         let s = study(&[trace(), trace()], &plan).expect("runs");
         assert_eq!(s.policies.len(), 2);

@@ -25,7 +25,7 @@ fn err(origin: &str, message: impl Into<String>) -> TraceError {
 }
 
 /// Spot capacity over time.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Trace {
     /// Where it came from (file name).
     pub name: String,

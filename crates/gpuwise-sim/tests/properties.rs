@@ -10,7 +10,7 @@ fn policy(k: PolicyKind) -> Box<dyn Policy> {
         PolicyKind::OnDemand => Box::new(OnDemand),
         PolicyKind::SpotOnly => Box::new(SpotOnly),
         PolicyKind::Greedy => Box::new(Greedy::default()),
-        PolicyKind::UniformProgress => Box::new(UniformProgress::default()),
+        PolicyKind::UniformProgress | PolicyKind::MultiZone => Box::new(UniformProgress::default()),
         PolicyKind::Omniscient => unreachable!("not an online policy"),
     }
 }

@@ -90,6 +90,10 @@ pub(crate) struct SpotArgs {
         help_heading = "Traces"
     )]
     pub traces: Vec<String>,
+    /// A zone group for the multi_zone policy: trace files of zones of one region,
+    /// comma-separated (repeatable: one group each).
+    #[arg(long, value_name = "FILE,FILE,…", help_heading = "Traces")]
+    pub zones: Vec<String>,
     /// auto (by content), skypilot (JSON), events (time_ms,event,node) or csv (time_s,available).
     #[arg(
         long,
@@ -141,7 +145,7 @@ pub(crate) struct SpotArgs {
     )]
     pub checkpoint_cost: String,
     /// Policies to run (repeatable): on_demand, spot_only, greedy, uniform_progress, omniscient
-    /// (the offline optimum, with a deadline) [default: all].
+    /// (the offline optimum, with a deadline), multi_zone (with --zones) [default: all that apply].
     #[arg(long = "policy", value_name = "POLICY", help_heading = "Simulation")]
     pub policies: Vec<String>,
     /// Random start offsets per trace.

@@ -123,6 +123,7 @@ fn plan(args: &SpotArgs) -> anyhow::Result<Plan> {
         PolicyKind::ALL
             .into_iter()
             .filter(|p| args.deadline_hours.is_some() || *p != PolicyKind::Omniscient)
+            .filter(|p| !args.zones.is_empty() || *p != PolicyKind::MultiZone)
             .collect()
     } else {
         args.policies
@@ -145,7 +146,39 @@ fn plan(args: &SpotArgs) -> anyhow::Result<Plan> {
         starts: args.starts,
         seed: args.seed,
         prices: prices(args)?,
+        zones: Vec::new(),
     })
+}
+
+/// The traces of `--trace` and of `--zones` (each file read once), and the zone groups as
+/// indices into them.
+fn traces(args: &SpotArgs, tick_s: f64) -> anyhow::Result<(Vec<Trace>, Vec<Vec<usize>>)> {
+    let mut paths: Vec<std::path::PathBuf> = gpuwise_sources::expand(&args.traces)?
+        .into_iter()
+        .filter_map(|i| i.path)
+        .collect();
+    let mut groups = Vec::new();
+    for g in &args.zones {
+        let mut group = Vec::new();
+        for f in g.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+            let path = std::path::PathBuf::from(f);
+            let i = paths.iter().position(|p| *p == path).unwrap_or_else(|| {
+                paths.push(path);
+                paths.len() - 1
+            });
+            group.push(i);
+        }
+        anyhow::ensure!(
+            group.len() >= 2,
+            "--zones `{g}`: a zone group needs two traces or more"
+        );
+        groups.push(group);
+    }
+    let traces = paths
+        .iter()
+        .map(|p| read_trace(p, &args.trace_format, tick_s))
+        .collect::<anyhow::Result<Vec<Trace>>>()?;
+    Ok((traces, groups))
 }
 
 fn spot(args: &SpotArgs) -> anyhow::Result<ExitCode> {
@@ -156,14 +189,10 @@ fn spot(args: &SpotArgs) -> anyhow::Result<ExitCode> {
     );
     let tick_s = seconds("tick", &args.tick)?;
     anyhow::ensure!(tick_s > 0.0, "--tick must be longer than zero");
-    let plan = plan(args)?;
-    let inputs = gpuwise_sources::expand(&args.traces)?;
-    let traces = inputs
-        .iter()
-        .filter_map(|i| i.path.as_deref())
-        .map(|p| read_trace(p, &args.trace_format, tick_s))
-        .collect::<anyhow::Result<Vec<Trace>>>()?;
+    let mut plan = plan(args)?;
+    let (traces, zones) = traces(args, tick_s)?;
     anyhow::ensure!(!traces.is_empty(), "--trace: no trace files");
+    plan.zones = zones;
     let s = study::study(&traces, &plan)?;
     emit(&gpuwise_render::sim::spot(&s, format), args.output.as_ref())?;
     Ok(ExitCode::SUCCESS)

@@ -114,7 +114,22 @@ fn bad_traces_and_jobs_are_clear_errors() {
         "b.json",
         r#"{"metadata":{"gap_seconds":3600},"data":[1,1,1]}"#,
     );
-    let cases: [(Vec<&str>, &str); 6] = [
+    let cases: [(Vec<&str>, &str); 8] = [
+        (
+            vec!["--trace", &short, "--work-hours", "1", "--zones", &short],
+            "a zone group needs two traces or more",
+        ),
+        (
+            vec![
+                "--trace",
+                &short,
+                "--work-hours",
+                "1",
+                "--policy",
+                "multi_zone",
+            ],
+            "the multi_zone policy needs zone groups",
+        ),
         (
             vec!["--trace", &short, "--work-hours", "1", "--changeover=-5m"],
             "--changeover",
@@ -161,4 +176,55 @@ fn bad_traces_and_jobs_are_clear_errors() {
         assert_eq!(o.code, 2, "{args:?}");
         assert!(o.stderr.contains(want), "{args:?}: {}", o.stderr);
     }
+}
+
+#[test]
+fn zones_let_multi_zone_run_on_either_zone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, data: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(
+            &p,
+            format!(r#"{{"metadata":{{"gap_seconds":3600}},"data":[{data}]}}"#),
+        )
+        .expect("write");
+        p.display().to_string()
+    };
+    // Zone a has capacity for the first 5 h, zone b after: together, spot all along.
+    let a = write("a.json", "1,1,1,1,1,0,0,0,0,0,0,0,0,0,0,0");
+    let b = write("b.json", "0,0,0,0,0,1,1,1,1,1,1,1,1,1,1,1");
+    let s = json(&[
+        "--trace",
+        &a,
+        "--zones",
+        &format!("{a},{b}"),
+        "--work-hours",
+        "8",
+        "--deadline-hours",
+        "12",
+        "--changeover",
+        "30m",
+        "--starts",
+        "1",
+        "--seed",
+        "0",
+    ]);
+    let z = &s["zones"][0];
+    assert_eq!(z["files"].as_array().expect("files").len(), 2);
+    assert_eq!(f(&z["availability_mean"]), 1.0);
+    let p = &z["policy"];
+    assert_eq!(p["policy"], "multi_zone");
+    assert_eq!(f(&p["on_demand_billed_hours_mean"]), 0.0, "{p}");
+    assert_eq!(f(&p["spot_work_hours_mean"]), 8.0);
+    // The pooled list has it too, beside the single-trace policies.
+    let names: Vec<&str> = s["policies"]
+        .as_array()
+        .expect("policies")
+        .iter()
+        .map(|p| p["policy"].as_str().expect("name"))
+        .collect();
+    assert!(
+        names.contains(&"multi_zone") && names.contains(&"omniscient"),
+        "{names:?}"
+    );
 }
