@@ -47,6 +47,66 @@ const HEADERS: [&str; 12] = [
     "LOST H",
 ];
 
+fn checkpoint_section(s: &Study) -> Option<Section> {
+    let c = &s.checkpoint;
+    (!c.sweep.is_empty() || c.young_daly_minutes.is_some()).then(|| Section {
+            title: format!(
+                "Checkpoint interval: Young/Daly {} min, best on the traces {} min",
+                opt(c.young_daly_minutes, |m| format!("{m:.0}")),
+                opt(c.best_minutes_on_trace, |m| format!("{m:.0}"))
+            ),
+            note: Some(format!(
+                "Young/Daly: √(2 × checkpoint cost × mean time between preemptions ({} h)). The sweep runs spot_only at each interval.",
+                opt(c.mean_hours_between_preemptions, |h| format!("{h:.2}"))
+            )),
+            headers: vec!["INTERVAL MIN", "COST", "DONE H (MEAN)", "LOST H (MEAN)"],
+            right: vec![0, 1, 2, 3],
+            rows: c
+                .sweep
+                .iter()
+                .map(|p| {
+                    vec![
+                        format!("{:.0}", p.minutes),
+                        opt(p.cost_usd_mean, usd),
+                        opt(p.completion_hours_mean, |h| format!("{h:.2}")),
+                        format!("{:.3}", p.lost_work_hours_mean),
+                    ]
+                })
+                .collect(),
+        })
+}
+
+fn zones_section(s: &Study) -> Option<Section> {
+    (!s.zones.is_empty()).then(|| Section {
+        title: "Zone groups (multi_zone: uniform progress on spot in any zone with capacity)"
+            .to_owned(),
+        note: None,
+        headers: vec![
+            "ZONES",
+            "ANY AVAILABLE",
+            "MET",
+            "SPOT WORK H",
+            "OD WORK H",
+            "COST",
+        ],
+        right: vec![1, 2, 3, 4, 5],
+        rows: s
+            .zones
+            .iter()
+            .map(|z| {
+                vec![
+                    z.files.join(" + "),
+                    format!("{:.1}%", z.availability_mean * 100.0),
+                    format!("{:.1}%", z.policy.deadline_met_share * 100.0),
+                    format!("{:.2}", z.policy.spot_work_hours_mean),
+                    format!("{:.2}", z.policy.on_demand_work_hours_mean),
+                    opt(z.policy.cost_usd_mean, usd),
+                ]
+            })
+            .collect(),
+    })
+}
+
 fn sections(s: &Study) -> Vec<Section> {
     let j = &s.job;
     let mut out = vec![Section {
@@ -94,64 +154,8 @@ fn sections(s: &Study) -> Vec<Section> {
             })
             .collect(),
     });
-    let c = &s.checkpoint;
-    if !c.sweep.is_empty() || c.young_daly_minutes.is_some() {
-        out.push(Section {
-            title: format!(
-                "Checkpoint interval: Young/Daly {} min, best on the traces {} min",
-                opt(c.young_daly_minutes, |m| format!("{m:.0}")),
-                opt(c.best_minutes_on_trace, |m| format!("{m:.0}"))
-            ),
-            note: Some(format!(
-                "Young/Daly: √(2 × checkpoint cost × mean time between preemptions ({} h)). The sweep runs spot_only at each interval.",
-                opt(c.mean_hours_between_preemptions, |h| format!("{h:.2}"))
-            )),
-            headers: vec!["INTERVAL MIN", "COST", "DONE H (MEAN)", "LOST H (MEAN)"],
-            right: vec![0, 1, 2, 3],
-            rows: c
-                .sweep
-                .iter()
-                .map(|p| {
-                    vec![
-                        format!("{:.0}", p.minutes),
-                        opt(p.cost_usd_mean, usd),
-                        opt(p.completion_hours_mean, |h| format!("{h:.2}")),
-                        format!("{:.3}", p.lost_work_hours_mean),
-                    ]
-                })
-                .collect(),
-        });
-    }
-    if !s.zones.is_empty() {
-        out.push(Section {
-            title: "Zone groups (multi_zone: uniform progress on spot in any zone with capacity)"
-                .to_owned(),
-            note: None,
-            headers: vec![
-                "ZONES",
-                "ANY AVAILABLE",
-                "MET",
-                "SPOT WORK H",
-                "OD WORK H",
-                "COST",
-            ],
-            right: vec![1, 2, 3, 4, 5],
-            rows: s
-                .zones
-                .iter()
-                .map(|z| {
-                    vec![
-                        z.files.join(" + "),
-                        format!("{:.1}%", z.availability_mean * 100.0),
-                        format!("{:.1}%", z.policy.deadline_met_share * 100.0),
-                        format!("{:.2}", z.policy.spot_work_hours_mean),
-                        format!("{:.2}", z.policy.on_demand_work_hours_mean),
-                        opt(z.policy.cost_usd_mean, usd),
-                    ]
-                })
-                .collect(),
-        });
-    }
+    out.extend(checkpoint_section(s));
+    out.extend(zones_section(s));
     if s.traces.len() > 1 {
         for t in &s.traces {
             out.push(Section {
