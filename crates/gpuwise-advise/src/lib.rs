@@ -1770,22 +1770,21 @@ fn commit_baseline(
     }
     let hours = window_hours.round().max(1.0);
     let max_k = busy.values().copied().max().unwrap_or(0);
-    let mut k_star = 0u32;
-    let mut current = 0.0;
-    let mut projected = 0.0;
-    let mut last_share = 0.0;
-    let mut next_share = 0.0;
-    for k in 1..=max_k {
-        let share = busy.values().filter(|&&c| c >= k).count() as f64 / hours;
-        if share < ratio {
-            next_share = share;
-            break;
-        }
-        k_star = k;
-        last_share = share;
-        current += share * od.usd_per_gpu_hour * MONTH_HOURS;
-        projected += commit.usd_per_gpu_hour * MONTH_HOURS;
-    }
+    // The hourly series over the whole window (hours without a busy GPU are zeros), sized by
+    // the commitment study `gpuwise simulate commit` runs.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let mut series: Vec<u32> = busy.values().copied().collect();
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    series.resize((hours as usize).max(series.len()), 0);
+    let (k_star, _) =
+        gpuwise_sim::commit::baseline(&series, od.usd_per_gpu_hour, commit.usd_per_gpu_hour);
+    let share = |k: u32| busy.values().filter(|&&c| c >= k).count() as f64 / hours;
+    let current: f64 = (1..=k_star)
+        .map(|k| share(k) * od.usd_per_gpu_hour * MONTH_HOURS)
+        .sum();
+    let projected = f64::from(k_star) * commit.usd_per_gpu_hour * MONTH_HOURS;
+    let last_share = if k_star > 0 { share(k_star) } else { 0.0 };
+    let next_share = share(k_star + 1);
     let shares = format!(
         "at least {k_star} of {} GPUs busy in {:.0} % of hours{}",
         members.len(),

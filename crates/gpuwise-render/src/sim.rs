@@ -184,3 +184,110 @@ pub fn spot(s: &Study, format: Format) -> String {
         _ => crate::table::render_sections(&sections(s), &RenderOptions::default()),
     }
 }
+
+fn commit_sections(s: &gpuwise_sim::commit::CommitStudy) -> Vec<Section> {
+    let mut out = vec![Section {
+        title: format!(
+            "Commitment: {} h of demand, {:.1} GPUs busy on average, peak {}; all on demand {}/month",
+            s.window_hours,
+            s.mean_gpus,
+            s.peak_gpus,
+            usd(s.on_demand_monthly_usd)
+        ),
+        note: Some(format!(
+            "A GPU is busy in an hour it spent mostly out of idle episodes. BEST AT ±20%: the optimum (GPUs:cost) if every hour's demand were 20 % lower or higher; KEPT: the cost of keeping today's optimum then. Prices per GPU-hour: on demand {}{}.{}",
+            usd(s.prices.on_demand),
+            s.prices
+                .spot
+                .map(|p| format!(", spot {}", usd(p)))
+                .unwrap_or_default(),
+            if s.mean_interruptible_gpus > 0.0 || s.spot_share_pct > 0.0 {
+                format!(
+                    " Interruptible: {:.1} GPUs on average always on spot; {:.0} % of the demand above the commitment on spot.",
+                    s.mean_interruptible_gpus, s.spot_share_pct
+                )
+            } else {
+                String::new()
+            }
+        )),
+        headers: vec![
+            "TERM",
+            "$/GPU-H",
+            "BREAK-EVEN",
+            "COMMIT GPUS",
+            "LAST GPU BUSY",
+            "COST/MONTH",
+            "SAVES/MONTH",
+            "BEST AT −20%",
+            "KEPT AT −20%",
+            "BEST AT +20%",
+            "KEPT AT +20%",
+        ],
+        right: (1..11).collect(),
+        rows: s
+            .terms
+            .iter()
+            .map(|t| {
+                let best = |i: usize| {
+                    t.sensitivity.get(i).map_or_else(
+                        || "–".to_owned(),
+                        |x| {
+                            format!(
+                                "{}:{}",
+                                x.optimum_committed_gpus,
+                                usd(x.monthly_cost_at_optimum_usd)
+                            )
+                        },
+                    )
+                };
+                let kept = |i: usize| {
+                    t.sensitivity
+                        .get(i)
+                        .map_or_else(|| "–".to_owned(), |x| usd(x.monthly_cost_keeping_base_usd))
+                };
+                vec![
+                    t.term.to_owned(),
+                    usd(t.usd_per_gpu_hour),
+                    format!("{:.0}%", t.break_even_utilization_pct),
+                    t.optimum_committed_gpus.to_string(),
+                    opt(t.last_gpu_utilization_pct, |p| format!("{p:.0}%")),
+                    usd(t.monthly_cost_usd),
+                    usd(t.monthly_savings_usd),
+                    best(0),
+                    kept(0),
+                    best(1),
+                    kept(1),
+                ]
+            })
+            .collect(),
+    }];
+    for t in &s.terms {
+        out.push(Section {
+            title: format!("{} cost curve", t.term),
+            note: None,
+            headers: vec!["COMMITTED GPUS", "COST/MONTH"],
+            right: vec![0, 1],
+            rows: t
+                .curve
+                .iter()
+                .map(|p| vec![p.committed_gpus.to_string(), usd(p.monthly_cost_usd)])
+                .collect(),
+        });
+    }
+    out
+}
+
+/// Render a commitment study (`table`, `json`, `markdown`).
+#[must_use]
+pub fn commit(s: &gpuwise_sim::commit::CommitStudy, format: Format) -> String {
+    match format {
+        Format::Json => {
+            let mut out = serde_json::to_string_pretty(s)
+                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+            out.push('\n');
+            out
+        }
+        Format::Markdown => crate::markdown::render_sections("Commitment", &commit_sections(s)),
+        _ => crate::table::render_sections(&commit_sections(s), &RenderOptions::default()),
+    }
+}

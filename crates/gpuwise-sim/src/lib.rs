@@ -8,9 +8,12 @@
 //!   preemptions, billing), and the policies.
 //! - [`montecarlo`]: many start offsets per trace → per-policy distributions
 //!   (`gpuwise.spot/v1`).
+//! - [`commit`]: how many GPUs to commit to from an hourly busy-GPU series
+//!   (`gpuwise.commit/v1`); the advice's `commit_baseline` sizes with it.
 //! - [`study`]: traces × policies × starts, per trace and pooled, and the checkpoint interval
 //!   (Young/Daly against a sweep on the traces).
 
+pub mod commit;
 pub mod montecarlo;
 pub mod omniscient;
 pub mod spot;

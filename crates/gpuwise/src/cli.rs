@@ -69,6 +69,68 @@ pub(crate) enum SimulateCommand {
     /// Replay spot traces for a training job: policies, cost, deadlines, checkpoint interval.
     #[command(after_help = SPOT_EXAMPLES)]
     Spot(Box<SpotArgs>),
+    /// How many GPUs to commit to (1 or 3 years) from the fleet's hourly busy GPUs.
+    #[command(after_help = COMMIT_EXAMPLES)]
+    Commit(Box<CommitArgs>),
+}
+
+const COMMIT_EXAMPLES: &str = "Examples:
+  gpuwise simulate commit logs/ --gpu H100-SXM5-80GB --cloud gcp
+  gpuwise simulate commit --prometheus http://prom:9090 --last 30d --on-demand-price 4.1 --commit-1y-price 2.9 --commit-3y-price 1.9
+  gpuwise simulate commit logs/ --gpu A100-SXM4-80GB --cloud gcp --interruptible-label namespace=batch --format json
+
+A GPU is busy in an hour it spent mostly out of idle episodes; the fleet is one pool of
+interchangeable GPUs (read one model's devices at a time). docs/simulate.md.";
+
+#[derive(Debug, Args)]
+pub(crate) struct CommitArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// GPU model whose catalog prices to use (on-demand, 1y, 3y, spot) in --cloud/--region.
+    #[arg(long, value_name = "NAME", help_heading = "Commitment")]
+    pub gpu: Option<String>,
+    /// On-demand $ per GPU-hour (instead of --gpu).
+    #[arg(long, value_name = "USD", help_heading = "Commitment")]
+    pub on_demand_price: Option<f64>,
+    /// 1-year commitment $ per GPU-hour.
+    #[arg(
+        long = "commit-1y-price",
+        value_name = "USD",
+        help_heading = "Commitment"
+    )]
+    pub commit_1y_price: Option<f64>,
+    /// 3-year commitment $ per GPU-hour.
+    #[arg(
+        long = "commit-3y-price",
+        value_name = "USD",
+        help_heading = "Commitment"
+    )]
+    pub commit_3y_price: Option<f64>,
+    /// Spot $ per GPU-hour, for interruptible demand.
+    #[arg(long, value_name = "USD", help_heading = "Commitment")]
+    pub spot_price: Option<f64>,
+    /// Devices with this label (key=value) are interruptible: on spot, never committed.
+    #[arg(long, value_name = "KEY=VALUE", help_heading = "Commitment")]
+    pub interruptible_label: Option<String>,
+    /// Share of the demand above the commitment that may run on spot, %.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "PCT",
+        help_heading = "Commitment"
+    )]
+    pub spot_share: f64,
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        env = "GPUWISE_FORMAT",
+        value_name = "table|json|markdown",
+        help_heading = "Output"
+    )]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 const SPOT_EXAMPLES: &str = "Examples:

@@ -10,13 +10,14 @@ use gpuwise_sim::spot::Job;
 use gpuwise_sim::study::{self, Checkpoint, Plan};
 use gpuwise_sim::trace::Trace;
 
-use crate::cli::{SimulateCommand, SpotArgs};
+use crate::cli::{CommitArgs, SimulateCommand, SpotArgs};
 use crate::output::emit;
 use crate::{duration, printer};
 
 pub(crate) fn run(cmd: &SimulateCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         SimulateCommand::Spot(args) => spot(args),
+        SimulateCommand::Commit(args) => commit(args),
     }
 }
 
@@ -195,5 +196,122 @@ fn spot(args: &SpotArgs) -> anyhow::Result<ExitCode> {
     plan.zones = zones;
     let s = study::study(&traces, &plan)?;
     emit(&gpuwise_render::sim::spot(&s, format), args.output.as_ref())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Busy GPUs per hour over the fleet's window (a device is busy in an hour it spent mostly out
+/// of idle episodes, as the advice counts it), split into committable and interruptible demand.
+fn busy_series(
+    profiles: &[gpuwise_core::profile::DeviceProfile],
+    interruptible: Option<(&str, &str)>,
+) -> (Vec<u32>, Vec<u32>) {
+    let hours = profiles
+        .iter()
+        .flat_map(|p| p.stats.hourly.iter().map(|h| h.start_ms));
+    let (Some(first), Some(last)) = (hours.clone().min(), hours.max()) else {
+        return (Vec::new(), Vec::new());
+    };
+    let n = usize::try_from((last - first) / gpuwise_core::HOUR_MS + 1).unwrap_or(0);
+    let (mut busy, mut spot) = (vec![0u32; n], vec![0u32; n]);
+    for p in profiles {
+        let off = interruptible.is_some_and(|(k, v)| p.info.label(k) == Some(v));
+        for h in &p.stats.hourly {
+            if h.covered_hours - h.idle_hours >= 0.5 {
+                let i = usize::try_from((h.start_ms - first) / gpuwise_core::HOUR_MS).unwrap_or(0);
+                if off { spot[i] += 1 } else { busy[i] += 1 }
+            }
+        }
+    }
+    (busy, spot)
+}
+
+/// Commitment prices: given, or the catalog's for --gpu in the fleet's --cloud/--region.
+fn commit_prices(
+    args: &CommitArgs,
+    settings: &crate::fleet::Settings,
+) -> anyhow::Result<gpuwise_sim::commit::CommitPrices> {
+    if let Some(od) = args.on_demand_price {
+        anyhow::ensure!(args.gpu.is_none(), "give --gpu or the prices, not both");
+        return Ok(gpuwise_sim::commit::CommitPrices {
+            on_demand: od,
+            commit_1y: args.commit_1y_price,
+            commit_3y: args.commit_3y_price,
+            spot: args.spot_price,
+        });
+    }
+    let Some(name) = &args.gpu else {
+        bail!(
+            "give --gpu NAME (catalog prices) or --on-demand-price with --commit-1y-price / --commit-3y-price"
+        );
+    };
+    let catalog = settings.prices.catalog();
+    let spec = catalog
+        .resolve(name)
+        .ok_or_else(|| anyhow!("--gpu: `{name}` is not a GPU the catalog knows"))?;
+    let ctx = settings.prices.context();
+    let quote = |pricing: Pricing| {
+        catalog
+            .gpu_hour_price(&gpuwise_catalog::PriceQuery {
+                gpu: &spec.name,
+                cloud: ctx.cloud.as_deref(),
+                region: ctx.region.as_deref(),
+                pricing,
+            })
+            .filter(|q| q.pricing == pricing)
+    };
+    let od = quote(Pricing::OnDemand)
+        .ok_or_else(|| anyhow!("the catalog has no on-demand price for {}", spec.name))?;
+    let c1 = quote(Pricing::Commit1y);
+    let c3 = quote(Pricing::Commit3y);
+    anyhow::ensure!(
+        c1.is_some() || c3.is_some(),
+        "the catalog has no commitment price for {} here: give --commit-1y-price or --commit-3y-price with --on-demand-price",
+        spec.name
+    );
+    for q in [Some(&od), c1.as_ref(), c3.as_ref()].into_iter().flatten() {
+        printer::info(&format!("price: {}", q.describe()));
+    }
+    Ok(gpuwise_sim::commit::CommitPrices {
+        on_demand: od.usd_per_gpu_hour,
+        commit_1y: c1.map(|q| q.usd_per_gpu_hour),
+        commit_3y: c3.map(|q| q.usd_per_gpu_hour),
+        spot: args
+            .spot_price
+            .or_else(|| quote(Pricing::Spot).map(|q| q.usd_per_gpu_hour)),
+    })
+}
+
+fn commit(args: &CommitArgs) -> anyhow::Result<ExitCode> {
+    let cfg = crate::config::Config::load(args.out.config.as_deref())?;
+    let format = crate::config::output_format(args.format.as_deref(), &cfg)?;
+    anyhow::ensure!(
+        matches!(format, Format::Table | Format::Json | Format::Markdown),
+        "--format: simulate commit prints table, json or markdown"
+    );
+    anyhow::ensure!(
+        (0.0..=100.0).contains(&args.spot_share),
+        "--spot-share must be within 0–100"
+    );
+    let label = args
+        .interruptible_label
+        .as_deref()
+        .map(|l| {
+            l.split_once('=')
+                .ok_or_else(|| anyhow!("--interruptible-label must be KEY=VALUE, got `{l}`"))
+        })
+        .transpose()?;
+    let (_cfg, settings, _report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
+    let prices = commit_prices(args, &settings)?;
+    let (busy, interruptible) = busy_series(&profiles, label);
+    let demand = gpuwise_sim::commit::Demand {
+        busy,
+        interruptible,
+        spot_share: args.spot_share / 100.0,
+    };
+    let s = gpuwise_sim::commit::study(&demand, prices)?;
+    emit(
+        &gpuwise_render::sim::commit(&s, format),
+        args.out.output.as_ref(),
+    )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -14,12 +14,17 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("gpuwise-catalog", &[]),
     ("gpuwise-core", &["gpuwise-catalog"]),
     ("gpuwise-plan", &["gpuwise-catalog"]),
+    ("gpuwise-sim", &[]),
     (
         "gpuwise-advise",
-        &["gpuwise-core", "gpuwise-catalog", "gpuwise-plan"],
+        &[
+            "gpuwise-core",
+            "gpuwise-catalog",
+            "gpuwise-plan",
+            "gpuwise-sim",
+        ],
     ),
     ("gpuwise-ledger", &["gpuwise-core", "gpuwise-catalog"]),
-    ("gpuwise-sim", &[]),
     ("gpuwise-sources", &["gpuwise-core", "gpuwise-catalog"]),
     ("gpuwise-prom", &["gpuwise-core", "gpuwise-sources"]),
     (

@@ -228,3 +228,58 @@ fn zones_let_multi_zone_run_on_either_zone() {
         "{names:?}"
     );
 }
+
+#[test]
+fn commit_sizes_the_planted_baseline() {
+    // Three GPUs, 10 hours of 1-minute samples: GPU 0 busy every hour, GPU 1 in the first 7,
+    // GPU 2 in the first 3; idle (0 %) otherwise.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut csv = String::from(
+        "timestamp, name, pci.bus_id, uuid, index, utilization.gpu [%], utilization.memory [%], memory.total [MiB], memory.used [MiB], power.draw [W], enforced.power.limit [W]\n",
+    );
+    let start = jiff::Timestamp::from_second(1_767_571_200).expect("ts");
+    for m in 0..=600 {
+        let t = start + jiff::SignedDuration::from_mins(m);
+        let stamp = t.strftime("%Y/%m/%d %H:%M:%S%.3f");
+        for (g, busy_hours) in [(0, 10), (1, 7), (2, 3)] {
+            let util = if m / 60 < busy_hours { 80 } else { 0 };
+            csv.push_str(&format!(
+                "{stamp}, NVIDIA A100-SXM4-80GB, 00000000:0{g}:00.0, GPU-0000000{g}-0000-4000-8000-000000000000, {g}, {util} %, 3 %, 81920 MiB, 2048 MiB, 250.00 W, 400.00 W\n"
+            ));
+        }
+    }
+    let file = dir.path().join("node.csv");
+    std::fs::write(&file, csv).expect("write");
+    let o = run(&[
+        "simulate",
+        "commit",
+        &file.display().to_string(),
+        "--on-demand-price",
+        "4",
+        "--commit-1y-price",
+        "2.5",
+        "--commit-3y-price",
+        "1.6",
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    assert_eq!(s["schema"], "gpuwise.commit/v1");
+    assert_eq!(s["window_hours"], 10);
+    assert_eq!(s["peak_gpus"], 3);
+    // 1y break-even 62.5 %: the 2nd GPU (busy 70 % of hours) yes, the 3rd (30 %) no.
+    // 3y break-even 40 %: the same two.
+    for (term, k) in [("1y", 2), ("3y", 2)] {
+        let t = s["terms"]
+            .as_array()
+            .expect("terms")
+            .iter()
+            .find(|t| t["term"] == term)
+            .expect("term");
+        assert_eq!(t["optimum_committed_gpus"], k, "{t}");
+    }
+    // All on demand: (10 + 7 + 3) GPU-hours × $4 over 10 hours, scaled to 730 hours.
+    assert!((f(&s["on_demand_monthly_usd"]) - 20.0 * 4.0 * 73.0).abs() < 1e-6);
+}
