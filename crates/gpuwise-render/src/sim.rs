@@ -181,8 +181,74 @@ pub fn spot(s: &Study, format: Format) -> String {
             out
         }
         Format::Markdown => crate::markdown::render_sections("Spot simulation", &sections(s)),
+        Format::Html => spot_html(s),
         _ => crate::table::render_sections(&sections(s), &RenderOptions::default()),
     }
+}
+
+/// The answer first: the cheapest policy that meets the deadline in every run.
+fn spot_headline(s: &Study) -> String {
+    let by_cost = |p: &&PolicySummary| p.cost_usd_mean.unwrap_or(p.on_demand_billed_hours_mean);
+    let best = s
+        .policies
+        .iter()
+        .filter(|p| p.deadline_met_share >= 1.0 && p.policy_name() != "omniscient")
+        .min_by(|a, b| by_cost(a).total_cmp(&by_cost(b)));
+    let on_demand = s.policies.iter().find(|p| p.policy_name() == "on_demand");
+    match (best, on_demand) {
+        (Some(b), Some(o)) if b.cost_usd_mean.is_some() => format!(
+            "{} meets every deadline at {} a run on average, against {} on demand",
+            b.policy_name(),
+            opt(b.cost_usd_mean, usd),
+            opt(o.cost_usd_mean, usd)
+        ),
+        (Some(b), _) => format!(
+            "{} meets every deadline with {:.1} h of on-demand work on average",
+            b.policy_name(),
+            b.on_demand_work_hours_mean
+        ),
+        _ => "no policy meets every deadline on these traces".to_owned(),
+    }
+}
+
+fn spot_html(s: &Study) -> String {
+    let c = &s.checkpoint;
+    let y = |p: &gpuwise_sim::study::SweepPoint| p.cost_usd_mean.or(p.completion_hours_mean);
+    let points: Vec<(f64, f64)> = c
+        .sweep
+        .iter()
+        .filter_map(|p| y(p).map(|v| (p.minutes, v)))
+        .collect();
+    let charts = if points.is_empty() {
+        Vec::new()
+    } else {
+        vec![crate::svg::curve(
+            &points,
+            c.best_minutes_on_trace,
+            true,
+            (
+                "Cost of a spot-only run against the checkpoint interval",
+                "checkpoint interval, minutes (log scale)",
+                if s.prices.is_some() {
+                    "mean cost"
+                } else {
+                    "mean hours to finish"
+                },
+            ),
+        )]
+    };
+    crate::html::page(
+        "Spot simulation",
+        &format!(
+            "{} trace(s) × {} starts · schema {}",
+            s.traces.len(),
+            s.starts_per_trace,
+            s.schema
+        ),
+        &spot_headline(s),
+        &charts,
+        &sections(s),
+    )
 }
 
 fn commit_sections(s: &gpuwise_sim::commit::CommitStudy) -> Vec<Section> {
@@ -288,6 +354,55 @@ pub fn commit(s: &gpuwise_sim::commit::CommitStudy, format: Format) -> String {
             out
         }
         Format::Markdown => crate::markdown::render_sections("Commitment", &commit_sections(s)),
+        Format::Html => commit_html(s),
         _ => crate::table::render_sections(&commit_sections(s), &RenderOptions::default()),
     }
+}
+
+fn commit_html(s: &gpuwise_sim::commit::CommitStudy) -> String {
+    let best = s
+        .terms
+        .iter()
+        .max_by(|a, b| a.monthly_savings_usd.total_cmp(&b.monthly_savings_usd));
+    let headline = best.map_or_else(
+        || "no commitment price to size against".to_owned(),
+        |t| {
+            format!(
+                "commit to {} GPUs for {}: {}/month instead of {} ({} saved)",
+                t.optimum_committed_gpus,
+                t.term,
+                usd(t.monthly_cost_usd),
+                usd(s.on_demand_monthly_usd),
+                usd(t.monthly_savings_usd)
+            )
+        },
+    );
+    let charts: Vec<String> = s
+        .terms
+        .iter()
+        .map(|t| {
+            let points: Vec<(f64, f64)> = t
+                .curve
+                .iter()
+                .map(|p| (f64::from(p.committed_gpus), p.monthly_cost_usd))
+                .collect();
+            crate::svg::curve(
+                &points,
+                Some(f64::from(t.optimum_committed_gpus)),
+                false,
+                (
+                    &format!("Monthly cost against GPUs committed for {}", t.term),
+                    "GPUs committed",
+                    "cost per month",
+                ),
+            )
+        })
+        .collect();
+    crate::html::page(
+        "Commitment",
+        &format!("{} hours of demand · schema {}", s.window_hours, s.schema),
+        &headline,
+        &charts,
+        &commit_sections(s),
+    )
 }

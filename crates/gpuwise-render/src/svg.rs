@@ -362,3 +362,89 @@ pub(crate) fn cost_bars(rows: &[(String, f64, f64, String)], title: &str) -> Str
     s.push_str("</svg>");
     s
 }
+
+/// A line chart of `points` (x, y), with a marked point (the optimum): the cost curves of the
+/// simulations. `log_x` spaces x logarithmically (checkpoint intervals from minutes to hours).
+pub(crate) fn curve(
+    points: &[(f64, f64)],
+    mark: Option<f64>,
+    log_x: bool,
+    (title, x_label, y_label): (&str, &str, &str),
+) -> String {
+    let (w, h, l, r, t, b) = (900.0, 280.0, 72.0, 16.0, 30.0, 44.0);
+    let mut s = format!(
+        r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg"><text x="{l}" y="18" class="t">{}</text>"#,
+        esc(title),
+        esc(title)
+    );
+    if points.len() < 2 {
+        s.push_str(r#"<text x="60" y="120">not enough points</text></svg>"#);
+        return s;
+    }
+    let fx = |x: f64| if log_x { x.max(1e-9).ln() } else { x };
+    let (x0, x1) = points.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
+        (a.min(fx(p.0)), b.max(fx(p.0)))
+    });
+    let (y0, y1) = points
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    let (y0, y1) = (y0.min(0.0), if y1 > y0 { y1 } else { y0 + 1.0 });
+    let sx = |x: f64| l + (fx(x) - x0) / (x1 - x0).max(1e-9) * (w - l - r);
+    let sy = |y: f64| t + (1.0 - (y - y0) / (y1 - y0)) * (h - t - b);
+    for i in 0..=4 {
+        let y = y0 + (y1 - y0) * f64::from(i) / 4.0;
+        let _ = write!(
+            s,
+            r#"<line x1="{l}" x2="{}" y1="{:.1}" y2="{:.1}" class="g"/><text x="{}" y="{:.1}" class="a" text-anchor="end">{}</text>"#,
+            w - r,
+            sy(y),
+            sy(y),
+            l - 6.0,
+            sy(y) + 4.0,
+            esc(&crate::text::usd(y))
+        );
+    }
+    let step = (points.len() / 8).max(1);
+    for p in points.iter().step_by(step) {
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" class="a" text-anchor="middle">{}</text>"#,
+            sx(p.0),
+            h - b + 16.0,
+            if p.0 >= 10.0 || p.0.fract() == 0.0 {
+                format!("{:.0}", p.0)
+            } else {
+                format!("{:.1}", p.0)
+            }
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{:.1}" y="{}" class="a" text-anchor="middle">{}</text><text x="14" y="{:.1}" class="a" transform="rotate(-90 14 {:.1})" text-anchor="middle">{}</text>"#,
+        (l + w - r) / 2.0,
+        h - 6.0,
+        esc(x_label),
+        (t + h - b) / 2.0,
+        (t + h - b) / 2.0,
+        esc(y_label)
+    );
+    let path: Vec<String> = points
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", sx(p.0), sy(p.1)))
+        .collect();
+    let _ = write!(
+        s,
+        r##"<polyline points="{}" fill="none" stroke="#08457e" stroke-width="2"/>"##,
+        path.join(" ")
+    );
+    if let Some(m) = mark.and_then(|m| points.iter().find(|p| (p.0 - m).abs() < 1e-9)) {
+        let _ = write!(
+            s,
+            r##"<circle cx="{:.1}" cy="{:.1}" r="5" fill="#f4a261" stroke="#1d2733"/>"##,
+            sx(m.0),
+            sy(m.1)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}

@@ -185,8 +185,8 @@ fn traces(args: &SpotArgs, tick_s: f64) -> anyhow::Result<(Vec<Trace>, Vec<Vec<u
 fn spot(args: &SpotArgs) -> anyhow::Result<ExitCode> {
     let format = Format::parse(&args.format).map_err(|e| anyhow!("--format: {e}"))?;
     anyhow::ensure!(
-        matches!(format, Format::Table | Format::Json | Format::Markdown),
-        "--format: simulate spot prints table, json or markdown"
+        format != Format::Csv,
+        "--format: simulate spot prints table, json, markdown or html"
     );
     let tick_s = seconds("tick", &args.tick)?;
     anyhow::ensure!(tick_s > 0.0, "--tick must be longer than zero");
@@ -285,8 +285,8 @@ fn commit(args: &CommitArgs) -> anyhow::Result<ExitCode> {
     let cfg = crate::config::Config::load(args.out.config.as_deref())?;
     let format = crate::config::output_format(args.format.as_deref(), &cfg)?;
     anyhow::ensure!(
-        matches!(format, Format::Table | Format::Json | Format::Markdown),
-        "--format: simulate commit prints table, json or markdown"
+        format != Format::Csv,
+        "--format: simulate commit prints table, json, markdown or html"
     );
     anyhow::ensure!(
         (0.0..=100.0).contains(&args.spot_share),

@@ -124,3 +124,118 @@ fn the_html_report_leads_with_the_answer_at_every_width() {
         assert!(!found.contains("right-th:0"), "at {width} px: {found}");
     }
 }
+
+/// The simulations' HTML pages, read in the same browser at the same widths: the answer first,
+/// the cost chart, nothing wider than the screen; screenshots beside the report's.
+#[test]
+fn the_simulation_pages_lead_with_the_answer_at_every_width() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A trace that flaps every few hours, and a small generated fleet for the commitment.
+    let trace = dir.path().join("t.json");
+    let data: Vec<String> = (0..600)
+        .map(|i| u32::from(i % 7 != 6 && i % 11 != 0).to_string())
+        .collect();
+    std::fs::write(
+        &trace,
+        format!(
+            r#"{{"metadata":{{"gap_seconds":600}},"data":[{}]}}"#,
+            data.join(",")
+        ),
+    )
+    .expect("trace");
+    let fleet = dir.path().join("fleet");
+    let g = run(&[
+        "generate",
+        "--out",
+        &fleet.display().to_string(),
+        "--gpus",
+        "12",
+        "--days",
+        "2",
+        "--interval",
+        "5m",
+        "--format",
+        "nvidia-smi",
+    ]);
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    std::fs::remove_file(fleet.join("truth.json")).expect("truth");
+    let (trace, fleet) = (trace.display().to_string(), fleet.display().to_string());
+    let pages = [
+        (
+            "spot",
+            vec![
+                "simulate",
+                "spot",
+                "--trace",
+                &trace,
+                "--work-hours",
+                "24",
+                "--deadline-hours",
+                "36",
+                "--spot-price",
+                "1",
+                "--on-demand-price",
+                "3",
+                "--checkpoint-interval",
+                "auto",
+                "--checkpoint-cost",
+                "2m",
+                "--starts",
+                "40",
+            ],
+        ),
+        (
+            "commit",
+            vec![
+                "simulate",
+                "commit",
+                &fleet,
+                "--on-demand-price",
+                "4",
+                "--commit-1y-price",
+                "2.5",
+                "--commit-3y-price",
+                "1.6",
+                "--no-progress",
+            ],
+        ),
+    ];
+    let shots: PathBuf = repo().join("target/screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshots dir");
+    for (name, args) in pages {
+        let page = dir.path().join(format!("{name}.html"));
+        let mut all = args.clone();
+        let out = page.display().to_string();
+        all.extend_from_slice(&["--format", "html", "-o", &out]);
+        let o = run(&all);
+        assert_eq!(o.code, 0, "{name}: {}", o.stderr);
+        let html = std::fs::read_to_string(&page).expect("page");
+        assert!(
+            html.contains("<svg") && !html.contains("<script"),
+            "{name}: a chart, no script"
+        );
+        for width in [1400u32, 420] {
+            let png = shots.join(format!("simulate-{name}-{width}.png"));
+            let _ = std::fs::remove_file(&png);
+            headless(
+                browser,
+                width,
+                &[&format!("--screenshot={}", png.display())],
+                &page,
+            );
+            assert!(
+                std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
+                "{}",
+                png.display()
+            );
+            let found = check(browser, width, &html, dir.path());
+            for want in ["headline", "first", "fits", "none-wider"] {
+                assert!(
+                    found.split(' ').any(|w| w == want),
+                    "{name} at {width} px: {found}"
+                );
+            }
+        }
+    }
+}
