@@ -125,14 +125,10 @@ fn the_html_report_leads_with_the_answer_at_every_width() {
     }
 }
 
-/// The simulations' HTML pages, read in the same browser at the same widths: the answer first,
-/// the cost chart, nothing wider than the screen; screenshots beside the report's.
-#[test]
-fn the_simulation_pages_lead_with_the_answer_at_every_width() {
-    let Some(browser) = chromium() else { return };
-    let dir = tempfile::tempdir().expect("tempdir");
+/// The two simulation pages, written by the binary into `dir`: (name, file).
+fn simulation_pages(dir: &Path) -> Vec<(&'static str, PathBuf)> {
     // A trace that flaps every few hours, and a small generated fleet for the commitment.
-    let trace = dir.path().join("t.json");
+    let trace = dir.join("t.json");
     let data: Vec<String> = (0..600)
         .map(|i| u32::from(i % 7 != 6 && i % 11 != 0).to_string())
         .collect();
@@ -144,7 +140,7 @@ fn the_simulation_pages_lead_with_the_answer_at_every_width() {
         ),
     )
     .expect("trace");
-    let fleet = dir.path().join("fleet");
+    let fleet = dir.join("fleet");
     let g = run(&[
         "generate",
         "--out",
@@ -201,15 +197,28 @@ fn the_simulation_pages_lead_with_the_answer_at_every_width() {
             ],
         ),
     ];
-    let shots: PathBuf = repo().join("target/screenshots");
-    std::fs::create_dir_all(&shots).expect("screenshots dir");
+    let mut written = Vec::new();
     for (name, args) in pages {
-        let page = dir.path().join(format!("{name}.html"));
+        let page = dir.join(format!("{name}.html"));
         let mut all = args.clone();
         let out = page.display().to_string();
         all.extend_from_slice(&["--format", "html", "-o", &out]);
         let o = run(&all);
         assert_eq!(o.code, 0, "{name}: {}", o.stderr);
+        written.push((name, page));
+    }
+    written
+}
+
+/// The simulations' HTML pages, read in the same browser at the same widths: the answer first,
+/// the cost chart, nothing wider than the screen; screenshots beside the report's.
+#[test]
+fn the_simulation_pages_lead_with_the_answer_at_every_width() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shots: PathBuf = repo().join("target/screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshots dir");
+    for (name, page) in simulation_pages(dir.path()) {
         let html = std::fs::read_to_string(&page).expect("page");
         assert!(
             html.contains("<svg") && !html.contains("<script"),
