@@ -235,10 +235,13 @@ pub(crate) struct SpotArgs {
     /// Instance type whose catalog prices to use (one node = one instance).
     #[arg(long, value_name = "TYPE", help_heading = "Prices")]
     pub instance: Option<String>,
-    /// Cloud of --instance.
+    /// GPU whose catalog GPU-hour prices to use (one node = one GPU), in --cloud/--region.
+    #[arg(long, value_name = "NAME", help_heading = "Prices")]
+    pub gpu: Option<String>,
+    /// Cloud of --instance or --gpu.
     #[arg(long, value_name = "CLOUD", help_heading = "Prices")]
     pub cloud: Option<String>,
-    /// Region of --instance [default: the cheapest with both prices].
+    /// Region of --instance or --gpu [default: the cheapest with both prices].
     #[arg(long, value_name = "REGION", help_heading = "Prices")]
     pub region: Option<String>,
     /// Output format.

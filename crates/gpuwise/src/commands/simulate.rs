@@ -61,6 +61,13 @@ fn read_trace(path: &std::path::Path, format: &str, tick_s: f64) -> anyhow::Resu
 
 /// Prices per node-hour: given, or the catalog's on-demand and spot prices of --instance.
 fn prices(args: &SpotArgs) -> anyhow::Result<Option<Prices>> {
+    if let Some(g) = &args.gpu {
+        anyhow::ensure!(
+            args.instance.is_none() && args.spot_price.is_none() && args.on_demand_price.is_none(),
+            "give one of --gpu, --instance, or --spot-price with --on-demand-price"
+        );
+        return gpu_prices(g, args).map(Some);
+    }
     match (args.spot_price, args.on_demand_price, &args.instance) {
         (Some(s), Some(o), None) => {
             anyhow::ensure!(
@@ -76,6 +83,39 @@ fn prices(args: &SpotArgs) -> anyhow::Result<Option<Prices>> {
         (None, None, None) => Ok(None),
         _ => bail!("give --spot-price with --on-demand-price, or --instance (not both)"),
     }
+}
+
+/// The catalog's spot and on-demand GPU-hour prices of `gpu` (one node = one GPU).
+fn gpu_prices(gpu: &str, args: &SpotArgs) -> anyhow::Result<Prices> {
+    let catalog = Catalog::builtin();
+    let spec = catalog
+        .resolve(gpu)
+        .ok_or_else(|| anyhow!("--gpu: `{gpu}` is not a GPU the catalog knows"))?;
+    let quote = |pricing: Pricing| {
+        catalog
+            .gpu_hour_price(&gpuwise_catalog::PriceQuery {
+                gpu: &spec.name,
+                cloud: args.cloud.as_deref(),
+                region: args.region.as_deref(),
+                pricing,
+            })
+            .filter(|q| q.pricing == pricing)
+    };
+    let (Some(spot), Some(od)) = (quote(Pricing::Spot), quote(Pricing::OnDemand)) else {
+        bail!(
+            "the catalog has no spot and on-demand GPU-hour price for {}: give --spot-price and --on-demand-price",
+            spec.name
+        );
+    };
+    printer::info(&format!(
+        "prices: spot {}; on demand {}",
+        spot.describe(),
+        od.describe()
+    ));
+    Ok(Prices {
+        spot_usd_per_hour: spot.usd_per_gpu_hour,
+        on_demand_usd_per_hour: od.usd_per_gpu_hour,
+    })
 }
 
 fn catalog_prices(instance: &str, args: &SpotArgs) -> anyhow::Result<Prices> {
