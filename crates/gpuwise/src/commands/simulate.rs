@@ -85,12 +85,32 @@ fn prices(args: &SpotArgs) -> anyhow::Result<Option<Prices>> {
     }
 }
 
+/// The one GPU a typed name means (`V100` → `V100-SXM2-16GB` when that is the only one), or an
+/// error listing the candidates.
+fn one_gpu<'c>(catalog: &'c Catalog, typed: &str) -> anyhow::Result<&'c gpuwise_catalog::GpuSpec> {
+    if let Some(g) = catalog.resolve(typed) {
+        return Ok(g);
+    }
+    match catalog
+        .lookup(typed)
+        .map_err(|e| anyhow!("--gpu: {e}"))?
+        .as_slice()
+    {
+        [one] => Ok(one),
+        many => bail!(
+            "--gpu: `{typed}` could be {}; name one",
+            many.iter()
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// The catalog's spot and on-demand GPU-hour prices of `gpu` (one node = one GPU).
 fn gpu_prices(gpu: &str, args: &SpotArgs) -> anyhow::Result<Prices> {
     let catalog = Catalog::builtin();
-    let spec = catalog
-        .resolve(gpu)
-        .ok_or_else(|| anyhow!("--gpu: `{gpu}` is not a GPU the catalog knows"))?;
+    let spec = one_gpu(&catalog, gpu)?;
     let quote = |pricing: Pricing| {
         catalog
             .gpu_hour_price(&gpuwise_catalog::PriceQuery {
@@ -285,9 +305,7 @@ fn commit_prices(
         );
     };
     let catalog = settings.prices.catalog();
-    let spec = catalog
-        .resolve(name)
-        .ok_or_else(|| anyhow!("--gpu: `{name}` is not a GPU the catalog knows"))?;
+    let spec = one_gpu(catalog, name)?;
     let ctx = settings.prices.context();
     let quote = |pricing: Pricing| {
         catalog

@@ -114,7 +114,11 @@ fn bad_traces_and_jobs_are_clear_errors() {
         "b.json",
         r#"{"metadata":{"gap_seconds":3600},"data":[1,1,1]}"#,
     );
-    let cases: [(Vec<&str>, &str); 8] = [
+    let cases: [(Vec<&str>, &str); 9] = [
+        (
+            vec!["--trace", &short, "--work-hours", "1", "--gpu", "A100"],
+            "--gpu: `A100` could be A100-SXM4-40GB",
+        ),
         (
             vec!["--trace", &short, "--work-hours", "1", "--zones", &short],
             "a zone group needs two traces or more",
