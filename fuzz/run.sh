@@ -24,7 +24,7 @@ seed dmon tests/data/bad/dmon-* "$shared"/fixtures/nvidia-smi/dmon-*.txt
 seed dcgm tests/data/bad/*.prom "$shared"/fixtures/dcgm-exporter/*.prom "$shared"/telemetry/dcgm-exporter/*.txt
 seed csv tests/data/csv/* tests/data/bad/*.csv
 seed prometheus "$shared"/fixtures/prometheus/*.json
-seed focus tests/data/bad/bills/* "$shared"/fixtures/focus/*.csv
+seed focus tests/data/bad/bills/* tests/data/bills/* "$shared"/fixtures/focus/*.csv
 mkdir -p fuzz/corpus/names
 for n in node-a.csv.gz node.csv.1 node.csv-20260105.gz 10.0.0.1.csv "dcgm-2026-01-05T10:00:00Z.prom" "nœud-1767607200.prom"; do
   printf '%s' "$n" > "fuzz/corpus/names/$(printf '%s' "$n" | md5sum | cut -c1-12)"

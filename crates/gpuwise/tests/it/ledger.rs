@@ -870,3 +870,27 @@ fn allocation_and_policy_settings_come_from_the_config_file_too() {
         o.stderr
     );
 }
+
+#[test]
+fn a_parquet_bill_written_by_another_tool_reads_like_its_csv() {
+    // tests/data/bills/small.parquet is bad/bills/unknown-type.csv written by DuckDB (typed
+    // columns: doubles, timestamps with zone, strings; snappy): a third-party writer's layout.
+    let telemetry = data("smi/two-gpus.csv");
+    let csv = json(&[
+        "reconcile",
+        "--bill",
+        &bad_bill("unknown-type.csv"),
+        "--join",
+        "id",
+        &telemetry,
+    ]);
+    let pq = json(&[
+        "reconcile",
+        "--bill",
+        &data("bills/small.parquet"),
+        "--join",
+        "id",
+        &telemetry,
+    ]);
+    assert_eq!(csv, pq);
+}
