@@ -117,15 +117,7 @@ pub(crate) fn sections(a: &Advice, top: usize) -> Vec<Section> {
 #[must_use]
 pub fn render(a: &Advice, format: Format, opts: &RenderOptions) -> String {
     match format {
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(a)
-                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
-            s.push('\n');
-            s
-        }
-        Format::Markdown => {
-            crate::markdown::render_sections("GPU fleet advice", &sections(a, opts.top))
-        }
-        _ => crate::table::render_sections(&sections(a, opts.top), opts),
+        Format::Json => crate::json::pretty(a),
+        _ => crate::section::render_text("GPU fleet advice", &sections(a, opts.top), format, opts),
     }
 }

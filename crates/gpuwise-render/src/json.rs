@@ -4,8 +4,13 @@
 /// Pretty-printed JSON with a trailing newline.
 #[must_use]
 pub fn render(report: &crate::Document<'_>) -> String {
+    pretty(report)
+}
+
+/// Any output as pretty-printed JSON with a trailing newline: every renderer's `json` format.
+pub(crate) fn pretty<T: serde::Serialize + ?Sized>(v: &T) -> String {
     let mut s =
-        serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     s.push('\n');
     s
 }

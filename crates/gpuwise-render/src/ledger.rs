@@ -9,22 +9,8 @@ use crate::section::Section;
 use crate::text::{hours, usd};
 use crate::{Format, RenderOptions};
 
-fn json<T: serde::Serialize>(v: &T) -> String {
-    let mut s =
-        serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
-    s.push('\n');
-    s
-}
-
 fn opt_usd(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".to_owned(), usd)
-}
-
-fn sectioned(title: &str, sections: &[Section], format: Format, opts: &RenderOptions) -> String {
-    match format {
-        Format::Markdown => crate::markdown::render_sections(title, sections),
-        _ => crate::table::render_sections(sections, opts),
-    }
+    crate::text::opt(v, usd)
 }
 
 /// A format a ledger command does not print.
@@ -161,7 +147,7 @@ pub fn allocation(
     opts: &RenderOptions,
 ) -> Result<String, Unsupported> {
     Ok(match format {
-        Format::Json => json(a),
+        Format::Json => crate::json::pretty(a),
         Format::Csv => {
             let sections = allocation_sections(a);
             let mut headers = vec!["MONTH"];
@@ -185,7 +171,12 @@ pub fn allocation(
                 expected: "table, json, csv, markdown or focus",
             });
         }
-        _ => sectioned("GPU cost allocation", &allocation_sections(a), format, opts),
+        _ => crate::section::render_text(
+            "GPU cost allocation",
+            &allocation_sections(a),
+            format,
+            opts,
+        ),
     })
 }
 
@@ -376,7 +367,7 @@ pub fn reconciliation(
     opts: &RenderOptions,
 ) -> Result<String, Unsupported> {
     Ok(match format {
-        Format::Json => json(r),
+        Format::Json => crate::json::pretty(r),
         Format::Csv => {
             let mut rows = Vec::new();
             for m in &r.matched {
@@ -447,7 +438,9 @@ pub fn reconciliation(
                 expected: "table, json, csv or markdown",
             });
         }
-        _ => sectioned("Bill reconciliation", &reconcile_sections(r), format, opts),
+        _ => {
+            crate::section::render_text("Bill reconciliation", &reconcile_sections(r), format, opts)
+        }
     })
 }
 
@@ -496,8 +489,10 @@ pub fn check(o: &Outcome, format: Format, opts: &RenderOptions) -> Result<String
             .collect(),
     }];
     Ok(match format {
-        Format::Json => json(o),
-        Format::Table | Format::Markdown => sectioned("GPU policy check", &sections, format, opts),
+        Format::Json => crate::json::pretty(o),
+        Format::Table | Format::Markdown => {
+            crate::section::render_text("GPU policy check", &sections, format, opts)
+        }
         Format::Csv | Format::Html => {
             return Err(Unsupported {
                 command: "check",

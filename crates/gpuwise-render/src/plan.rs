@@ -11,13 +11,6 @@ use crate::{Format, grid};
 /// Schema id of `plan validate --format json`.
 pub const VALIDATE_SCHEMA: &str = "gpuwise.plan-validate/v1";
 
-fn json<T: Serialize>(v: &T) -> String {
-    let mut s =
-        serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
-    s.push('\n');
-    s
-}
-
 fn sig(v: f64) -> String {
     let a = v.abs();
     if a >= 1000.0 {
@@ -82,7 +75,7 @@ pub fn describe_model(m: &Model) -> String {
 #[must_use]
 pub fn render(plan: &Plan, format: Format, top: usize) -> String {
     if format == Format::Json {
-        return json(plan);
+        return crate::json::pretty(plan);
     }
     let rows = option_rows(plan);
     let headers = [
@@ -351,7 +344,7 @@ fn acc_row(a: &Accuracy) -> Vec<String> {
 #[must_use]
 pub fn render_validation(outs: &[Outcome], summary: &Summary, format: Format) -> String {
     if format == Format::Json {
-        return json(&ValidateJson {
+        return crate::json::pretty(&ValidateJson {
             schema: VALIDATE_SCHEMA,
             cases: outs,
             summary,
@@ -439,7 +432,7 @@ pub fn render_validation(outs: &[Outcome], summary: &Summary, format: Format) ->
 #[must_use]
 pub fn render_models(models: &[Model], format: Format) -> String {
     if format == Format::Json {
-        return json(&models);
+        return crate::json::pretty(&models);
     }
     let rows: Vec<Vec<String>> = models
         .iter()

@@ -4,12 +4,8 @@ use gpuwise_sim::montecarlo::PolicySummary;
 use gpuwise_sim::study::Study;
 
 use crate::section::Section;
-use crate::text::usd;
+use crate::text::{opt, usd};
 use crate::{Format, RenderOptions};
-
-fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
-    v.map_or_else(|| "–".to_owned(), f)
-}
 
 fn policy_rows(ps: &[PolicySummary]) -> Vec<Vec<String>> {
     ps.iter()
@@ -174,15 +170,14 @@ fn sections(s: &Study) -> Vec<Section> {
 #[must_use]
 pub fn spot(s: &Study, format: Format) -> String {
     match format {
-        Format::Json => {
-            let mut out = serde_json::to_string_pretty(s)
-                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
-            out.push('\n');
-            out
-        }
-        Format::Markdown => crate::markdown::render_sections("Spot simulation", &sections(s)),
+        Format::Json => crate::json::pretty(s),
         Format::Html => spot_html(s),
-        _ => crate::table::render_sections(&sections(s), &RenderOptions::default()),
+        _ => crate::section::render_text(
+            "Spot simulation",
+            &sections(s),
+            format,
+            &RenderOptions::default(),
+        ),
     }
 }
 
@@ -347,15 +342,14 @@ fn commit_sections(s: &gpuwise_sim::commit::CommitStudy) -> Vec<Section> {
 #[must_use]
 pub fn commit(s: &gpuwise_sim::commit::CommitStudy, format: Format) -> String {
     match format {
-        Format::Json => {
-            let mut out = serde_json::to_string_pretty(s)
-                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
-            out.push('\n');
-            out
-        }
-        Format::Markdown => crate::markdown::render_sections("Commitment", &commit_sections(s)),
+        Format::Json => crate::json::pretty(s),
         Format::Html => commit_html(s),
-        _ => crate::table::render_sections(&commit_sections(s), &RenderOptions::default()),
+        _ => crate::section::render_text(
+            "Commitment",
+            &commit_sections(s),
+            format,
+            &RenderOptions::default(),
+        ),
     }
 }
 

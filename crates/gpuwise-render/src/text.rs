@@ -26,6 +26,11 @@ pub(crate) fn usd(v: f64) -> String {
     format!("{}${out}", if v < 0.0 { "-" } else { "" })
 }
 
+/// A value that may be unknown, formatted by `f`, else `–`.
+pub(crate) fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "–".to_owned(), f)
+}
+
 /// A cost that may be unknown: `unpriced`, never `$0.00`.
 pub(crate) fn usd_or_unpriced(v: Option<f64>) -> String {
     v.map_or_else(|| "unpriced".to_owned(), usd)
