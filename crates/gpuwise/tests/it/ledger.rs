@@ -273,54 +273,49 @@ fn bad_bill(name: &str) -> String {
     data(&format!("bad/bills/{name}"))
 }
 
-#[test]
-fn bad_bills_are_clear_errors_or_counted_skips() {
-    let telemetry = data("smi/two-gpus.csv");
+/// `reconcile --bill bad/bills/NAME` on a small log must fail (exit 2) with `ok(stderr)`.
+fn refused(name: &str, ok: impl Fn(&str) -> bool) {
     let o = run(&[
         "reconcile",
         "--bill",
-        &bad_bill("missing-columns.csv"),
-        &telemetry,
+        &bad_bill(name),
+        &data("smi/two-gpus.csv"),
     ]);
-    assert_eq!(o.code, 2);
-    assert!(
-        o.stderr.contains("missing-columns.csv: not a FOCUS bill: missing column(s) BillingCurrency, ChargePeriodEnd"),
-        "{}",
-        o.stderr
-    );
-    let o = run(&[
+    assert_eq!(o.code, 2, "{name}");
+    assert!(ok(&o.stderr), "{name}: {}", o.stderr);
+}
+
+/// `reconcile --bill bad/bills/NAME --join id` on a small log, as JSON.
+fn reconciled(name: &str) -> serde_json::Value {
+    json(&[
         "reconcile",
         "--bill",
-        &bad_bill("mixed-currency.csv"),
-        &telemetry,
-    ]);
-    assert_eq!(o.code, 2);
-    assert!(
-        o.stderr
-            .contains("mixes currencies (EUR: 1 rows, USD: 2 rows)"),
-        "{}",
-        o.stderr
-    );
-    let r = json(&[
-        "reconcile",
-        "--bill",
-        &bad_bill("overlap.csv"),
+        &bad_bill(name),
         "--join",
         "id",
-        &telemetry,
-    ]);
+        &data("smi/two-gpus.csv"),
+    ])
+}
+
+#[test]
+fn bad_bills_are_clear_errors_or_counted_skips() {
+    refused("missing-columns.csv", |e| {
+        e.contains("missing-columns.csv: not a FOCUS bill: missing column(s) BillingCurrency, ChargePeriodEnd")
+    });
+    // A corrupt Parquet file (the fuzzer's: it made the row reader panic; the column reader
+    // now rejects it earlier) is an error naming it, never a panic trace.
+    refused("corrupt.parquet", |e| {
+        e.contains("corrupt.parquet: not a readable Parquet file") && !e.contains("panicked")
+    });
+    refused("mixed-currency.csv", |e| {
+        e.contains("mixes currencies (EUR: 1 rows, USD: 2 rows)")
+    });
+    let r = reconciled("overlap.csv");
     assert_eq!(r["rows"]["duplicates_dropped"], 1);
     assert_eq!(r["rows"]["overlapping_charges"], 1);
     // Two distinct hours plus the overlapping one are billed: 3 × 8 GPUs.
     assert!(close(f(&r["billed_gpu_hours"]), 24.0, 1e-9), "{r}");
-    let r = json(&[
-        "reconcile",
-        "--bill",
-        &bad_bill("unknown-type.csv"),
-        "--join",
-        "id",
-        &telemetry,
-    ]);
+    let r = reconciled("unknown-type.csv");
     let skipped = &r["rows"]["skipped"];
     assert_eq!(skipped["unknown_instance_type"]["count"], 1, "{r}");
     assert!(
@@ -333,14 +328,7 @@ fn bad_bills_are_clear_errors_or_counted_skips() {
     assert_eq!(r["instance_types"][0]["instance_type"], "p4d.24xlarge");
     assert_eq!(r["instance_types"][0]["gpus_from"], "catalog");
     assert_eq!(f(&r["instance_types"][0]["gpus_per_instance"]), 8.0);
-    let r = json(&[
-        "reconcile",
-        "--bill",
-        &bad_bill("bad-cells.csv"),
-        "--join",
-        "id",
-        &telemetry,
-    ]);
+    let r = reconciled("bad-cells.csv");
     let skipped = &r["rows"]["skipped"];
     for (reason, line) in [("bad_number", 2), ("bad_timestamp", 3), ("bad_tags", 4)] {
         assert_eq!(skipped[reason]["count"], 1, "{reason}: {r}");
