@@ -287,3 +287,50 @@ fn commit_sizes_the_planted_baseline() {
     // All on demand: (10 + 7 + 3) GPU-hours × $4 over 10 hours, scaled to 730 hours.
     assert!((f(&s["on_demand_monthly_usd"]) - 20.0 * 4.0 * 73.0).abs() < 1e-6);
 }
+
+#[test]
+fn commit_refuses_what_it_cannot_price_or_read() {
+    let log = crate::common::data("smi/two-gpus.csv");
+    for (args, want) in [
+        (
+            vec![],
+            "give --gpu NAME (catalog prices) or --on-demand-price",
+        ),
+        (
+            vec![
+                "--on-demand-price",
+                "4",
+                "--commit-1y-price",
+                "2",
+                "--spot-share",
+                "120",
+            ],
+            "--spot-share must be within 0–100",
+        ),
+        (
+            vec![
+                "--on-demand-price",
+                "4",
+                "--commit-1y-price",
+                "2",
+                "--interruptible-label",
+                "batch",
+            ],
+            "--interruptible-label must be KEY=VALUE",
+        ),
+        (
+            vec!["--on-demand-price", "4", "--commit-1y-price=-2"],
+            "the 1-year price must be positive",
+        ),
+        (
+            vec!["--on-demand-price", "4", "--spot-share", "50"],
+            "needs a spot price",
+        ),
+    ] {
+        let mut all = vec!["simulate", "commit", log.as_str(), "--no-progress"];
+        all.extend_from_slice(&args);
+        let o = run(&all);
+        assert_eq!(o.code, 2, "{args:?}");
+        assert!(o.stderr.contains(want), "{args:?}: {}", o.stderr);
+    }
+}
