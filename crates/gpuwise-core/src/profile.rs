@@ -343,6 +343,9 @@ pub enum Rejected {
     /// Not after the time from which this input holds the device (an overlap being resolved,
     /// see [`Profile`]).
     Overlapped,
+    /// Outside the time range asked for ([`ProfileBuilder::with_range`]): not an error, the
+    /// sample belongs to another window.
+    OutsideRange,
 }
 
 /// What [`DeviceAcc::push`] did with a sample it took.
@@ -1039,6 +1042,10 @@ pub struct ProfileBuilder {
     index: std::collections::HashMap<DeviceKey, usize>,
     /// A re-read that resolves overlaps: only these devices, and from these times.
     filter: Option<std::sync::Arc<BTreeMap<Identity, Keep>>>,
+    /// Only samples at or after the first and before the second time (a report's window).
+    range: Option<(EpochMs, EpochMs)>,
+    /// Cut each device's samples into tiles of this length (see [`Profile::window`]).
+    tile_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -1048,6 +1055,85 @@ struct Slot {
     acc: Option<DeviceAcc>,
     /// `None`: the device is not wanted (a re-read for other devices).
     keep: Option<Keep>,
+    /// The tile `acc` holds (when tiling).
+    tile: i64,
+    /// Earlier tiles, finished.
+    done: Vec<(i64, DeviceAcc)>,
+}
+
+fn tile_of(ts: EpochMs, len: u64) -> i64 {
+    ts.div_euclid(i64::try_from(len).unwrap_or(i64::MAX))
+}
+
+impl Slot {
+    /// Move to the tile of `s` before it is pushed, so that the tiles joined again are the
+    /// sequential rule of one piece ([`DeviceAcc::push`]); `Some` when `s` was taken here.
+    ///
+    /// A sample of a later tile closes the current one. A sample of an earlier tile is out of
+    /// order, with one exception the sequential rule also makes: when the current tile was
+    /// opened by one sample more than the maximum gap after the previous tile's last, and this
+    /// sample falls between the two, the lone sample was ahead of both neighbours (an outlier,
+    /// dropped) and the previous tile goes on.
+    fn retile(
+        &mut self,
+        s: &Sample,
+        len: u64,
+        st: &ProfileSettings,
+    ) -> Option<Result<Taken, Rejected>> {
+        let tile = tile_of(s.ts_ms, len);
+        let Some(mut acc) = self.acc.take() else {
+            self.tile = tile;
+            return None;
+        };
+        if tile >= self.tile {
+            if tile > self.tile {
+                self.done.push((self.tile, acc));
+                self.tile = tile;
+            } else {
+                self.acc = Some(acc);
+            }
+            return None;
+        }
+        let max_gap = i64::try_from(st.max_gap_ms).unwrap_or(i64::MAX);
+        let lone = acc.samples() == 1;
+        match self.done.last_mut() {
+            Some((prev_tile, prev)) if lone && acc.first_ts() - prev.last_ts() > max_gap => {
+                if s.ts_ms > prev.last_ts() {
+                    let held = acc.first_ts();
+                    prev.outliers += 1;
+                    self.tile = tile;
+                    if tile == *prev_tile {
+                        let (_, mut prev) = self.done.pop()?;
+                        let r = prev.push(s, st);
+                        self.acc = Some(prev);
+                        Some(r.map(|_| Taken::DroppedOutlier(held)))
+                    } else {
+                        // A tile of its own, joined to the previous one exactly as if pushed.
+                        self.acc = Some(DeviceAcc::new(s));
+                        Some(Ok(Taken::DroppedOutlier(held)))
+                    }
+                } else {
+                    let r = prev.push(s, st);
+                    self.acc = Some(acc);
+                    Some(r)
+                }
+            }
+            None if lone => {
+                // The device's first sample: the accumulator's own rule drops it when this one
+                // is more than the maximum gap earlier; the tile follows what it keeps.
+                let r = acc.push(s, st);
+                if acc.samples() == 1 {
+                    self.tile = tile_of(acc.first_ts(), len);
+                }
+                self.acc = Some(acc);
+                Some(r)
+            }
+            _ => {
+                self.acc = Some(acc);
+                None
+            }
+        }
+    }
 }
 
 /// A device's number inside one [`ProfileBuilder`].
@@ -1064,6 +1150,8 @@ impl ProfileBuilder {
             devices: Vec::new(),
             index: std::collections::HashMap::new(),
             filter: None,
+            range: None,
+            tile_ms: None,
         }
     }
 
@@ -1083,6 +1171,23 @@ impl ProfileBuilder {
         self
     }
 
+    /// Keep only samples dated at or after `start` and before `end` (the others are
+    /// [`Rejected::OutsideRange`], not counted as skips).
+    #[must_use]
+    pub fn with_range(mut self, start: EpochMs, end: EpochMs) -> Self {
+        self.range = Some((start, end));
+        self
+    }
+
+    /// Cut each device's samples into tiles of `tile_ms` (from the epoch, UTC): the built
+    /// profile holds one piece per device and tile, which [`Profile::window`] joins for any
+    /// run of tiles exactly as if only their samples had been read.
+    #[must_use]
+    pub fn with_tiles(mut self, tile_ms: u64) -> Self {
+        self.tile_ms = Some(tile_ms.max(1));
+        self
+    }
+
     /// The number of `key`, registering it on first sight.
     pub fn device(&mut self, key: DeviceKey) -> DeviceId {
         if let Some(i) = self.index.get(&key) {
@@ -1099,6 +1204,8 @@ impl ProfileBuilder {
             info: DeviceInfo::default(),
             acc: None,
             keep,
+            tile: 0,
+            done: Vec::new(),
         });
         DeviceId(i)
     }
@@ -1114,6 +1221,11 @@ impl ProfileBuilder {
         if s.ts_ms < st.earliest_ms || s.ts_ms > st.latest_ms {
             return Err(Rejected::OutsideWindow);
         }
+        if let Some((start, end)) = self.range
+            && (s.ts_ms < start || s.ts_ms >= end)
+        {
+            return Err(Rejected::OutsideRange);
+        }
         let slot = &mut self.devices[id.0];
         if self.filter.is_some() {
             match slot.keep {
@@ -1121,6 +1233,11 @@ impl ProfileBuilder {
                 Some(Keep::After(t)) if s.ts_ms <= t => return Err(Rejected::Overlapped),
                 Some(_) => {}
             }
+        }
+        if let Some(len) = self.tile_ms
+            && let Some(r) = slot.retile(s, len, st)
+        {
+            return r;
         }
         match &mut slot.acc {
             Some(acc) => acc.push(s, st),
@@ -1136,7 +1253,21 @@ impl ProfileBuilder {
     pub fn build(self) -> Profile {
         let mut p = Profile::default();
         for slot in self.devices {
-            if let Some(acc) = slot.acc {
+            if self.tile_ms.is_some() {
+                let pieces = slot
+                    .done
+                    .into_iter()
+                    .chain(slot.acc.map(|a| (slot.tile, a)));
+                for (tile, acc) in pieces {
+                    p.tiles.entry(tile).or_default().add(
+                        self.source,
+                        slot.key.clone(),
+                        slot.info.clone(),
+                        acc,
+                        &self.settings,
+                    );
+                }
+            } else if let Some(acc) = slot.acc {
                 p.add(self.source, slot.key, slot.info, acc, &self.settings);
             }
         }
@@ -1186,9 +1317,14 @@ struct Device {
 /// the inputs before it cover (samples inside that time are dropped and counted as overlap).
 /// Inside one input, samples follow the sequential rule of [`DeviceAcc::push`], whatever block
 /// they were read in.
+///
+/// **Tiles.** A profile read with [`ProfileBuilder::with_tiles`] holds its pieces per tile
+/// (each tile a profile of its own, joined tile by tile as blocks and inputs are absorbed);
+/// [`Profile::window`] joins a run of tiles into one untiled profile.
 #[derive(Clone, Debug, Default)]
 pub struct Profile {
     devices: BTreeMap<Identity, Device>,
+    tiles: BTreeMap<i64, Profile>,
 }
 
 /// The inputs to read again to untangle overlapping devices, and what to keep of each.
@@ -1324,6 +1460,9 @@ impl Profile {
     /// comes after everything added so far in input order. Returns the outliers dropped at seams.
     pub fn absorb(&mut self, other: Profile, st: &ProfileSettings) -> u64 {
         let mut outliers = 0;
+        for (tile, p) in other.tiles {
+            outliers += self.tiles.entry(tile).or_default().absorb(p, st);
+        }
         for (id, d) in other.devices {
             if d.tangled {
                 // Tangled inside its own input: it is read again whole, so only its extents,
@@ -1451,16 +1590,44 @@ impl Profile {
         }
     }
 
-    /// Number of devices.
+    /// Number of devices (of a tiled profile: the most any tile has).
     #[must_use]
     pub fn len(&self) -> usize {
-        self.devices.len()
+        self.tiles
+            .values()
+            .map(Profile::len)
+            .max()
+            .unwrap_or(0)
+            .max(self.devices.len())
     }
 
-    /// Samples taken, over all devices.
+    /// Samples taken, over all devices (and tiles).
     #[must_use]
     pub fn samples(&self) -> u64 {
-        self.devices.values().map(|d| d.acc.samples()).sum()
+        self.devices.values().map(|d| d.acc.samples()).sum::<u64>()
+            + self.tiles.values().map(Profile::samples).sum::<u64>()
+    }
+
+    /// The tiles this profile holds data in (empty when not tiled).
+    pub fn tile_indices(&self) -> impl Iterator<Item = i64> + '_ {
+        self.tiles.keys().copied()
+    }
+
+    /// The tiles `from..to` joined into one untiled profile: for each device, its pieces in
+    /// time order, exactly the profile of the samples in those tiles (the accumulators' merge
+    /// is exact). The untiled part of `self`, if any, is left out.
+    #[must_use]
+    pub fn window(&self, from: i64, to: i64, st: &ProfileSettings) -> Profile {
+        let mut out = Profile::default();
+        for (_, tile) in self.tiles.range(from..to) {
+            out.absorb(tile.clone(), st);
+        }
+        out
+    }
+
+    /// Drop the tiles before `tile` (retention).
+    pub fn drop_tiles_before(&mut self, tile: i64) {
+        self.tiles = self.tiles.split_off(&tile);
     }
 
     /// The first device (in key order) whose inputs overlapped, with the two inputs.
@@ -1474,7 +1641,7 @@ impl Profile {
     /// Whether there is no device.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.devices.is_empty()
+        self.devices.is_empty() && self.tiles.values().all(Profile::is_empty)
     }
 
     /// Bytes the profile holds per device, on average (accumulators and extents; for the memory
@@ -1488,7 +1655,12 @@ impl Profile {
                     + d.acc.footprint_bytes()
                     + d.extents.capacity() * std::mem::size_of::<Extent>()
             })
-            .sum()
+            .sum::<usize>()
+            + self
+                .tiles
+                .values()
+                .map(Profile::footprint_bytes)
+                .sum::<usize>()
     }
 
     /// Summarize each device.
@@ -1873,7 +2045,74 @@ mod tests {
         })
     }
 
+    fn build_tiled(samples: &[Sample], tile_ms: Option<u64>, range: Option<(i64, i64)>) -> Profile {
+        let mut b = ProfileBuilder::new(st());
+        if let Some(t) = tile_ms {
+            b = b.with_tiles(t);
+        }
+        if let Some((a, z)) = range {
+            b = b.with_range(a, z);
+        }
+        let id = b.device(DeviceKey::new("h", "0"));
+        for s in samples {
+            let _ = b.push(id, s);
+        }
+        b.build()
+    }
+
+    fn stats_of(p: Profile) -> Vec<DeviceStats> {
+        p.finish(&st(), &jiff::tz::TimeZone::UTC)
+            .into_iter()
+            .map(|d| d.stats)
+            .collect()
+    }
+
     proptest! {
+        #[test]
+        fn tiles_joined_equal_one_piece(samples in arb_samples(), tile_min in 5u64..3000) {
+            let tile = tile_min * 60_000;
+            let whole = build_tiled(&samples, None, None).joined();
+            let tiled = build_tiled(&samples, Some(tile), None);
+            // Every piece lies in its tile (an outlier that opened a tile does not drag the
+            // samples after it there).
+            for (t, p) in &tiled.tiles {
+                for d in p.devices.values() {
+                    prop_assert_eq!(tile_of(d.acc.first_ts(), tile), *t);
+                    prop_assert_eq!(tile_of(d.acc.last_ts(), tile), *t);
+                }
+            }
+            let joined = tiled.window(i64::MIN, i64::MAX, &st()).joined();
+            prop_assert_eq!(joined, whole);
+        }
+
+        #[test]
+        fn a_run_of_tiles_equals_the_samples_in_its_range(
+            samples in arb_samples(),
+            tile_min in 5u64..3000,
+            a in any::<prop::sample::Index>(),
+            b in any::<prop::sample::Index>(),
+        ) {
+            // Without the far-ahead outliers: a range that leaves one out never sees it, while
+            // the tiles count it where it was dropped.
+            let mut clean: Vec<Sample> = Vec::new();
+            for s in samples {
+                if clean.last().is_none_or(|l| s.ts_ms > l.ts_ms && s.ts_ms - l.ts_ms < crate::DAY_MS) {
+                    clean.push(s);
+                }
+            }
+            let tile = tile_min * 60_000;
+            let tiled = build_tiled(&clean, Some(tile), None);
+            let tiles: Vec<i64> = tiled.tile_indices().collect();
+            let (mut i, mut j) = (a.index(tiles.len()), b.index(tiles.len()));
+            if i > j {
+                std::mem::swap(&mut i, &mut j);
+            }
+            let (from, to) = (tiles[i], tiles[j] + 1);
+            let t = i64::try_from(tile).expect("tile");
+            let ranged = build_tiled(&clean, None, Some((from * t, to * t)));
+            prop_assert_eq!(stats_of(tiled.window(from, to, &st())), stats_of(ranged));
+        }
+
         #[test]
         fn split_and_merge_equals_sequential(samples in arb_samples(), cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..4)) {
             let whole = fold(&samples);

@@ -96,6 +96,11 @@ pub struct ReadOptions {
     pub interval_ms: u64,
     /// Block size for parallel parsing.
     pub block_bytes: usize,
+    /// Only samples at or after the first and before the second time (`--since`/`--until`).
+    pub range: Option<(EpochMs, EpochMs)>,
+    /// Keep each device's samples in tiles of this length (`gpuwise serve`), see
+    /// [`gpuwise_core::profile::Profile::window`].
+    pub tile_ms: Option<u64>,
 }
 
 impl Default for ReadOptions {
@@ -111,6 +116,8 @@ impl Default for ReadOptions {
             start_ms: None,
             interval_ms: 1000,
             block_bytes: 4 << 20,
+            range: None,
+            tile_ms: None,
         }
     }
 }
@@ -209,43 +216,7 @@ pub fn read_all(
         return Err(e);
     }
     let mut out = joiner.out;
-    if let Some(mut plan) = out.profile.tangled() {
-        let unreadable: Vec<SourceId> = plan
-            .reads
-            .iter()
-            .map(|(src, _)| *src)
-            .filter(|src| inputs[*src as usize].path.is_none())
-            .collect();
-        for src in unreadable {
-            plan.drop_source(src);
-        }
-        // Re-read in waves of a few inputs at a time, joined as they come (memory stays near
-        // one accumulator per tangled device, whatever the number of inputs).
-        let mut rebuilt = Rebuilding::default();
-        for wave in plan.reads.chunks(REREAD_WAVE) {
-            let pieces: Vec<Result<Profile, IngestError>> = wave
-                .par_iter()
-                .map(|(src, keep)| {
-                    let job = Job {
-                        source: *src,
-                        filter: Some(std::sync::Arc::new(keep.clone())),
-                        sequential: true,
-                    };
-                    read_job(&inputs[*src as usize], opts, &job, &|_| {}).and_then(|r| match r {
-                        Outcome::Data { profile, .. } => Ok(profile),
-                        Outcome::NotTelemetry(message) => Err(IngestError::Format {
-                            file: inputs[*src as usize].name.clone(),
-                            message,
-                        }),
-                    })
-                })
-                .collect();
-            for p in pieces {
-                rebuilt.add(&plan, p?, &opts.profile);
-            }
-        }
-        out.profile.finish_rebuild(&plan, rebuilt, &opts.profile);
-    }
+    untangle(&mut out.profile, inputs, opts)?;
     out.tally.samples = out.profile.samples();
     if opts.strict {
         if let Some(e) = out.tally.first_error() {
@@ -260,6 +231,56 @@ pub fn read_all(
         }
     }
     Ok(out)
+}
+
+/// Read again the inputs of the devices `profile` found tangled (inputs numbered by their
+/// place in `inputs`, overlapping in time on a device), keeping of each only what the overlap
+/// rule gives it, and put the rebuilt devices in place. Standard input cannot be read again:
+/// its devices keep what was joined before the tangle and say so.
+pub fn untangle(
+    profile: &mut Profile,
+    inputs: &[Input],
+    opts: &ReadOptions,
+) -> Result<(), IngestError> {
+    let Some(mut plan) = profile.tangled() else {
+        return Ok(());
+    };
+    let unreadable: Vec<SourceId> = plan
+        .reads
+        .iter()
+        .map(|(src, _)| *src)
+        .filter(|src| inputs.get(*src as usize).is_none_or(|i| i.path.is_none()))
+        .collect();
+    for src in unreadable {
+        plan.drop_source(src);
+    }
+    // Re-read in waves of a few inputs at a time, joined as they come (memory stays near
+    // one accumulator per tangled device, whatever the number of inputs).
+    let mut rebuilt = Rebuilding::default();
+    for wave in plan.reads.chunks(REREAD_WAVE) {
+        let pieces: Vec<Result<Profile, IngestError>> = wave
+            .par_iter()
+            .map(|(src, keep)| {
+                let job = Job {
+                    source: *src,
+                    filter: Some(std::sync::Arc::new(keep.clone())),
+                    sequential: true,
+                };
+                read_job(&inputs[*src as usize], opts, &job, &|_| {}).and_then(|r| match r {
+                    Outcome::Data { profile, .. } => Ok(profile),
+                    Outcome::NotTelemetry(message) => Err(IngestError::Format {
+                        file: inputs[*src as usize].name.clone(),
+                        message,
+                    }),
+                })
+            })
+            .collect();
+        for p in pieces {
+            rebuilt.add(&plan, p?, &opts.profile);
+        }
+    }
+    profile.finish_rebuild(&plan, rebuilt, &opts.profile);
+    Ok(())
 }
 
 /// Inputs re-read at once when untangling overlaps.
@@ -282,19 +303,28 @@ pub struct Job {
 }
 
 impl Job {
-    fn plain(source: SourceId) -> Self {
+    /// Read all of input `source`.
+    #[must_use]
+    pub fn plain(source: SourceId) -> Self {
         Self {
             source,
             ..Self::default()
         }
     }
 
-    fn builder(&self, settings: &ProfileSettings) -> ProfileBuilder {
-        let b = ProfileBuilder::for_source(settings.clone(), self.source);
-        match &self.filter {
-            Some(f) => b.with_filter(f.clone()),
-            None => b,
+    fn builder(&self, opts: &ReadOptions) -> ProfileBuilder {
+        let mut b = ProfileBuilder::for_source(opts.profile.clone(), self.source);
+        if let Some(f) = &self.filter {
+            b = b.with_filter(f.clone());
         }
+        if let Some((start, end)) = opts.range {
+            b = b.with_range(start, end);
+        }
+        // A re-read that untangles overlaps joins whole devices: never tiled.
+        if let (Some(t), None) = (opts.tile_ms, &self.filter) {
+            b = b.with_tiles(t);
+        }
+        b
     }
 }
 
@@ -425,7 +455,39 @@ fn read_input(
     job: &Job,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Outcome, IngestError> {
-    let mut reader = input::open(input)?;
+    read_opened(input, input::open(input)?, opts, job, progress)
+}
+
+/// Read `bytes` as the content of `input` in `format` (the new lines of a growing file,
+/// after its header lines): what `gpuwise serve` reads as files grow. DCGM text is not read
+/// this way (a file not in scrape order is read a second time from its start).
+pub fn read_bytes(
+    input: &Input,
+    bytes: Vec<u8>,
+    format: Format,
+    opts: &ReadOptions,
+    source: SourceId,
+) -> Result<Outcome, IngestError> {
+    if format == Format::Dcgm {
+        return Err(format_error(&input.name)(
+            "DCGM text is read whole, not from an offset".into(),
+        ));
+    }
+    let opts = ReadOptions {
+        format: Some(format),
+        ..opts.clone()
+    };
+    let reader: Box<dyn BufRead + Send> = Box::new(std::io::Cursor::new(bytes));
+    read_opened(input, reader, &opts, &Job::plain(source), &|_| {})
+}
+
+fn read_opened(
+    input: &Input,
+    mut reader: Box<dyn BufRead + Send>,
+    opts: &ReadOptions,
+    job: &Job,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Outcome, IngestError> {
     let mut head = Vec::with_capacity(HEAD);
     (&mut reader)
         .take(HEAD as u64)
@@ -596,7 +658,6 @@ fn read_dcgm(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
     } = o;
     let file = input.name.as_str();
     let io_err = io_error(input);
-    let settings = &opts.profile;
     let file_ts = input::file_time_ms(input);
     let origin = Origin {
         file,
@@ -609,7 +670,7 @@ fn read_dcgm(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
     } else {
         dcgm::Order::BySeries
     };
-    let mut b = job.builder(settings);
+    let mut b = job.builder(opts);
     let mut t = Tally::default();
     let mut counting = Counting {
         inner: &mut all,
@@ -620,7 +681,7 @@ fn read_dcgm(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
         == dcgm::Outcome::ReadAgainBySeries
     {
         let mut again = input::open(input)?;
-        b = job.builder(settings);
+        b = job.builder(opts);
         t = Tally::default();
         dcgm::read(
             &mut again,
@@ -647,12 +708,11 @@ fn read_csv(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
     } = o;
     let file = input.name.as_str();
     let fmt_err = format_error(file);
-    let settings = &opts.profile;
     let map = opts
         .map
         .as_ref()
         .ok_or_else(|| fmt_err("generic CSV needs --map timestamp=COL,util=COL,…".into()))?;
-    let mut b = job.builder(settings);
+    let mut b = job.builder(opts);
     let mut t = Tally::default();
     let mut clock = LocalClock::new(opts.tz.clone());
     let origin = Origin {
@@ -771,7 +831,7 @@ fn blocks(
     .fuse();
     let joined = Mutex::new(InOrder::default());
     source.par_bridge().for_each(|(seq, block)| {
-        let mut b = job.builder(&opts.profile);
+        let mut b = job.builder(opts);
         let mut t = Tally::default();
         let lines = parse(&block.data, &mut b, &mut t);
         let piece = Piece {
@@ -825,7 +885,7 @@ fn sequential_blocks(
     mut parse: impl FnMut(&[u8], &mut ProfileBuilder, &mut Tally) -> u64,
 ) -> std::io::Result<(Profile, Tally)> {
     let mut cutter = BlockCutter::new(opts.block_bytes);
-    let mut b = job.builder(&opts.profile);
+    let mut b = job.builder(opts);
     let mut tally = Tally::default();
     let mut lines_before = 0;
     while let Some(block) = cutter.next(r)? {

@@ -851,6 +851,13 @@ pub(crate) struct ReadArgs {
     /// Interval between rounds of such a dmon log.
     #[arg(long, value_name = "DURATION")]
     pub interval: Option<String>,
+    /// Only samples from this time on: RFC 3339, YYYY-MM-DD[ HH:MM:SS] (in --tz), an epoch, or
+    /// a duration back from now (7d).
+    #[arg(long, value_name = "TIME", conflicts_with = "prometheus")]
+    pub since: Option<String>,
+    /// Only samples before this time (same forms as --since).
+    #[arg(long, value_name = "TIME", conflicts_with = "prometheus")]
+    pub until: Option<String>,
     /// Treat the first skipped line or value as an error.
     #[arg(long)]
     pub strict: bool,

@@ -58,7 +58,7 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
     let prices = price_book(a, cfg)?;
     let teams = team_map(a, cfg, &group_by)?;
     Ok(Settings {
-        read: read_options(read, zone, &profile)?,
+        read: read_options(read, zone, &profile, now)?,
         report: ReportOptions {
             profile,
             diagnose,
@@ -189,6 +189,7 @@ fn read_options(
     read: &ReadArgs,
     zone: jiff::tz::TimeZone,
     profile: &ProfileSettings,
+    now: i64,
 ) -> anyhow::Result<ReadOptions> {
     let format = match read.input_format.as_deref() {
         Some(f) => {
@@ -215,7 +216,9 @@ fn read_options(
         Some(i) => duration::parse_positive_ms("interval", i).map_err(|e| anyhow!(e))?,
         None => 1000,
     };
+    let range = sample_range(read, &zone, now)?;
     Ok(ReadOptions {
+        range,
         format,
         host: read.host.clone(),
         tz: zone,
@@ -227,6 +230,30 @@ fn read_options(
         interval_ms,
         ..ReadOptions::default()
     })
+}
+
+/// `--since`/`--until`: the samples a report covers, `[since, until)`.
+fn sample_range(
+    read: &ReadArgs,
+    zone: &jiff::tz::TimeZone,
+    now: i64,
+) -> anyhow::Result<Option<(i64, i64)>> {
+    let at = |flag: &str, v: &str| -> anyhow::Result<i64> {
+        // A bare number is an epoch, not seconds back.
+        if v.contains(|c: char| c.is_ascii_alphabetic())
+            && let Ok(back) = duration::parse_ms(v)
+        {
+            return Ok(now.saturating_sub(i64::try_from(back).unwrap_or(i64::MAX)));
+        }
+        start_instant(v, zone).map_err(|e| anyhow!("--{flag}: {e}"))
+    };
+    let since = read.since.as_deref().map(|v| at("since", v)).transpose()?;
+    let until = read.until.as_deref().map(|v| at("until", v)).transpose()?;
+    if let (Some(a), Some(b)) = (since, until) {
+        anyhow::ensure!(a < b, "--since must be before --until");
+    }
+    Ok((since.is_some() || until.is_some())
+        .then(|| (since.unwrap_or(i64::MIN), until.unwrap_or(i64::MAX))))
 }
 
 /// `--start`: RFC 3339, `YYYY-MM-DD[ HH:MM:SS]` in `zone`, or an epoch.
