@@ -280,6 +280,9 @@ pub struct Kpis {
     pub cost_per_gpu_hour_usd: Option<f64>,
     /// Share of GPU-hours on right-sized hardware: needs the advice engine, `null` until then.
     pub rightsized_share_pct: Option<f64>,
+    /// Share of priced GPU-hours bought as spot, over the devices whose pricing model is
+    /// known (`null`: no priced device has a known pricing model).
+    pub spot_share_pct: Option<f64>,
 }
 
 /// One device.
@@ -511,8 +514,25 @@ impl Sums {
             cost_per_gpu_hour_usd: (self.priced_gpu_hours > 0.0 && self.cost > 0.0)
                 .then(|| self.cost / self.priced_gpu_hours),
             rightsized_share_pct: None,
+            spot_share_pct: None,
         }
     }
+}
+
+/// Spot GPU-hours and GPU-hours of priced devices whose pricing model is known, or `None`
+/// when there are none.
+#[must_use]
+pub fn spot_share(devices: &[DeviceRow]) -> Option<(f64, f64)> {
+    let (mut spot, mut known) = (0.0, 0.0);
+    for d in devices {
+        if let (Some(p), Some(_)) = (d.pricing, d.usd_per_gpu_hour) {
+            known += d.gpu_hours;
+            if p == "spot" {
+                spot += d.gpu_hours;
+            }
+        }
+    }
+    (known > 0.0).then_some((spot, known))
 }
 
 /// A device's display name: `host/gpuN` from its index (MIG: `host/gpuN/migM`), else `host/`
@@ -612,7 +632,10 @@ pub fn build(
                 .into_iter()
                 .map(|(note, devices)| PriceFallback { note, devices })
                 .collect(),
-            kpis: fleet.kpis(),
+            kpis: Kpis {
+                spot_share_pct: spot_share(&devices).map(|(spot, known)| 100.0 * spot / known),
+                ..fleet.kpis()
+            },
         },
         devices,
         groups: group_rows(groups),

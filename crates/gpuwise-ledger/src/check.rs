@@ -440,23 +440,14 @@ fn long_jobs(r: &LongJobRule, profiles: &[DeviceProfile], rows: &Rows<'_>, out: 
 }
 
 fn spot(r: &SpotRule, report: &Report, out: &mut Outcome) {
-    let (mut spot, mut known) = (0.0, 0.0);
-    for d in &report.devices {
-        if let (Some(p), Some(_)) = (d.pricing, d.usd_per_gpu_hour) {
-            known += d.gpu_hours;
-            if p == "spot" {
-                spot += d.gpu_hours;
-            }
-        }
-    }
-    if known <= 0.0 {
+    let Some((spot, known)) = gpuwise_core::report::spot_share(&report.devices) else {
         out.not_evaluated.push(NotEvaluated {
             rule: "spot_share",
             reason: "no priced device has a known pricing model (set `pricing` in the price rules)"
                 .into(),
         });
         return;
-    }
+    };
     let share = spot / known * 100.0;
     if share < r.min_share_pct {
         out.violations.push(Violation {

@@ -458,27 +458,28 @@ fn read_input(
     read_opened(input, input::open(input)?, opts, job, progress)
 }
 
-/// Read `bytes` as the content of `input` in `format` (the new lines of a growing file,
-/// after its header lines): what `gpuwise serve` reads as files grow. DCGM text is not read
-/// this way (a file not in scrape order is read a second time from its start).
-pub fn read_bytes(
+/// Read `input` from `reader` instead of opening it: a prefix of a file that is still being
+/// written (up to its last whole line), or its header lines followed by the lines it grew by
+/// (what `gpuwise serve` reads). DCGM text read this way must be the whole file (one that is
+/// not in scrape order is read a second time from the start of the file).
+pub fn read_from(
     input: &Input,
-    bytes: Vec<u8>,
-    format: Format,
+    reader: Box<dyn BufRead + Send>,
+    format: Option<Format>,
     opts: &ReadOptions,
     source: SourceId,
 ) -> Result<Outcome, IngestError> {
-    if format == Format::Dcgm {
-        return Err(format_error(&input.name)(
-            "DCGM text is read whole, not from an offset".into(),
-        ));
-    }
     let opts = ReadOptions {
-        format: Some(format),
+        format: format.or(opts.format),
         ..opts.clone()
     };
-    let reader: Box<dyn BufRead + Send> = Box::new(std::io::Cursor::new(bytes));
-    read_opened(input, reader, &opts, &Job::plain(source), &|_| {})
+    let job = Job::plain(source);
+    match read_opened(input, reader, &opts, &job, &|_| {}) {
+        Err(IngestError::Format { message, .. }) if input.found_in_dir && opts.format.is_none() => {
+            Ok(Outcome::NotTelemetry(message))
+        }
+        other => other,
+    }
 }
 
 fn read_opened(

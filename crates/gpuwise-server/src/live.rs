@@ -1,0 +1,498 @@
+//! Telemetry files read as they grow: each input's samples kept in tiles of time, so that a
+//! report for any run of tiles is a join of accumulators, never a rescan.
+//!
+//! A refresh looks at every input again (directories and globs are expanded again, so new
+//! files are found). A file seen before is known by its device and inode, so a log renamed by
+//! rotation stays the same input; one that only grew is read from where the last read
+//! stopped (its header lines given first, so the reader knows the columns); one that shrank or
+//! was replaced, a compressed one that changed, and DCGM text (whose reader may need a second
+//! pass over the whole file) are read again whole, replacing what that input gave. A file's
+//! last line is left for the next read while it has no line end and the file was written in
+//! the last minute (the writer is still on it).
+
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use gpuwise_core::EpochMs;
+use gpuwise_core::profile::{Profile, SourceId};
+use gpuwise_core::report::IngestSummary;
+use gpuwise_sources::ingest::{self, Format, Outcome};
+use gpuwise_sources::{IngestError, Input, ReadOptions, Tally};
+
+/// A last line without a line end is still being written while its file changed this recently.
+const WRITING: Duration = Duration::from_secs(60);
+
+/// Everything read so far, per input.
+#[derive(Debug)]
+pub struct Live {
+    specs: Vec<String>,
+    opts: ReadOptions,
+    tile_ms: u64,
+    /// Tiles kept back from the newest one with data (retention), if limited.
+    retain_tiles: Option<i64>,
+    sources: Vec<SourceState>,
+    generation: u64,
+}
+
+/// One input and what it gave.
+#[derive(Debug)]
+struct SourceState {
+    input: Input,
+    id: Option<(u64, u64)>,
+    /// Length of the file at the last read.
+    size: u64,
+    /// Bytes read (up to a line end).
+    offset: u64,
+    /// Lines the reads counted, to number the lines of the next piece.
+    lines: u64,
+    /// The header lines to give before the lines a file grew by.
+    prefix: Vec<u8>,
+    prefix_lines: u64,
+    /// `None`: not telemetry (or empty) when last read.
+    format: Option<Format>,
+    /// Whether growth is read from the offset (a plain line format), else the file is read
+    /// again whole.
+    appendable: bool,
+    profile: Profile,
+    tally: Tally,
+    /// The path no longer exists: what it gave stays (history), it cannot be read again.
+    gone: bool,
+}
+
+/// What a refresh changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Inputs seen for the first time.
+    pub new: usize,
+    /// Inputs read from where they were left.
+    pub grown: usize,
+    /// Inputs read again whole (replaced, truncated, compressed or DCGM text that changed).
+    pub reread: usize,
+}
+
+impl Changes {
+    /// Whether anything was read.
+    #[must_use]
+    pub fn any(&self) -> bool {
+        self.new + self.grown + self.reread > 0
+    }
+}
+
+/// The report's inputs for a window: the joined profile and what reading counted.
+#[derive(Debug)]
+pub struct Window {
+    /// Every device's samples in the window, each device-hour once.
+    pub profile: Profile,
+    /// Inputs, formats, lines and skips (of everything read), samples (of the window).
+    pub summary: IngestSummary,
+}
+
+#[cfg(unix)]
+fn file_id(m: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_id(_: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
+}
+
+fn source_id(i: usize) -> SourceId {
+    SourceId::try_from(i).unwrap_or(SourceId::MAX)
+}
+
+impl Live {
+    /// Read `specs` (files, directories, globs) for the first time. `opts.tile_ms` is the tile
+    /// length (one UTC day when unset).
+    pub fn open(
+        specs: Vec<String>,
+        mut opts: ReadOptions,
+        retain_ms: Option<u64>,
+    ) -> Result<Self, IngestError> {
+        let tile_ms = opts.tile_ms.unwrap_or(gpuwise_core::DAY_MS).max(60_000);
+        opts.tile_ms = Some(tile_ms);
+        opts.range = None;
+        let retain_tiles = retain_ms.map(|r| i64::try_from(r.div_ceil(tile_ms)).unwrap_or(i64::MAX));
+        let mut live = Self {
+            specs,
+            opts,
+            tile_ms,
+            retain_tiles,
+            sources: Vec::new(),
+            generation: 0,
+        };
+        live.refresh()?;
+        Ok(live)
+    }
+
+    /// The tile length.
+    #[must_use]
+    pub fn tile_ms(&self) -> u64 {
+        self.tile_ms
+    }
+
+    /// Counts up each time a refresh read something (caches key on it).
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The first and one past the last tile with data.
+    #[must_use]
+    pub fn tiles(&self) -> Option<(i64, i64)> {
+        let all = self.sources.iter().flat_map(|s| s.profile.tile_indices());
+        let (lo, hi) = all.fold((i64::MAX, i64::MIN), |(a, b), t| (a.min(t), b.max(t)));
+        (lo <= hi).then_some((lo, hi + 1))
+    }
+
+    /// Look at every input again and read what changed. An input that cannot be read now
+    /// (removed between listing and opening, a permission) keeps what it gave before; the first
+    /// such error comes back after everything else was read.
+    pub fn refresh(&mut self) -> Result<Changes, IngestError> {
+        let inputs = gpuwise_sources::expand(&self.specs)?;
+        let mut changes = Changes::default();
+        let mut first_error = None;
+        let mut seen = vec![false; self.sources.len()];
+        for input in inputs {
+            let Some(path) = input.path.clone() else {
+                continue;
+            };
+            let meta = match fs_err::metadata(&path) {
+                Ok(m) => m,
+                Err(e) => {
+                    first_error.get_or_insert(IngestError::Io {
+                        path: path.clone(),
+                        source: e.into(),
+                    });
+                    continue;
+                }
+            };
+            let id = file_id(&meta);
+            let known = self
+                .sources
+                .iter()
+                .position(|s| id.is_some() && s.id == id)
+                .or_else(|| self.sources.iter().position(|s| s.input.path == input.path));
+            let result = match known {
+                Some(i) => {
+                    seen[i] = true;
+                    self.update(i, input, id, &meta, &mut changes)
+                }
+                None => {
+                    let i = self.sources.len();
+                    seen.push(true);
+                    let r = read_whole(&input, id, &meta, &self.opts, source_id(i));
+                    match r {
+                        Ok(s) => {
+                            changes.new += usize::from(s.format.is_some() || s.size > 0);
+                            self.sources.push(s);
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        for (s, seen) in self.sources.iter_mut().zip(seen) {
+            s.gone = !seen;
+        }
+        self.retain();
+        if changes.any() {
+            self.generation += 1;
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(changes),
+        }
+    }
+
+    fn update(
+        &mut self,
+        i: usize,
+        input: Input,
+        id: Option<(u64, u64)>,
+        meta: &std::fs::Metadata,
+        changes: &mut Changes,
+    ) -> Result<(), IngestError> {
+        let s = &mut self.sources[i];
+        // A log renamed by rotation keeps its data under its new name.
+        s.input = input;
+        let len = meta.len();
+        if len == s.size && s.id == id {
+            return Ok(());
+        }
+        if s.appendable && s.id == id && len > s.size && s.format.is_some() {
+            changes.grown += 1;
+            return s.read_tail(len, meta, &self.opts, source_id(i));
+        }
+        changes.reread += 1;
+        let fresh = read_whole(&s.input, id, meta, &self.opts, source_id(i))?;
+        *s = fresh;
+        Ok(())
+    }
+
+    /// Drop tiles older than the retention, counted back from the newest tile with data.
+    fn retain(&mut self) {
+        if let (Some(keep), Some((_, end))) = (self.retain_tiles, self.tiles()) {
+            let from = end.saturating_sub(keep);
+            for s in &mut self.sources {
+                s.profile.drop_tiles_before(from);
+            }
+        }
+    }
+
+    /// The profile of tiles `from..to` (each input's tiles joined, then the inputs joined in
+    /// their order, each device-hour once; devices that inputs overlap on are read again from
+    /// those inputs, limited to the window), and what reading counted.
+    pub fn window(&self, from: i64, to: i64) -> Result<Window, IngestError> {
+        let st = &self.opts.profile;
+        let mut profile = Profile::default();
+        let mut tally = Tally::default();
+        let mut inputs = Vec::with_capacity(self.sources.len());
+        let mut formats = Vec::new();
+        for s in &self.sources {
+            let outliers = profile.absorb(s.profile.window(from, to, st), st);
+            tally.merge(s.tally.clone());
+            if outliers > 0 {
+                tally.skip(
+                    "outlier_timestamp",
+                    &s.input.name,
+                    0,
+                    format!("{outliers} sample(s) ahead of both neighbours where this input joins the one before it: dropped as outliers"),
+                );
+            }
+            if let Some(f) = s.format {
+                formats.push(f.name().to_owned());
+            }
+            let mut input = s.input.clone();
+            if s.gone {
+                input.path = None;
+            }
+            inputs.push(input);
+        }
+        let t = i64::try_from(self.tile_ms).unwrap_or(i64::MAX);
+        let opts = ReadOptions {
+            range: Some((from.saturating_mul(t), to.saturating_mul(t))),
+            tile_ms: None,
+            ..self.opts.clone()
+        };
+        ingest::untangle(&mut profile, &inputs, &opts)?;
+        let summary = IngestSummary {
+            inputs: inputs.iter().map(|i| i.name.clone()).collect(),
+            formats,
+            lines: tally.lines,
+            samples: profile.samples(),
+            skipped: tally.skipped(),
+            warnings: tally.warnings(),
+            pulled: None,
+            overlap: gpuwise_core::report::OverlapSummary::default(),
+        };
+        Ok(Window { profile, summary })
+    }
+
+    /// Bytes the tiles hold (for the memory figure in BENCHMARKS.md).
+    #[must_use]
+    pub fn footprint_bytes(&self) -> usize {
+        self.sources.iter().map(|s| s.profile.footprint_bytes()).sum()
+    }
+}
+
+/// Whether the bytes start like gzip or zstd.
+fn compressed(head: &[u8]) -> bool {
+    head.starts_with(&[0x1f, 0x8b]) || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
+}
+
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> IngestError + '_ {
+    |source| IngestError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Where reading a plain file that is `len` bytes long from `offset` should stop: after its
+/// last line end, or at its end when the file is not being written any more.
+fn cut(file: &mut std::fs::File, offset: u64, len: u64, meta: &std::fs::Metadata) -> std::io::Result<u64> {
+    let still_writing = meta
+        .modified()
+        .ok()
+        .and_then(|m| SystemTime::now().duration_since(m).ok())
+        .is_none_or(|age| age < WRITING);
+    if !still_writing {
+        return Ok(len);
+    }
+    let mut end = len;
+    let mut buf = vec![0u8; 64 << 10];
+    while end > offset {
+        let start = end.saturating_sub(buf.len() as u64).max(offset);
+        let n = usize::try_from(end - start).unwrap_or(buf.len());
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut buf[..n])?;
+        if let Some(i) = memchr_last(&buf[..n]) {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(offset)
+}
+
+fn memchr_last(b: &[u8]) -> Option<usize> {
+    b.iter().rposition(|c| *c == b'\n')
+}
+
+/// The header lines a piece read from the middle of a file needs: nvidia-smi's and a generic
+/// CSV's first line (unless `--columns` names them), dmon's leading `#` lines.
+fn header_prefix(head: &[u8], format: Format, opts: &ReadOptions) -> (Vec<u8>, u64) {
+    let mut out = Vec::new();
+    let mut lines = 0;
+    for line in head.split_inclusive(|c| *c == b'\n') {
+        let take = match format {
+            Format::NvidiaSmi => opts.columns.is_none() && lines == 0,
+            Format::Csv => lines == 0,
+            Format::Dmon => line.first() == Some(&b'#'),
+            Format::Dcgm => false,
+        };
+        if !take || !line.ends_with(b"\n") {
+            break;
+        }
+        out.extend_from_slice(line);
+        lines += 1;
+    }
+    (out, lines)
+}
+
+/// Read a file whole (the first time, or again after it was replaced).
+fn read_whole(
+    input: &Input,
+    id: Option<(u64, u64)>,
+    meta: &std::fs::Metadata,
+    opts: &ReadOptions,
+    source: SourceId,
+) -> Result<SourceState, IngestError> {
+    let path = input.path.clone().unwrap_or_default();
+    let err = io_error(&path);
+    let len = meta.len();
+    let mut state = SourceState {
+        input: input.clone(),
+        id,
+        size: len,
+        offset: 0,
+        lines: 0,
+        prefix: Vec::new(),
+        prefix_lines: 0,
+        format: None,
+        appendable: false,
+        profile: Profile::default(),
+        tally: Tally::default(),
+        gone: false,
+    };
+    if len == 0 {
+        // Created and not written yet (`nvidia-smi … > file` just started): read when it grows.
+        return Ok(state);
+    }
+    let mut file = std::fs::File::open(&path).map_err(&err)?;
+    let mut head = vec![0u8; 64 << 10];
+    let n = read_up_to(&mut file, &mut head).map_err(&err)?;
+    head.truncate(n);
+    let plain = !compressed(&head);
+    let upto = if plain { cut(&mut file, 0, len, meta).map_err(&err)? } else { len };
+    file.seek(SeekFrom::Start(0)).map_err(&err)?;
+    let reader: Box<dyn BufRead + Send> = if plain {
+        Box::new(BufReader::with_capacity(1 << 20, file.take(upto)))
+    } else {
+        gpuwise_sources::input::open(input)?
+    };
+    match ingest::read_from(input, reader, None, opts, source)? {
+        Outcome::Data {
+            profile,
+            tally,
+            format,
+        } => {
+            let (prefix, prefix_lines) = header_prefix(&head, format, opts);
+            let untimed_dmon = format == Format::Dmon && opts.start_ms.is_some();
+            state.appendable = plain && format != Format::Dcgm && !untimed_dmon;
+            state.offset = upto;
+            state.lines = tally.lines;
+            state.prefix = prefix;
+            state.prefix_lines = prefix_lines;
+            state.format = Some(format);
+            state.profile = profile;
+            state.tally = tally;
+        }
+        Outcome::NotTelemetry(why) => {
+            state.tally.skip("not_telemetry", &input.name, 0, why);
+        }
+    }
+    Ok(state)
+}
+
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+impl SourceState {
+    /// Read the lines the file grew by, after its header lines, and join them to what it gave.
+    fn read_tail(
+        &mut self,
+        len: u64,
+        meta: &std::fs::Metadata,
+        opts: &ReadOptions,
+        source: SourceId,
+    ) -> Result<(), IngestError> {
+        let path = self.input.path.clone().unwrap_or_default();
+        let err = io_error(&path);
+        let mut file = std::fs::File::open(&path).map_err(&err)?;
+        let upto = cut(&mut file, self.offset, len, meta).map_err(&err)?;
+        self.size = len;
+        if upto <= self.offset {
+            return Ok(());
+        }
+        file.seek(SeekFrom::Start(self.offset)).map_err(&err)?;
+        let piece = std::io::Cursor::new(self.prefix.clone()).chain(file.take(upto - self.offset));
+        let reader: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(1 << 20, piece));
+        let Outcome::Data {
+            profile,
+            mut tally,
+            ..
+        } = ingest::read_from(&self.input, reader, self.format, opts, source)?
+        else {
+            return Ok(());
+        };
+        // The piece's lines are numbered from its header lines; place them after the file's.
+        tally.lines = tally.lines.saturating_sub(self.prefix_lines);
+        tally.renumber(self.lines.saturating_sub(self.prefix_lines));
+        self.lines += tally.lines;
+        let outliers = self.profile.absorb(profile, &opts.profile);
+        if outliers > 0 {
+            tally.skip(
+                "outlier_timestamp",
+                &self.input.name,
+                self.lines,
+                format!("{outliers} sample(s) ahead of both neighbours where the new lines join the ones before: dropped as outliers"),
+            );
+        }
+        self.tally.merge(tally);
+        self.offset = upto;
+        Ok(())
+    }
+}
+
+/// A window's tiles for a time range: `[start, end)` widened to whole tiles.
+#[must_use]
+pub fn tiles_of(start_ms: EpochMs, end_ms: EpochMs, tile_ms: u64) -> (i64, i64) {
+    let t = i64::try_from(tile_ms.max(1)).unwrap_or(i64::MAX);
+    (start_ms.div_euclid(t), (end_ms.saturating_add(t - 1)).div_euclid(t))
+}
