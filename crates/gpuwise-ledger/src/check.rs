@@ -241,27 +241,69 @@ fn rfc3339(ms: i64) -> String {
     jiff::Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| t.to_string())
 }
 
+/// One team's budget against the current month.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Burn {
+    /// The team.
+    pub team: String,
+    /// The month (`2026-11`).
+    pub month: String,
+    /// Spent in the month to date, USD.
+    pub month_to_date_usd: f64,
+    /// The budget, USD.
+    pub limit_usd: f64,
+    /// The month-end forecast the budget is held to, USD.
+    pub forecast_usd: Option<f64>,
+    /// Hours of the month elapsed, and in all.
+    pub elapsed_hours: f64,
+    /// Hours in the month.
+    pub month_hours: f64,
+}
+
+/// Each budgeted team's month to date and forecast, or `None` when the allocation has no
+/// data in the current month.
+#[must_use]
+pub fn burn(b: &Budget, a: &Allocation) -> Option<Vec<Burn>> {
+    let f = a.forecast.as_ref()?;
+    Some(
+        b.monthly_usd
+            .iter()
+            .map(|(team, &limit)| {
+                let row = f.teams.iter().find(|t| &t.team == team);
+                Burn {
+                    team: team.clone(),
+                    month: f.month.clone(),
+                    month_to_date_usd: row.map_or(0.0, |r| r.month_to_date_usd),
+                    limit_usd: limit,
+                    forecast_usd: row.and_then(|r| match b.forecast {
+                        ForecastKind::Linear => r.forecast_linear_usd,
+                        ForecastKind::HourOfWeek => r.forecast_hour_of_week_usd,
+                    }),
+                    elapsed_hours: f.elapsed_hours,
+                    month_hours: f.month_hours,
+                }
+            })
+            .collect(),
+    )
+}
+
 fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
-    let Some(f) = &a.forecast else {
+    let Some(rows) = burn(b, a) else {
         out.not_evaluated.push(NotEvaluated {
             rule: "budget",
             reason: "no data in the current month".into(),
         });
         return;
     };
-    for (team, &limit) in &b.monthly_usd {
-        let row = f.teams.iter().find(|t| &t.team == team);
-        let mtd = row.map_or(0.0, |r| r.month_to_date_usd);
-        let forecast = row.and_then(|r| match b.forecast {
-            ForecastKind::Linear => r.forecast_linear_usd,
-            ForecastKind::HourOfWeek => r.forecast_hour_of_week_usd,
-        });
+    for r in rows {
+        let (team, limit, mtd, forecast) =
+            (r.team.clone(), r.limit_usd, r.month_to_date_usd, r.forecast_usd);
         let evidence = ev(&[
-            ("month", f.month.clone().into()),
+            ("month", r.month.clone().into()),
             ("month_to_date_usd", mtd.into()),
             ("forecast_usd", forecast.into()),
-            ("elapsed_hours", f.elapsed_hours.into()),
-            ("month_hours", f.month_hours.into()),
+            ("elapsed_hours", r.elapsed_hours.into()),
+            ("month_hours", r.month_hours.into()),
         ]);
         if mtd > limit {
             out.violations.push(Violation {
@@ -269,7 +311,7 @@ fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
                 subject: team.clone(),
                 message: format!(
                     "{team} has spent ${mtd:.2} of its ${limit:.2} budget for {}",
-                    f.month
+                    r.month
                 ),
                 value: mtd,
                 limit,
@@ -281,7 +323,7 @@ fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
                 subject: team.clone(),
                 message: format!(
                     "{team} is forecast to spend ${fc:.2} in {} against a ${limit:.2} budget (${mtd:.2} so far)",
-                    f.month
+                    r.month
                 ),
                 value: fc,
                 limit,

@@ -13,6 +13,7 @@
 
 pub mod advice;
 pub mod csv;
+pub mod dashboard;
 pub mod escape;
 pub mod grid;
 pub mod html;

@@ -1,1 +1,638 @@
-pub fn x() {}
+//! # `gpuwise serve`: the live dashboard, the JSON API and `/metrics`
+//!
+//! The edge that answers HTTP. Telemetry comes from files read as they grow ([`live`]: each
+//! input's samples kept in tiles of time, so a window is a join of accumulators, never a
+//! rescan) or from a Prometheus-compatible store (a function the binary gives, called per
+//! window and cached for the refresh interval). What a window's samples mean (the report, the
+//! advice, their JSON) is also the binary's function, so the API's JSON is the CLI's, byte for
+//! byte. Rendering is `gpuwise-render`'s.
+//!
+//! Routes: `/` (the dashboard), `/device?id=…` (one device), `/api/report` and `/api/advice`
+//! (`gpuwise.report/v1`, `gpuwise.advice/v1`), `/metrics` (OpenMetrics), `/healthz`. Each
+//! takes `?last=7d` or `?start=…&end=…`. Nothing changes state.
+//!
+//! Security: a listener that is not on a loopback address needs a bearer token (compared in
+//! constant time) or the server refuses to start; no CORS headers; a content security policy
+//! that allows nothing from elsewhere; a time limit per request.
+
+pub mod live;
+pub mod metrics;
+pub mod window;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use gpuwise_advise::Advice;
+use gpuwise_core::profile::{DeviceProfile, Profile};
+use gpuwise_core::report::{IngestSummary, Report};
+use gpuwise_render::dashboard::{self, BudgetBurn, View};
+use serde::Deserialize;
+
+pub use live::Live;
+pub use window::Span;
+
+/// An error a function the binary gives may return.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the server shows for one window.
+#[derive(Debug)]
+pub struct Analysis {
+    /// The report.
+    pub report: Report,
+    /// The advice.
+    pub advice: Option<Advice>,
+    /// The devices' profiles (the device pages' charts).
+    pub profiles: Vec<DeviceProfile>,
+    /// The report as `gpuwise report --format json` prints it.
+    pub report_json: String,
+    /// The advice as `gpuwise advise --format json` prints it.
+    pub advice_json: Option<String>,
+    /// Budget burn per team (with a policy that has budgets).
+    pub budgets: Vec<BudgetBurn>,
+}
+
+/// Turns a window's profile and reading counts into what the server shows.
+pub type AnalyseFn = dyn Fn(Profile, IngestSummary) -> Result<Analysis, BoxError> + Send + Sync;
+/// Asks a store for a window.
+pub type StoreFn = dyn Fn(&Span) -> Result<Analysis, BoxError> + Send + Sync;
+
+/// Where telemetry comes from.
+pub enum Telemetry {
+    /// Files read as they grow.
+    Files {
+        /// What was read.
+        live: Live,
+        /// The report and advice of a window.
+        analyse: Box<AnalyseFn>,
+    },
+    /// A Prometheus-compatible store, asked per window.
+    Store(Box<StoreFn>),
+}
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// The bearer token every request but `/healthz` must carry.
+    pub token: Option<String>,
+    /// How often files are looked at again (and a store's answers kept).
+    pub refresh: Duration,
+    /// The longest a request may take.
+    pub request_timeout: Duration,
+}
+
+/// Why the server cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A listener others can reach, without a token.
+    #[error(
+        "{0} is not a loopback address: other machines could read the fleet's costs. Give a token (--token-env VAR) or listen on 127.0.0.1"
+    )]
+    NeedsToken(SocketAddr),
+    /// The token is empty.
+    #[error("the token is empty")]
+    EmptyToken,
+    /// The address cannot be bound, or the runtime cannot start.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    listener: std::net::TcpListener,
+    state: Arc<AppState>,
+}
+
+struct AppState {
+    source: Source,
+    opts: Options,
+    cache: Mutex<HashMap<String, (Instant, u64, Arc<Analysis>)>>,
+    refresh_note: Mutex<RefreshNote>,
+}
+
+enum Source {
+    Files {
+        live: RwLock<Live>,
+        analyse: Box<AnalyseFn>,
+    },
+    Store(Box<StoreFn>),
+}
+
+#[derive(Default)]
+struct RefreshNote {
+    at: Option<jiff::Timestamp>,
+    problem: Option<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Entries kept in the window cache (each a report and its advice).
+const CACHE_ENTRIES: usize = 32;
+
+impl Server {
+    /// Check the options and bind the listener.
+    pub fn bind(opts: Options, telemetry: Telemetry) -> Result<Self, ServeError> {
+        match &opts.token {
+            None if !opts.listen.ip().is_loopback() => {
+                return Err(ServeError::NeedsToken(opts.listen));
+            }
+            Some(t) if t.is_empty() => return Err(ServeError::EmptyToken),
+            _ => {}
+        }
+        let listener = std::net::TcpListener::bind(opts.listen)?;
+        listener.set_nonblocking(true)?;
+        let source = match telemetry {
+            Telemetry::Files { live, analyse } => Source::Files {
+                live: RwLock::new(live),
+                analyse,
+            },
+            Telemetry::Store(f) => Source::Store(f),
+        };
+        let state = Arc::new(AppState {
+            source,
+            opts,
+            cache: Mutex::new(HashMap::new()),
+            refresh_note: Mutex::new(RefreshNote {
+                at: Some(jiff::Timestamp::now()),
+                problem: None,
+            }),
+        });
+        Ok(Self { listener, state })
+    }
+
+    /// The address bound (the port, when asked for port 0).
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// Serve until SIGINT or SIGTERM; files are looked at again every refresh interval.
+    pub fn run(self) -> Result<(), ServeError> {
+        let state = self.state;
+        if matches!(state.source, Source::Files { .. }) {
+            let s = state.clone();
+            std::thread::Builder::new()
+                .name("gpuwise-refresh".into())
+                .spawn(move || refresh_loop(&s))?;
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(self.listener)?;
+            let app = router(state);
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown())
+                .await
+        })?;
+        Ok(())
+    }
+}
+
+fn refresh_loop(s: &AppState) {
+    let Source::Files { live, .. } = &s.source else {
+        return;
+    };
+    loop {
+        std::thread::sleep(s.opts.refresh);
+        let result = live
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .refresh();
+        let mut note = lock(&s.refresh_note);
+        note.at = Some(jiff::Timestamp::now());
+        note.problem = result.err().map(|e| e.to_string());
+    }
+}
+
+async fn shutdown() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = ctrl_c => {},
+            () = term => {},
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    let timeout = state.opts.request_timeout;
+    Router::new()
+        .route("/", get(page))
+        .route("/device", get(device))
+        .route("/api/report", get(api_report))
+        .route("/api/advice", get(api_advice))
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(healthz))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ))
+        .with_state(state)
+}
+
+/// Equal without an early exit (the time taken does not tell how much of a guess was right;
+/// the length may show, which a bearer token of fixed length does not mind). Written here
+/// because it is four lines and no crate in the tree has it.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The token check (all but `/healthz`) and the headers every answer carries.
+async fn guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if let Some(token) = &s.opts.token
+        && req.uri().path() != "/healthz"
+    {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !same_bytes(given.as_bytes(), token.as_bytes()) {
+            let mut r = (StatusCode::UNAUTHORIZED, "a bearer token is required\n").into_response();
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    let mut r = next.run(req).await;
+    let h = r.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; base-uri 'self'; form-action 'self'",
+        ),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// A request's window (and, for a device page, the device).
+#[derive(Debug, Default, Deserialize)]
+struct Q {
+    start: Option<String>,
+    end: Option<String>,
+    last: Option<String>,
+    id: Option<String>,
+}
+
+impl Q {
+    fn span(&self) -> Result<Span, window::BadWindow> {
+        window::span(
+            self.start.as_deref(),
+            self.end.as_deref(),
+            self.last.as_deref(),
+        )
+    }
+
+    fn query(&self) -> String {
+        window::query(
+            self.start.as_deref(),
+            self.end.as_deref(),
+            self.last.as_deref(),
+        )
+    }
+}
+
+/// A request that cannot be answered, as a status and a JSON message.
+struct Failure(StatusCode, String);
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.1 }).to_string();
+        (
+            self.0,
+            [(header::CONTENT_TYPE, "application/json")],
+            body + "\n",
+        )
+            .into_response()
+    }
+}
+
+/// The analysis of a window and the window in words.
+struct Answer {
+    analysis: Arc<Analysis>,
+    window: String,
+    generation: u64,
+}
+
+impl AppState {
+    /// The analysis of `span`, from the cache while the data has not changed (files) or for
+    /// the refresh interval (a store).
+    fn answer(&self, span: &Span) -> Result<Answer, Failure> {
+        match &self.source {
+            Source::Files { live, analyse } => {
+                let live = live.read().unwrap_or_else(PoisonError::into_inner);
+                let generation = live.generation();
+                let tile = live.tile_ms();
+                let Some((first, end)) = live.tiles() else {
+                    return Err(Failure(StatusCode::NOT_FOUND, "no samples read yet".into()));
+                };
+                let Some((a, b)) = window::tiles(span, first, end, tile) else {
+                    return Err(Failure(
+                        StatusCode::NOT_FOUND,
+                        "no samples in the window".into(),
+                    ));
+                };
+                let words = tile_words(a, b, tile);
+                let key = format!("{a}..{b}");
+                if let Some((_, g, hit)) = lock(&self.cache).get(&key)
+                    && *g == generation
+                {
+                    return Ok(Answer {
+                        analysis: hit.clone(),
+                        window: words,
+                        generation,
+                    });
+                }
+                let w = live
+                    .window(a, b)
+                    .map_err(|e| Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+                drop(live);
+                if w.profile.is_empty() {
+                    return Err(Failure(
+                        StatusCode::NOT_FOUND,
+                        "no samples in the window".into(),
+                    ));
+                }
+                let analysis = Arc::new(
+                    analyse(w.profile, w.summary)
+                        .map_err(|e| Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?,
+                );
+                self.keep(key, generation, &analysis);
+                Ok(Answer {
+                    analysis,
+                    window: words,
+                    generation,
+                })
+            }
+            Source::Store(query) => {
+                let key = format!("{span:?}");
+                if let Some((at, _, hit)) = lock(&self.cache).get(&key)
+                    && at.elapsed() < self.opts.refresh
+                {
+                    return Ok(Answer {
+                        analysis: hit.clone(),
+                        window: store_words(&hit.report),
+                        generation: 0,
+                    });
+                }
+                let analysis = Arc::new(
+                    query(span).map_err(|e| Failure(StatusCode::BAD_GATEWAY, e.to_string()))?,
+                );
+                self.keep(key, 0, &analysis);
+                Ok(Answer {
+                    window: store_words(&analysis.report),
+                    analysis,
+                    generation: 0,
+                })
+            }
+        }
+    }
+
+    fn keep(&self, key: String, generation: u64, a: &Arc<Analysis>) {
+        let mut c = lock(&self.cache);
+        c.retain(|_, (_, g, _)| *g == generation);
+        if c.len() >= CACHE_ENTRIES {
+            c.clear();
+        }
+        c.insert(key, (Instant::now(), generation, a.clone()));
+    }
+
+    fn status(&self) -> (String, Option<String>) {
+        let note = lock(&self.refresh_note);
+        let refreshed = note
+            .at
+            .map_or("not yet".into(), |t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string());
+        let what = match &self.source {
+            Source::Files { .. } => "files",
+            Source::Store(_) => "store",
+        };
+        (
+            format!(
+                "{what} looked at {refreshed}, every {} s",
+                self.opts.refresh.as_secs()
+            ),
+            note.problem.clone(),
+        )
+    }
+}
+
+fn tile_words(a: i64, b: i64, tile_ms: u64) -> String {
+    let t = i64::try_from(tile_ms).unwrap_or(i64::MAX);
+    let at = |tile: i64| {
+        jiff::Timestamp::from_millisecond(tile.saturating_mul(t))
+            .map_or_else(|_| "?".into(), |ts| ts.strftime("%Y-%m-%d %H:%M").to_string())
+    };
+    let unit = if tile_ms % 86_400_000 == 0 {
+        "whole UTC days"
+    } else {
+        "whole tiles"
+    };
+    format!("{} → {} UTC ({unit})", at(a), at(b))
+}
+
+fn store_words(r: &Report) -> String {
+    match (&r.window.start, &r.window.end) {
+        (Some(a), Some(b)) => format!("{a} → {b}"),
+        _ => "no data".into(),
+    }
+}
+
+/// Run the blocking work of a request on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+}
+
+async fn answer_for(s: &Arc<AppState>, q: &Q) -> Result<Answer, Failure> {
+    let span = q
+        .span()
+        .map_err(|e| Failure(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let s = s.clone();
+    blocking(move || s.answer(&span)).await
+}
+
+fn json(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn api_report(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+    match answer_for(&s, &q).await {
+        Ok(a) => json(a.analysis.report_json.clone()),
+        Err(f) => f.into_response(),
+    }
+}
+
+async fn api_advice(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+    match answer_for(&s, &q).await {
+        Ok(a) => match &a.analysis.advice_json {
+            Some(j) => json(j.clone()),
+            None => Failure(StatusCode::NOT_FOUND, "no advice for this window".into())
+                .into_response(),
+        },
+        Err(f) => f.into_response(),
+    }
+}
+
+async fn metrics_text(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+    match answer_for(&s, &q).await {
+        Ok(a) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            metrics::text(&a.analysis.report, a.generation),
+        )
+            .into_response(),
+        Err(f) => f.into_response(),
+    }
+}
+
+async fn healthz(State(s): State<Arc<AppState>>) -> Response {
+    let s2 = s.clone();
+    let body = blocking(move || {
+        let generation = match &s2.source {
+            Source::Files { live, .. } => live
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .generation(),
+            Source::Store(_) => 0,
+        };
+        let (status, problem) = s2.status();
+        Ok(serde_json::json!({
+            "status": "ok",
+            "generation": generation,
+            "data": status,
+            "problem": problem,
+        })
+        .to_string())
+    })
+    .await;
+    match body {
+        Ok(b) => json(b),
+        Err(f) => f.into_response(),
+    }
+}
+
+/// The window picker's choices.
+fn choices() -> Vec<(String, String)> {
+    [
+        ("everything kept", ""),
+        ("last day", "last=1d"),
+        ("last 7 days", "last=7d"),
+        ("last 30 days", "last=30d"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .collect()
+}
+
+fn html(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+async fn page(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+    let a = match answer_for(&s, &q).await {
+        Ok(a) => a,
+        Err(f) => return f.into_response(),
+    };
+    let (status, problem) = s.status();
+    let query = q.query();
+    let choices = choices();
+    let view = View {
+        query: &query,
+        window: &a.window,
+        choices: &choices,
+        status: &status,
+        generation: a.generation,
+        refresh_s: s.opts.refresh.as_secs().max(1),
+        problem: problem.as_deref(),
+        budgets: &a.analysis.budgets,
+    };
+    html(dashboard::page(
+        &a.analysis.report,
+        a.analysis.advice.as_ref(),
+        &view,
+    ))
+}
+
+async fn device(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+    let a = match answer_for(&s, &q).await {
+        Ok(a) => a,
+        Err(f) => return f.into_response(),
+    };
+    let id = q.id.clone().unwrap_or_default();
+    let r = &a.analysis.report;
+    let Some(row) = r.devices.iter().find(|d| d.id == id) else {
+        return Failure(
+            StatusCode::NOT_FOUND,
+            "no such device in this window".into(),
+        )
+        .into_response();
+    };
+    let profile = a
+        .analysis
+        .profiles
+        .iter()
+        .find(|p| p.key.to_string() == row.id);
+    let (status, problem) = s.status();
+    let query = q.query();
+    let view = View {
+        query: &query,
+        window: &a.window,
+        choices: &[],
+        status: &status,
+        generation: a.generation,
+        refresh_s: s.opts.refresh.as_secs().max(1),
+        problem: problem.as_deref(),
+        budgets: &[],
+    };
+    html(dashboard::device_page(row, profile, &view))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same_bytes(b"secret", b"secret"));
+        assert!(!same_bytes(b"secret", b"secreT"));
+        assert!(!same_bytes(b"secret", b"secret2"));
+        assert!(!same_bytes(b"", b"x"));
+    }
+}

@@ -19,6 +19,7 @@ use gpuwise_core::profile::{Profile, SourceId};
 use gpuwise_core::report::IngestSummary;
 use gpuwise_sources::ingest::{self, Format, Outcome};
 use gpuwise_sources::{IngestError, Input, ReadOptions, Tally};
+use rayon::prelude::*;
 
 /// A last line without a line end is still being written while its file changed this recently.
 const WRITING: Duration = Duration::from_secs(60);
@@ -58,6 +59,15 @@ struct SourceState {
     tally: Tally,
     /// The path no longer exists: what it gave stays (history), it cannot be read again.
     gone: bool,
+}
+
+/// A file to read whole.
+struct Whole {
+    i: usize,
+    input: Input,
+    id: Option<(u64, u64)>,
+    meta: std::fs::Metadata,
+    new: bool,
 }
 
 /// What a refresh changed.
@@ -111,7 +121,8 @@ impl Live {
         mut opts: ReadOptions,
         retain_ms: Option<u64>,
     ) -> Result<Self, IngestError> {
-        let tile_ms = opts.tile_ms.unwrap_or(gpuwise_core::DAY_MS).max(60_000);
+        let day = u64::try_from(gpuwise_core::DAY_MS).unwrap_or(86_400_000);
+        let tile_ms = opts.tile_ms.unwrap_or(day).max(60_000);
         opts.tile_ms = Some(tile_ms);
         opts.range = None;
         let retain_tiles = retain_ms.map(|r| i64::try_from(r.div_ceil(tile_ms)).unwrap_or(i64::MAX));
@@ -147,14 +158,16 @@ impl Live {
         (lo <= hi).then_some((lo, hi + 1))
     }
 
-    /// Look at every input again and read what changed. An input that cannot be read now
-    /// (removed between listing and opening, a permission) keeps what it gave before; the first
-    /// such error comes back after everything else was read.
+    /// Look at every input again and read what changed (new and replaced files in parallel).
+    /// An input that cannot be read now (removed between listing and opening, a permission)
+    /// keeps what it gave before, or is tried again at the next refresh; the first such error
+    /// comes back after everything else was read.
     pub fn refresh(&mut self) -> Result<Changes, IngestError> {
         let inputs = gpuwise_sources::expand(&self.specs)?;
         let mut changes = Changes::default();
         let mut first_error = None;
         let mut seen = vec![false; self.sources.len()];
+        let mut whole: Vec<Whole> = Vec::new();
         for input in inputs {
             let Some(path) = input.path.clone() else {
                 continue;
@@ -163,39 +176,81 @@ impl Live {
                 Ok(m) => m,
                 Err(e) => {
                     first_error.get_or_insert(IngestError::Io {
-                        path: path.clone(),
+                        path,
                         source: e.into(),
                     });
                     continue;
                 }
             };
             let id = file_id(&meta);
-            let known = self
-                .sources
-                .iter()
-                .position(|s| id.is_some() && s.id == id)
-                .or_else(|| self.sources.iter().position(|s| s.input.path == input.path));
-            let result = match known {
-                Some(i) => {
-                    seen[i] = true;
-                    self.update(i, input, id, &meta, &mut changes)
+            // By device and inode where the system has them (a new file at a known path, as
+            // rotation leaves, is a new input; the renamed old one keeps its data), else by path.
+            let known = match id {
+                Some(_) => self.sources.iter().position(|s| s.id == id),
+                None => self.sources.iter().position(|s| s.input.path == input.path),
+            };
+            let Some(i) = known else {
+                let i = self.sources.len() + whole.iter().filter(|w| w.new).count();
+                whole.push(Whole {
+                    i,
+                    input,
+                    id,
+                    meta,
+                    new: true,
+                });
+                continue;
+            };
+            seen[i] = true;
+            let s = &mut self.sources[i];
+            // A log renamed by rotation keeps its data under its new name.
+            s.input = input.clone();
+            if meta.len() == s.size && s.id == id {
+                continue;
+            }
+            if s.appendable && s.id == id && meta.len() > s.size && s.format.is_some() {
+                changes.grown += 1;
+                if let Err(e) = s.read_tail(meta.len(), &meta, &self.opts, source_id(i)) {
+                    first_error.get_or_insert(e);
                 }
-                None => {
-                    let i = self.sources.len();
-                    seen.push(true);
-                    let r = read_whole(&input, id, &meta, &self.opts, source_id(i));
-                    match r {
-                        Ok(s) => {
-                            changes.new += usize::from(s.format.is_some() || s.size > 0);
-                            self.sources.push(s);
-                            Ok(())
-                        }
-                        Err(e) => Err(e),
+                continue;
+            }
+            whole.push(Whole {
+                i,
+                input,
+                id,
+                meta,
+                new: false,
+            });
+        }
+        let opts = &self.opts;
+        let read: Vec<Result<SourceState, IngestError>> = whole
+            .par_iter()
+            .map(|w| read_whole(&w.input, w.id, &w.meta, opts, source_id(w.i)))
+            .collect();
+        for (w, r) in whole.into_iter().zip(read) {
+            let state = match r {
+                Ok(s) => {
+                    if w.new {
+                        changes.new += usize::from(s.format.is_some() || s.size > 0);
+                    } else {
+                        changes.reread += 1;
                     }
+                    s
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    if !w.new {
+                        continue;
+                    }
+                    // Keeps its number; read again at the next refresh.
+                    SourceState::unread(w.input, w.id)
                 }
             };
-            if let Err(e) = result {
-                first_error.get_or_insert(e);
+            if w.new {
+                self.sources.push(state);
+                seen.push(true);
+            } else {
+                self.sources[w.i] = state;
             }
         }
         for (s, seen) in self.sources.iter_mut().zip(seen) {
@@ -209,31 +264,6 @@ impl Live {
             Some(e) => Err(e),
             None => Ok(changes),
         }
-    }
-
-    fn update(
-        &mut self,
-        i: usize,
-        input: Input,
-        id: Option<(u64, u64)>,
-        meta: &std::fs::Metadata,
-        changes: &mut Changes,
-    ) -> Result<(), IngestError> {
-        let s = &mut self.sources[i];
-        // A log renamed by rotation keeps its data under its new name.
-        s.input = input;
-        let len = meta.len();
-        if len == s.size && s.id == id {
-            return Ok(());
-        }
-        if s.appendable && s.id == id && len > s.size && s.format.is_some() {
-            changes.grown += 1;
-            return s.read_tail(len, meta, &self.opts, source_id(i));
-        }
-        changes.reread += 1;
-        let fresh = read_whole(&s.input, id, meta, &self.opts, source_id(i))?;
-        *s = fresh;
-        Ok(())
     }
 
     /// Drop tiles older than the retention, counted back from the newest tile with data.
@@ -376,20 +406,8 @@ fn read_whole(
     let path = input.path.clone().unwrap_or_default();
     let err = io_error(&path);
     let len = meta.len();
-    let mut state = SourceState {
-        input: input.clone(),
-        id,
-        size: len,
-        offset: 0,
-        lines: 0,
-        prefix: Vec::new(),
-        prefix_lines: 0,
-        format: None,
-        appendable: false,
-        profile: Profile::default(),
-        tally: Tally::default(),
-        gone: false,
-    };
+    let mut state = SourceState::unread(input.clone(), id);
+    state.size = len;
     if len == 0 {
         // Created and not written yet (`nvidia-smi … > file` just started): read when it grows.
         return Ok(state);
@@ -444,6 +462,24 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 impl SourceState {
+    /// An input not read yet (empty, or unreadable at the last look).
+    fn unread(input: Input, id: Option<(u64, u64)>) -> Self {
+        Self {
+            input,
+            id,
+            size: 0,
+            offset: 0,
+            lines: 0,
+            prefix: Vec::new(),
+            prefix_lines: 0,
+            format: None,
+            appendable: false,
+            profile: Profile::default(),
+            tally: Tally::default(),
+            gone: false,
+        }
+    }
+
     /// Read the lines the file grew by, after its header lines, and join them to what it gave.
     fn read_tail(
         &mut self,

@@ -62,6 +62,55 @@ pub(crate) enum Command {
     /// What-if on real traces: training jobs on spot with checkpoints and deadlines.
     #[command(subcommand)]
     Simulate(SimulateCommand),
+    /// A live dashboard, a JSON API and /metrics over growing telemetry files or a store.
+    #[command(after_help = SERVE_EXAMPLES)]
+    Serve(Box<ServeArgs>),
+}
+
+const SERVE_EXAMPLES: &str = "Examples:
+  gpuwise serve /var/log/gpu/                       # http://127.0.0.1:8080/
+  gpuwise serve logs/ --teams teams.toml --policy policy.toml --refresh 10s
+  GPUWISE_TOKEN=$(openssl rand -hex 16) gpuwise serve logs/ --listen 0.0.0.0:8080 --token-env GPUWISE_TOKEN
+  gpuwise serve --prometheus http://prometheus:9090
+  curl 'http://127.0.0.1:8080/api/report?last=7d'
+
+Routes: / (dashboard), /device?id=ID, /api/report, /api/advice, /metrics, /healthz; each takes
+?last=7d or ?start=2026-01-05&end=2026-01-11 (windows are whole tiles, --tile).";
+
+/// `gpuwise serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    #[command(flatten)]
+    pub advise: AdviseOpts,
+    #[command(flatten)]
+    pub alloc: AllocateOpts,
+    /// Address to listen on, or a bare port (on 127.0.0.1); one not on loopback needs
+    /// --token-env [default: 127.0.0.1:8080].
+    #[arg(long, env = "GPUWISE_LISTEN", value_name = "ADDR|PORT", help_heading = "Server")]
+    pub listen: Option<String>,
+    /// Environment variable holding the bearer token every request (but /healthz) must carry.
+    #[arg(long, value_name = "VAR", help_heading = "Server")]
+    pub token_env: Option<String>,
+    /// How often files are looked at again (and a store's answers kept) [default: 30s].
+    #[arg(long, value_name = "DURATION", help_heading = "Server")]
+    pub refresh: Option<String>,
+    /// Tile length: samples are kept per device and tile, and windows are whole tiles [default: 1d].
+    #[arg(long, value_name = "DURATION", help_heading = "Server")]
+    pub tile: Option<String>,
+    /// Data kept, back from the newest sample [default: 35d].
+    #[arg(long, value_name = "DURATION", help_heading = "Server")]
+    pub retain: Option<String>,
+    /// Longest a request may take [default: 30s].
+    #[arg(long, value_name = "DURATION", help_heading = "Server")]
+    pub request_timeout: Option<String>,
+    /// Policy file whose [budget] the dashboard's budget burn shows (docs/policy.md).
+    #[arg(long, env = "GPUWISE_POLICY", value_name = "FILE", help_heading = "Server")]
+    pub policy: Option<PathBuf>,
+    /// Config file (default: $GPUWISE_CONFIG, else ./gpuwise.toml if present).
+    #[arg(long, env = "GPUWISE_CONFIG", value_name = "FILE", help_heading = "Server")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -15,6 +15,7 @@ mod plan;
 mod reconcile;
 mod record;
 mod report;
+mod serve;
 mod simulate;
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -30,5 +31,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reconcile(args) => reconcile::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Simulate(cmd) => simulate::run(&cmd),
+        Command::Serve(args) => serve::run(&args),
     }
 }

@@ -4,6 +4,8 @@
 
 mod prom;
 
+pub(crate) use prom::build as prom_build;
+
 use anyhow::anyhow;
 use gpuwise_advise::Hints;
 use gpuwise_catalog::Pricing;

@@ -1,0 +1,111 @@
+//! `/metrics`: the report of everything kept, as OpenMetrics text for a Prometheus (and a
+//! Grafana) to scrape. A figure the report does not know (utilization without a reading, cost
+//! without a price) is left out, never written as 0. Times are in seconds (Prometheus' base
+//! unit): GPU-hours × 3600.
+
+use std::sync::atomic::AtomicU64;
+
+use gpuwise_core::report::Report;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+type F64 = Family<Labels, Gauge<f64, AtomicU64>>;
+
+/// Seconds in an hour: metrics are in base units.
+const H: f64 = 3600.0;
+
+fn family(reg: &mut Registry, name: &str, help: &str) -> F64 {
+    let f = F64::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+/// The OpenMetrics text (ending in `# EOF`) of `report`, with the data generation.
+#[must_use]
+pub fn text(report: &Report, generation: u64) -> String {
+    let mut reg = Registry::default();
+    let fleet = |reg: &mut Registry, name: &str, help: &str, v: Option<f64>| {
+        let f = family(reg, name, help);
+        if let Some(v) = v {
+            f.get_or_create(&Vec::new()).set(v);
+        }
+    };
+    let fl = &report.fleet;
+    fleet(&mut reg, "gpuwise_fleet_gpu_seconds", "GPU time observed in the window (GPU-hours × 3600)", Some(fl.gpu_hours * H));
+    fleet(&mut reg, "gpuwise_fleet_idle_gpu_seconds", "GPU time in idle episodes", Some(fl.idle_gpu_hours * H));
+    fleet(
+        &mut reg,
+        "gpuwise_fleet_held_idle_gpu_seconds",
+        "Idle GPU time with memory allocated",
+        Some(fl.held_idle_gpu_hours * H),
+    );
+    fleet(&mut reg, "gpuwise_fleet_cost_usd", "Cost of priced devices, USD", Some(fl.cost_usd));
+    fleet(&mut reg, "gpuwise_fleet_idle_cost_usd", "Cost of idle GPU time, USD", Some(fl.idle_cost_usd));
+    fleet(
+        &mut reg,
+        "gpuwise_fleet_utilization_percent",
+        "Time-weighted mean utilization of the fleet",
+        fl.mean_utilization_pct,
+    );
+    fleet(&mut reg, "gpuwise_fleet_devices", "Devices with data in the window", Some(fl.devices as f64));
+    fleet(
+        &mut reg,
+        "gpuwise_fleet_unpriced_devices",
+        "Devices without a price (their cost is unknown, not zero)",
+        Some(fl.unpriced_devices as f64),
+    );
+    #[allow(clippy::cast_precision_loss)]
+    fleet(
+        &mut reg,
+        "gpuwise_data_generation",
+        "Counts up each time the server read new data",
+        Some(generation as f64),
+    );
+    let observed = family(
+        &mut reg,
+        "gpuwise_device_gpu_seconds",
+        "GPU time observed (a MIG instance counts its share of the GPU)",
+    );
+    let idle = family(&mut reg, "gpuwise_device_idle_seconds", "Time in idle episodes");
+    let idle_cost = family(&mut reg, "gpuwise_device_idle_cost_usd", "Cost of the idle time, USD");
+    let cost = family(&mut reg, "gpuwise_device_cost_usd", "Cost of the observed time, USD");
+    let util = family(
+        &mut reg,
+        "gpuwise_device_utilization_percent",
+        "Time-weighted mean utilization",
+    );
+    let class = family(
+        &mut reg,
+        "gpuwise_device_class",
+        "1 for the device's class (idle, held_idle, underutilized, healthy, saturated, …)",
+    );
+    for d in &report.devices {
+        let labels: Labels = vec![
+            ("device".into(), d.id.clone()),
+            ("host".into(), d.host.clone()),
+            ("model".into(), d.model.clone().unwrap_or_default()),
+            ("team".into(), d.team.clone().unwrap_or_default()),
+        ];
+        observed.get_or_create(&labels).set(d.gpu_hours * H);
+        idle.get_or_create(&labels).set(d.idle_hours * H);
+        if let Some(v) = d.idle_cost_usd {
+            idle_cost.get_or_create(&labels).set(v);
+        }
+        if let Some(v) = d.cost_usd {
+            cost.get_or_create(&labels).set(v);
+        }
+        if let Some(v) = d.mean_utilization_pct {
+            util.get_or_create(&labels).set(v);
+        }
+        let mut with_class = labels;
+        with_class.push(("class".into(), d.class.as_str().to_owned()));
+        class.get_or_create(&with_class).set(1.0);
+    }
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut out, &reg);
+    out
+}

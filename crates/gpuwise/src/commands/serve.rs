@@ -1,0 +1,223 @@
+//! `gpuwise serve`: settings as for `report` → telemetry (files read as they grow, or a store
+//! asked per window) → `gpuwise-server`, which answers HTTP. What a window means (the report,
+//! the advice, the budget burn, their JSON) is decided here, by the same functions `report`,
+//! `advise` and `check` use, so the API prints what the CLI prints.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use gpuwise_core::profile::{DeviceProfile, Profile};
+use gpuwise_core::report::{self, IngestSummary};
+use gpuwise_ledger::check::{Budget, Policy};
+use gpuwise_render::dashboard::BudgetBurn;
+use gpuwise_render::{Format, RenderOptions};
+use gpuwise_server::{Analysis, BoxError, Live, Options, Server, Span, Telemetry};
+
+use crate::cli::{AdviseOpts, AllocateOpts, PromArgs, ServeArgs};
+use crate::config::Config;
+use crate::fleet::{self, Settings};
+use crate::{duration, printer};
+
+fn length(flag: &str, v: Option<&String>, default: &str) -> anyhow::Result<u64> {
+    duration::parse_positive_ms(flag, v.map_or(default, String::as_str)).map_err(|e| anyhow!(e))
+}
+
+/// `--listen`: an address, or a bare port on 127.0.0.1.
+fn listen(v: Option<&str>) -> anyhow::Result<SocketAddr> {
+    let v = v.unwrap_or("127.0.0.1:8080");
+    if let Ok(port) = v.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    v.parse()
+        .map_err(|_| anyhow!("--listen `{v}` is not an address (127.0.0.1:8080, [::1]:8080) or a port"))
+}
+
+fn token(var: Option<&String>) -> anyhow::Result<Option<String>> {
+    let Some(var) = var else {
+        return Ok(None);
+    };
+    let t = std::env::var(var).map_err(|_| anyhow!("--token-env: ${var} is not set"))?;
+    let t = t.trim().to_owned();
+    anyhow::ensure!(!t.is_empty(), "--token-env: ${var} is empty");
+    Ok(Some(t))
+}
+
+/// Everything a window's analysis needs, shared by the request threads.
+struct Analyst {
+    settings: Settings,
+    advise: AdviseOpts,
+    alloc: AllocateOpts,
+    cfg: Config,
+    budget: Option<Budget>,
+}
+
+impl Analyst {
+    /// The report, advice and budget burn of `profiles`, and their JSON as `report` and
+    /// `advise` print it (the clock read now, as each of those commands does).
+    fn analyse(
+        &self,
+        profiles: Vec<DeviceProfile>,
+        summary: IngestSummary,
+    ) -> anyhow::Result<Analysis> {
+        let s = &self.settings;
+        let mut opts = s.report.clone();
+        opts.now_ms = Some(crate::clock::now_ms()?);
+        let report = report::build(&profiles, &s.prices, &s.teams, &opts, summary);
+        self.finish(report, profiles)
+    }
+
+    fn finish(
+        &self,
+        report: report::Report,
+        profiles: Vec<DeviceProfile>,
+    ) -> anyhow::Result<Analysis> {
+        let s = &self.settings;
+        let advice = super::advise::advice(&report, &profiles, s, &self.advise)?;
+        let mut report_json = Vec::new();
+        let doc = gpuwise_render::Document {
+            report: &report,
+            advice: None,
+        };
+        let plain = RenderOptions {
+            top: 10,
+            color: false,
+        };
+        gpuwise_render::write(&doc, Format::Json, &plain, &mut report_json)?;
+        let advice_json = gpuwise_render::advice::render(&advice, Format::Json, &plain);
+        let budgets = match &self.budget {
+            Some(b) => {
+                let a = super::allocate::allocation(&report, &profiles, s, &self.alloc, &self.cfg)?;
+                gpuwise_ledger::check::burn(b, &a)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|r| BudgetBurn {
+                        team: r.team,
+                        month: r.month,
+                        spent_usd: r.month_to_date_usd,
+                        budget_usd: r.limit_usd,
+                        forecast_usd: r.forecast_usd,
+                    })
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        Ok(Analysis {
+            report,
+            advice: Some(advice),
+            profiles,
+            report_json: String::from_utf8(report_json)?,
+            advice_json: Some(advice_json),
+            budgets,
+        })
+    }
+}
+
+fn boxed(e: anyhow::Error) -> BoxError {
+    e.into()
+}
+
+/// A store asked for a span: everything is the store flags' window; `last` counts back from
+/// now; `start`/`end` are the window.
+fn store_window(prom: &PromArgs, span: &Span) -> PromArgs {
+    let mut p = prom.clone();
+    let at = |ms: i64| {
+        jiff::Timestamp::from_millisecond(ms).map_or_else(|_| String::new(), |t| t.to_string())
+    };
+    match span {
+        Span::All => {}
+        Span::Last(ms) => {
+            p.end = None;
+            p.last = Some(format!("{ms}ms"));
+        }
+        Span::Range(a, b) => {
+            p.last = None;
+            p.end = b.map(at);
+            if let Some(a) = a {
+                // The store's window starts at --start; the span is given as --last from --end.
+                let end = b.unwrap_or_else(|| crate::clock::now_ms().unwrap_or(*a));
+                p.last = Some(format!("{}ms", end.saturating_sub(*a).max(1)));
+            }
+        }
+    }
+    p
+}
+
+pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let cfg = Config::load(args.config.as_deref())?;
+    anyhow::ensure!(
+        args.fleet.read.since.is_none() && args.fleet.read.until.is_none(),
+        "serve takes its window per request (?last=7d, ?start=…&end=…), not --since/--until"
+    );
+    let mut settings = fleet::resolve(&args.fleet.read, &args.fleet.analysis, &cfg)?;
+    if let Some(p) = &args.advise.workloads {
+        settings.hints = gpuwise_advise::Hints::from_toml(
+            &fs_err::read_to_string(p)?,
+            &p.display().to_string(),
+        )?;
+    }
+    let budget = match args.policy.clone().or_else(|| cfg.policy.clone()) {
+        Some(path) => {
+            Policy::from_toml(&fs_err::read_to_string(&path)?, &path.display().to_string())?
+                .budget
+        }
+        None => None,
+    };
+    let opts = Options {
+        listen: listen(args.listen.as_deref())?,
+        token: token(args.token_env.as_ref())?,
+        refresh: Duration::from_millis(length("refresh", args.refresh.as_ref(), "30s")?),
+        request_timeout: Duration::from_millis(length(
+            "request-timeout",
+            args.request_timeout.as_ref(),
+            "30s",
+        )?),
+    };
+    let mut read = settings.read.clone();
+    read.tile_ms = Some(length("tile", args.tile.as_ref(), "1d")?);
+    let retain = length("retain", args.retain.as_ref(), "35d")?;
+    let analyst = Arc::new(Analyst {
+        settings,
+        advise: args.advise.clone(),
+        alloc: args.alloc.clone(),
+        cfg,
+        budget,
+    });
+    let telemetry = if args.fleet.prom.prometheus.is_some() {
+        let prom = args.fleet.prom.clone();
+        let start = args.fleet.read.start.clone();
+        Telemetry::Store(Box::new(move |span: &Span| {
+            let p = store_window(&prom, span);
+            let start = if matches!(span, Span::All) { start.as_deref() } else { None };
+            let (report, profiles) = fleet::prom_build(&p, start, &analyst.settings).map_err(boxed)?;
+            analyst.finish(report, profiles).map_err(boxed)
+        }))
+    } else {
+        let started = std::time::Instant::now();
+        let live = Live::open(args.fleet.inputs.clone(), read, Some(retain))?;
+        printer::info(&format!(
+            "read {} in {:.1} s",
+            args.fleet.inputs.join(" "),
+            started.elapsed().as_secs_f64()
+        ));
+        let a = analyst.clone();
+        Telemetry::Files {
+            live,
+            analyse: Box::new(move |profile: Profile, summary: IngestSummary| {
+                let s = &a.settings;
+                let mut profiles = profile.finish(&s.read.profile, &s.read.tz);
+                fleet::with_workloads(&mut profiles, &s.hints);
+                a.analyse(profiles, summary).map_err(boxed)
+            }),
+        }
+    };
+    let server = Server::bind(opts, telemetry)?;
+    printer::info(&format!(
+        "serving http://{}/ (Ctrl-C stops)",
+        server.local_addr()?
+    ));
+    server.run()?;
+    Ok(ExitCode::SUCCESS)
+}
