@@ -296,8 +296,12 @@ fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
         return;
     };
     for r in rows {
-        let (team, limit, mtd, forecast) =
-            (r.team.clone(), r.limit_usd, r.month_to_date_usd, r.forecast_usd);
+        let (team, limit, mtd, forecast) = (
+            r.team.clone(),
+            r.limit_usd,
+            r.month_to_date_usd,
+            r.forecast_usd,
+        );
         let evidence = ev(&[
             ("month", r.month.clone().into()),
             ("month_to_date_usd", mtd.into()),

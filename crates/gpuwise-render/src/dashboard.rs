@@ -63,7 +63,6 @@ svg{width:100%;height:auto;margin:6px 0}svg .t{font-size:14px;font-weight:600;fi
 form.pick{display:flex;flex-wrap:wrap;gap:6px;align-items:center;margin:10px 0}form.pick select,form.pick input,form.pick button{font:inherit;padding:3px 6px}\
 input#filter{font:inherit;padding:4px 8px;margin:6px 0;width:min(320px,100%)}.note{color:#5a6877;font-size:12px}\
 .bar{background:#eef1f4;border-radius:4px;height:10px;min-width:80px}.bar i{display:block;height:10px;border-radius:4px;background:#4c8bd6}.bar i.over{background:#d65c4c}\
-.grid2{display:grid;grid-template-columns:1fr 1fr;gap:16px}@media (max-width:800px){.grid2{grid-template-columns:1fr}}\
 @media (max-width:600px){body{padding:0 8px}.card b{font-size:17px}}";
 
 /// Sorts the device table by a clicked header (numbers by `data-v`), filters its rows by the
@@ -182,11 +181,8 @@ pub fn page(report: &Report, advice: Option<&Advice>, view: &View<'_>) -> String
     picker(&mut h, view);
     kpis(&mut h, report);
     charts(&mut h, report);
-    h.push_str("<div class=\"grid2\"><div>");
     teams(&mut h, report);
-    h.push_str("</div><div>");
     budgets(&mut h, view.budgets);
-    h.push_str("</div></div>");
     actions(&mut h, advice);
     devices(&mut h, report, view.query);
     let _ = write!(
@@ -216,7 +212,13 @@ fn kpis(h: &mut String, r: &Report) {
         &hours(f.idle_gpu_hours),
         Some(f.idle_gpu_hours),
     );
-    kpi(h, "idle_cost_usd", "idle cost", &usd(f.idle_cost_usd), Some(f.idle_cost_usd));
+    kpi(
+        h,
+        "idle_cost_usd",
+        "idle cost",
+        &usd(f.idle_cost_usd),
+        Some(f.idle_cost_usd),
+    );
     kpi(
         h,
         "held_idle_cost_usd",
@@ -239,7 +241,13 @@ fn kpis(h: &mut String, r: &Report) {
             .map_or("unknown (no pricing model)".into(), |v| pct(Some(v))),
         k.spot_share_pct,
     );
-    kpi(h, "gpu_hours", "GPU-hours", &hours(f.gpu_hours), Some(f.gpu_hours));
+    kpi(
+        h,
+        "gpu_hours",
+        "GPU-hours",
+        &hours(f.gpu_hours),
+        Some(f.gpu_hours),
+    );
     let cost = if f.unpriced_devices > 0 {
         format!("{} + {} unpriced", usd(f.cost_usd), f.unpriced_devices)
     } else {
@@ -263,7 +271,10 @@ fn charts(h: &mut String, r: &Report) {
         })
         .collect();
     h.push_str("<h2>Utilization over time</h2>");
-    h.push_str(&svg::timeline(&points, "Fleet mean utilization per hour (UTC)"));
+    h.push_str(&svg::timeline(
+        &points,
+        "Fleet mean utilization per hour (UTC)",
+    ));
     let bins: Vec<(Option<f64>, Option<f64>, f64)> = r
         .hour_of_week
         .iter()
@@ -395,7 +406,10 @@ fn devices(h: &mut String, r: &Report, query: &str) {
             num(d.mean_utilization_pct, &pct(d.mean_utilization_pct)),
             num(Some(d.gpu_hours), &hours(d.gpu_hours)),
             num(Some(d.idle_hours), &hours(d.idle_hours)),
-            num(d.idle_cost_usd, &d.idle_cost_usd.map_or("unpriced".into(), usd)),
+            num(
+                d.idle_cost_usd,
+                &d.idle_cost_usd.map_or("unpriced".into(), usd)
+            ),
             num(d.cost_usd, &d.cost_usd.map_or("unpriced".into(), usd)),
         );
     }
@@ -419,11 +433,7 @@ pub fn url_escape(s: &str) -> String {
 /// The page of one device: its figures, its hours and its hour-of-week pattern, its idle
 /// windows and where its price comes from.
 #[must_use]
-pub fn device_page(
-    device: &DeviceRow,
-    profile: Option<&DeviceProfile>,
-    view: &View<'_>,
-) -> String {
+pub fn device_page(device: &DeviceRow, profile: Option<&DeviceProfile>, view: &View<'_>) -> String {
     let mut h = String::new();
     head(&mut h, &format!("gpuwise — {}", device.name), view, "./");
     let _ = write!(
@@ -444,8 +454,20 @@ pub fn device_page(
         &pct(device.mean_utilization_pct),
         device.mean_utilization_pct,
     );
-    kpi(&mut h, "gpu_hours", "GPU-hours", &hours(device.gpu_hours), Some(device.gpu_hours));
-    kpi(&mut h, "idle_hours", "idle hours", &hours(device.idle_hours), Some(device.idle_hours));
+    kpi(
+        &mut h,
+        "gpu_hours",
+        "GPU-hours",
+        &hours(device.gpu_hours),
+        Some(device.gpu_hours),
+    );
+    kpi(
+        &mut h,
+        "idle_hours",
+        "idle hours",
+        &hours(device.idle_hours),
+        Some(device.idle_hours),
+    );
     kpi(
         &mut h,
         "idle_cost_usd",
@@ -466,7 +488,9 @@ pub fn device_page(
         "<p><b>{}</b>: {}</p><p class=\"note\">Price: {} ({}).</p>",
         esc(device.class.as_str()),
         esc(&device.class_reason),
-        device.usd_per_gpu_hour.map_or("none".into(), |p| format!("{}/GPU-hour", usd(p))),
+        device
+            .usd_per_gpu_hour
+            .map_or("none".into(), |p| format!("{}/GPU-hour", usd(p))),
         esc(device.price_source.as_deref().unwrap_or("no price found"))
     );
     if let Some(p) = profile {

@@ -24,12 +24,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use axum::Router;
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
 use gpuwise_advise::Advice;
 use gpuwise_core::profile::{DeviceProfile, Profile};
 use gpuwise_core::report::{IngestSummary, Report};
@@ -431,9 +431,9 @@ impl AppState {
 
     fn status(&self) -> (String, Option<String>) {
         let note = lock(&self.refresh_note);
-        let refreshed = note
-            .at
-            .map_or("not yet".into(), |t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string());
+        let refreshed = note.at.map_or("not yet".into(), |t| {
+            t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
+        });
         let what = match &self.source {
             Source::Files { .. } => "files",
             Source::Store(_) => "store",
@@ -451,8 +451,10 @@ impl AppState {
 fn tile_words(a: i64, b: i64, tile_ms: u64) -> String {
     let t = i64::try_from(tile_ms).unwrap_or(i64::MAX);
     let at = |tile: i64| {
-        jiff::Timestamp::from_millisecond(tile.saturating_mul(t))
-            .map_or_else(|_| "?".into(), |ts| ts.strftime("%Y-%m-%d %H:%M").to_string())
+        jiff::Timestamp::from_millisecond(tile.saturating_mul(t)).map_or_else(
+            |_| "?".into(),
+            |ts| ts.strftime("%Y-%m-%d %H:%M").to_string(),
+        )
     };
     let unit = if tile_ms % 86_400_000 == 0 {
         "whole UTC days"
@@ -501,8 +503,9 @@ async fn api_advice(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Respo
     match answer_for(&s, &q).await {
         Ok(a) => match &a.analysis.advice_json {
             Some(j) => json(j.clone()),
-            None => Failure(StatusCode::NOT_FOUND, "no advice for this window".into())
-                .into_response(),
+            None => {
+                Failure(StatusCode::NOT_FOUND, "no advice for this window".into()).into_response()
+            }
         },
         Err(f) => f.into_response(),
     }
@@ -525,17 +528,18 @@ async fn metrics_text(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Res
 async fn healthz(State(s): State<Arc<AppState>>) -> Response {
     let s2 = s.clone();
     let body = blocking(move || {
-        let generation = match &s2.source {
-            Source::Files { live, .. } => live
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .generation(),
-            Source::Store(_) => 0,
+        let (generation, reads) = match &s2.source {
+            Source::Files { live, .. } => {
+                let l = live.read().unwrap_or_else(PoisonError::into_inner);
+                (l.generation(), serde_json::to_value(l.reads()).ok())
+            }
+            Source::Store(_) => (0, None),
         };
         let (status, problem) = s2.status();
         Ok(serde_json::json!({
             "status": "ok",
             "generation": generation,
+            "reads": reads,
             "data": status,
             "problem": problem,
         })

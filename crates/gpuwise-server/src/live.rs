@@ -33,7 +33,12 @@ pub struct Live {
     /// Tiles kept back from the newest one with data (retention), if limited.
     retain_tiles: Option<i64>,
     sources: Vec<SourceState>,
+    /// The sources in the order the inputs were last listed (as `report` would read them),
+    /// then those no longer listed.
+    order: Vec<usize>,
     generation: u64,
+    /// What the refreshes read, added up.
+    reads: Changes,
 }
 
 /// One input and what it gave.
@@ -71,7 +76,7 @@ struct Whole {
 }
 
 /// What a refresh changed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Changes {
     /// Inputs seen for the first time.
     pub new: usize,
@@ -125,14 +130,17 @@ impl Live {
         let tile_ms = opts.tile_ms.unwrap_or(day).max(60_000);
         opts.tile_ms = Some(tile_ms);
         opts.range = None;
-        let retain_tiles = retain_ms.map(|r| i64::try_from(r.div_ceil(tile_ms)).unwrap_or(i64::MAX));
+        let retain_tiles =
+            retain_ms.map(|r| i64::try_from(r.div_ceil(tile_ms)).unwrap_or(i64::MAX));
         let mut live = Self {
             specs,
             opts,
             tile_ms,
             retain_tiles,
             sources: Vec::new(),
+            order: Vec::new(),
             generation: 0,
+            reads: Changes::default(),
         };
         live.refresh()?;
         Ok(live)
@@ -148,6 +156,13 @@ impl Live {
     #[must_use]
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// What the refreshes read so far: inputs new, grown (read from where they were left) and
+    /// read again whole.
+    #[must_use]
+    pub fn reads(&self) -> &Changes {
+        &self.reads
     }
 
     /// The first and one past the last tile with data.
@@ -168,6 +183,7 @@ impl Live {
         let mut first_error = None;
         let mut seen = vec![false; self.sources.len()];
         let mut whole: Vec<Whole> = Vec::new();
+        let mut order = Vec::new();
         for input in inputs {
             let Some(path) = input.path.clone() else {
                 continue;
@@ -191,6 +207,7 @@ impl Live {
             };
             let Some(i) = known else {
                 let i = self.sources.len() + whole.iter().filter(|w| w.new).count();
+                order.push(i);
                 whole.push(Whole {
                     i,
                     input,
@@ -201,6 +218,7 @@ impl Live {
                 continue;
             };
             seen[i] = true;
+            order.push(i);
             let s = &mut self.sources[i];
             // A log renamed by rotation keeps its data under its new name.
             s.input = input.clone();
@@ -253,10 +271,17 @@ impl Live {
                 self.sources[w.i] = state;
             }
         }
-        for (s, seen) in self.sources.iter_mut().zip(seen) {
+        for (i, (s, seen)) in self.sources.iter_mut().zip(seen).enumerate() {
             s.gone = !seen;
+            if s.gone {
+                order.push(i);
+            }
         }
+        self.order = order;
         self.retain();
+        self.reads.new += changes.new;
+        self.reads.grown += changes.grown;
+        self.reads.reread += changes.reread;
         if changes.any() {
             self.generation += 1;
         }
@@ -285,7 +310,7 @@ impl Live {
         let mut tally = Tally::default();
         let mut inputs = Vec::with_capacity(self.sources.len());
         let mut formats = Vec::new();
-        for s in &self.sources {
+        for s in self.order.iter().map(|i| &self.sources[*i]) {
             let outliers = profile.absorb(s.profile.window(from, to, st), st);
             tally.merge(s.tally.clone());
             if outliers > 0 {
@@ -299,6 +324,9 @@ impl Live {
             if let Some(f) = s.format {
                 formats.push(f.name().to_owned());
             }
+        }
+        // Re-reads find inputs by their source number.
+        for s in &self.sources {
             let mut input = s.input.clone();
             if s.gone {
                 input.path = None;
@@ -313,7 +341,11 @@ impl Live {
         };
         ingest::untangle(&mut profile, &inputs, &opts)?;
         let summary = IngestSummary {
-            inputs: inputs.iter().map(|i| i.name.clone()).collect(),
+            inputs: self
+                .order
+                .iter()
+                .map(|i| self.sources[*i].input.name.clone())
+                .collect(),
             formats,
             lines: tally.lines,
             samples: profile.samples(),
@@ -328,7 +360,10 @@ impl Live {
     /// Bytes the tiles hold (for the memory figure in BENCHMARKS.md).
     #[must_use]
     pub fn footprint_bytes(&self) -> usize {
-        self.sources.iter().map(|s| s.profile.footprint_bytes()).sum()
+        self.sources
+            .iter()
+            .map(|s| s.profile.footprint_bytes())
+            .sum()
     }
 }
 
@@ -346,7 +381,12 @@ fn io_error(path: &Path) -> impl Fn(std::io::Error) -> IngestError + '_ {
 
 /// Where reading a plain file that is `len` bytes long from `offset` should stop: after its
 /// last line end, or at its end when the file is not being written any more.
-fn cut(file: &mut std::fs::File, offset: u64, len: u64, meta: &std::fs::Metadata) -> std::io::Result<u64> {
+fn cut(
+    file: &mut std::fs::File,
+    offset: u64,
+    len: u64,
+    meta: &std::fs::Metadata,
+) -> std::io::Result<u64> {
     let still_writing = meta
         .modified()
         .ok()
@@ -417,7 +457,11 @@ fn read_whole(
     let n = read_up_to(&mut file, &mut head).map_err(&err)?;
     head.truncate(n);
     let plain = !compressed(&head);
-    let upto = if plain { cut(&mut file, 0, len, meta).map_err(&err)? } else { len };
+    let upto = if plain {
+        cut(&mut file, 0, len, meta).map_err(&err)?
+    } else {
+        len
+    };
     file.seek(SeekFrom::Start(0)).map_err(&err)?;
     let reader: Box<dyn BufRead + Send> = if plain {
         Box::new(BufReader::with_capacity(1 << 20, file.take(upto)))
@@ -500,9 +544,7 @@ impl SourceState {
         let piece = std::io::Cursor::new(self.prefix.clone()).chain(file.take(upto - self.offset));
         let reader: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(1 << 20, piece));
         let Outcome::Data {
-            profile,
-            mut tally,
-            ..
+            profile, mut tally, ..
         } = ingest::read_from(&self.input, reader, self.format, opts, source)?
         else {
             return Ok(());
@@ -530,5 +572,8 @@ impl SourceState {
 #[must_use]
 pub fn tiles_of(start_ms: EpochMs, end_ms: EpochMs, tile_ms: u64) -> (i64, i64) {
     let t = i64::try_from(tile_ms.max(1)).unwrap_or(i64::MAX);
-    (start_ms.div_euclid(t), (end_ms.saturating_add(t - 1)).div_euclid(t))
+    (
+        start_ms.div_euclid(t),
+        (end_ms.saturating_add(t - 1)).div_euclid(t),
+    )
 }

@@ -34,23 +34,48 @@ pub fn text(report: &Report, generation: u64) -> String {
         }
     };
     let fl = &report.fleet;
-    fleet(&mut reg, "gpuwise_fleet_gpu_seconds", "GPU time observed in the window (GPU-hours × 3600)", Some(fl.gpu_hours * H));
-    fleet(&mut reg, "gpuwise_fleet_idle_gpu_seconds", "GPU time in idle episodes", Some(fl.idle_gpu_hours * H));
+    fleet(
+        &mut reg,
+        "gpuwise_fleet_gpu_seconds",
+        "GPU time observed in the window (GPU-hours × 3600)",
+        Some(fl.gpu_hours * H),
+    );
+    fleet(
+        &mut reg,
+        "gpuwise_fleet_idle_gpu_seconds",
+        "GPU time in idle episodes",
+        Some(fl.idle_gpu_hours * H),
+    );
     fleet(
         &mut reg,
         "gpuwise_fleet_held_idle_gpu_seconds",
         "Idle GPU time with memory allocated",
         Some(fl.held_idle_gpu_hours * H),
     );
-    fleet(&mut reg, "gpuwise_fleet_cost_usd", "Cost of priced devices, USD", Some(fl.cost_usd));
-    fleet(&mut reg, "gpuwise_fleet_idle_cost_usd", "Cost of idle GPU time, USD", Some(fl.idle_cost_usd));
+    fleet(
+        &mut reg,
+        "gpuwise_fleet_cost_usd",
+        "Cost of priced devices, USD",
+        Some(fl.cost_usd),
+    );
+    fleet(
+        &mut reg,
+        "gpuwise_fleet_idle_cost_usd",
+        "Cost of idle GPU time, USD",
+        Some(fl.idle_cost_usd),
+    );
     fleet(
         &mut reg,
         "gpuwise_fleet_utilization_percent",
         "Time-weighted mean utilization of the fleet",
         fl.mean_utilization_pct,
     );
-    fleet(&mut reg, "gpuwise_fleet_devices", "Devices with data in the window", Some(fl.devices as f64));
+    fleet(
+        &mut reg,
+        "gpuwise_fleet_devices",
+        "Devices with data in the window",
+        Some(fl.devices as f64),
+    );
     fleet(
         &mut reg,
         "gpuwise_fleet_unpriced_devices",
@@ -69,9 +94,21 @@ pub fn text(report: &Report, generation: u64) -> String {
         "gpuwise_device_gpu_seconds",
         "GPU time observed (a MIG instance counts its share of the GPU)",
     );
-    let idle = family(&mut reg, "gpuwise_device_idle_seconds", "Time in idle episodes");
-    let idle_cost = family(&mut reg, "gpuwise_device_idle_cost_usd", "Cost of the idle time, USD");
-    let cost = family(&mut reg, "gpuwise_device_cost_usd", "Cost of the observed time, USD");
+    let idle = family(
+        &mut reg,
+        "gpuwise_device_idle_seconds",
+        "Time in idle episodes",
+    );
+    let idle_cost = family(
+        &mut reg,
+        "gpuwise_device_idle_cost_usd",
+        "Cost of the idle time, USD",
+    );
+    let cost = family(
+        &mut reg,
+        "gpuwise_device_cost_usd",
+        "Cost of the observed time, USD",
+    );
     let util = family(
         &mut reg,
         "gpuwise_device_utilization_percent",

@@ -52,8 +52,7 @@ pub fn parse_time(s: &str, end_of_day: bool) -> Result<EpochMs, BadWindow> {
     }
     if let Ok(d) = s.parse::<jiff::civil::Date>() {
         let day = if end_of_day {
-            d.tomorrow()
-                .map_err(|e| BadWindow(format!("`{s}`: {e}")))?
+            d.tomorrow().map_err(|e| BadWindow(format!("`{s}`: {e}")))?
         } else {
             d
         };
@@ -166,6 +165,9 @@ mod tests {
         let r = Span::Range(Some(12 * DAY + 5), Some(12 * DAY + 10));
         assert_eq!(tiles(&r, 10, 20, day), Some((12, 13)));
         assert_eq!(tiles(&Span::Range(Some(30 * DAY), None), 10, 20, day), None);
-        assert_eq!(tiles(&Span::Range(None, Some(11 * DAY)), 10, 20, day), Some((10, 11)));
+        assert_eq!(
+            tiles(&Span::Range(None, Some(11 * DAY)), 10, 20, day),
+            Some((10, 11))
+        );
     }
 }

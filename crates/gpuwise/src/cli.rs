@@ -88,7 +88,12 @@ pub(crate) struct ServeArgs {
     pub alloc: AllocateOpts,
     /// Address to listen on, or a bare port (on 127.0.0.1); one not on loopback needs
     /// --token-env [default: 127.0.0.1:8080].
-    #[arg(long, env = "GPUWISE_LISTEN", value_name = "ADDR|PORT", help_heading = "Server")]
+    #[arg(
+        long,
+        env = "GPUWISE_LISTEN",
+        value_name = "ADDR|PORT",
+        help_heading = "Server"
+    )]
     pub listen: Option<String>,
     /// Environment variable holding the bearer token every request (but /healthz) must carry.
     #[arg(long, value_name = "VAR", help_heading = "Server")]
@@ -106,10 +111,20 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "DURATION", help_heading = "Server")]
     pub request_timeout: Option<String>,
     /// Policy file whose [budget] the dashboard's budget burn shows (docs/policy.md).
-    #[arg(long, env = "GPUWISE_POLICY", value_name = "FILE", help_heading = "Server")]
+    #[arg(
+        long,
+        env = "GPUWISE_POLICY",
+        value_name = "FILE",
+        help_heading = "Server"
+    )]
     pub policy: Option<PathBuf>,
     /// Config file (default: $GPUWISE_CONFIG, else ./gpuwise.toml if present).
-    #[arg(long, env = "GPUWISE_CONFIG", value_name = "FILE", help_heading = "Server")]
+    #[arg(
+        long,
+        env = "GPUWISE_CONFIG",
+        value_name = "FILE",
+        help_heading = "Server"
+    )]
     pub config: Option<PathBuf>,
 }
 

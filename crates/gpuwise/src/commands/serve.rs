@@ -31,8 +31,9 @@ fn listen(v: Option<&str>) -> anyhow::Result<SocketAddr> {
     if let Ok(port) = v.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    v.parse()
-        .map_err(|_| anyhow!("--listen `{v}` is not an address (127.0.0.1:8080, [::1]:8080) or a port"))
+    v.parse().map_err(|_| {
+        anyhow!("--listen `{v}` is not an address (127.0.0.1:8080, [::1]:8080) or a port")
+    })
 }
 
 fn token(var: Option<&String>) -> anyhow::Result<Option<String>> {
@@ -160,8 +161,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let budget = match args.policy.clone().or_else(|| cfg.policy.clone()) {
         Some(path) => {
-            Policy::from_toml(&fs_err::read_to_string(&path)?, &path.display().to_string())?
-                .budget
+            Policy::from_toml(&fs_err::read_to_string(&path)?, &path.display().to_string())?.budget
         }
         None => None,
     };
@@ -190,8 +190,13 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let start = args.fleet.read.start.clone();
         Telemetry::Store(Box::new(move |span: &Span| {
             let p = store_window(&prom, span);
-            let start = if matches!(span, Span::All) { start.as_deref() } else { None };
-            let (report, profiles) = fleet::prom_build(&p, start, &analyst.settings).map_err(boxed)?;
+            let start = if matches!(span, Span::All) {
+                start.as_deref()
+            } else {
+                None
+            };
+            let (report, profiles) =
+                fleet::prom_build(&p, start, &analyst.settings).map_err(boxed)?;
             analyst.finish(report, profiles).map_err(boxed)
         }))
     } else {

@@ -27,6 +27,10 @@ fn chromium() -> Option<&'static str> {
 }
 
 fn headless(browser: &str, width: u32, args: &[&str], page: &Path) -> String {
+    headless_url(browser, width, args, &format!("file://{}", page.display()))
+}
+
+fn headless_url(browser: &str, width: u32, args: &[&str], url: &str) -> String {
     let o = Command::new(browser)
         .args([
             "--headless",
@@ -37,7 +41,7 @@ fn headless(browser: &str, width: u32, args: &[&str], page: &Path) -> String {
             &format!("--window-size={width},1600"),
         ])
         .args(args)
-        .arg(format!("file://{}", page.display()))
+        .arg(url)
         .output()
         .expect("chromium runs");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -247,4 +251,176 @@ fn the_simulation_pages_lead_with_the_answer_at_every_width() {
             }
         }
     }
+}
+
+/// `data-kpi="NAME" data-value="V"` pairs in a page.
+fn kpis(dom: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = dom;
+    while let Some(i) = rest.find("data-kpi=\"") {
+        rest = &rest[i + 10..];
+        let name = &rest[..rest.find('"').expect("kpi end")];
+        let v = rest.find("data-value=\"").expect("a data-value") + 12;
+        let value = &rest[v..v + rest[v..].find('"').expect("value end")];
+        out.push((name.to_owned(), value.to_owned()));
+    }
+    out
+}
+
+#[test]
+fn the_dashboard_shows_the_apis_figures_at_every_width() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("fleet");
+    let g = run(&[
+        "generate",
+        "--out",
+        &data.display().to_string(),
+        "--gpus",
+        "12",
+        "--days",
+        "3",
+        "--interval",
+        "5m",
+        "--format",
+        "nvidia-smi",
+        "--seed",
+        "5",
+        "--start",
+        "2026-11-20",
+    ]);
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    std::fs::remove_file(data.join("truth.json")).expect("truth");
+    let teams = dir.path().join("teams.toml");
+    std::fs::write(
+        &teams,
+        "[hosts]\n\"train-a100-1\" = \"research\"\n\"train-a100-2\" = \"serving\"\n",
+    )
+    .expect("teams");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[budget]\nmonthly_usd = { research = 1500, serving = 100000 }\n",
+    )
+    .expect("policy");
+    let s = crate::serve::Served::start(
+        &[
+            &data.display().to_string(),
+            "--teams",
+            &teams.display().to_string(),
+            "--policy",
+            &policy.display().to_string(),
+        ],
+        &[("GPUWISE_NOW", "2026-11-23T12:00:00Z")],
+    );
+    let (code, body) = s.get("/api/report");
+    assert_eq!(code, 200);
+    let api: serde_json::Value = serde_json::from_str(&body).expect("report");
+    // The live page, as the browser built it: every KPI is the API's number.
+    let dom = headless_url(browser, 1400, &["--dump-dom"], &format!("{}/", s.base));
+    let found = kpis(&dom);
+    assert_eq!(found.len(), 8, "{found:?}");
+    let fleet = &api["fleet"];
+    for (name, value) in &found {
+        let want = fleet
+            .get(name)
+            .or_else(|| fleet["kpis"].get(name))
+            .unwrap_or_else(|| panic!("{name} is a fleet field"));
+        match want.as_f64() {
+            Some(w) => {
+                let v: f64 = value.parse().unwrap_or_else(|_| panic!("{name}={value}"));
+                assert!(
+                    (v - w).abs() <= 1e-9 * w.abs().max(1.0),
+                    "{name}: page {v}, API {w}"
+                );
+            }
+            None => assert!(
+                want.is_null() && value.is_empty(),
+                "{name}: {value} vs {want}"
+            ),
+        }
+    }
+    assert!(dom.contains("id=\"budgets\""), "budget burn");
+    assert!(
+        dom.contains(">research<") && dom.contains(">serving<"),
+        "teams"
+    );
+    // The device table sorts and filters; nothing sticks out at any width.
+    let (_, html) = s.get("/");
+    let shots = repo().join("target/screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshots dir");
+    let first_device = api["devices"][0]["id"].as_str().expect("id").to_owned();
+    let device_url = format!("{}/device?id={}", s.base, first_device.replace('/', "%2F"));
+    for width in [1400u32, 420] {
+        for (name, url) in [
+            ("dashboard", format!("{}/", s.base)),
+            ("device", device_url.clone()),
+        ] {
+            let png = shots.join(format!("{name}-{width}.png"));
+            let _ = std::fs::remove_file(&png);
+            headless_url(
+                browser,
+                width,
+                &[&format!("--screenshot={}", png.display())],
+                &url,
+            );
+            assert!(
+                std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
+                "{}",
+                png.display()
+            );
+        }
+        let found = interact(browser, width, &html, dir.path());
+        let devices = api["devices"].as_array().expect("devices").len();
+        for want in [
+            format!("rows:{devices}"),
+            "sorted".into(),
+            "filtered".into(),
+            "fits".into(),
+        ] {
+            assert!(
+                found.split(' ').any(|w| w == want),
+                "at {width} px: {found}"
+            );
+        }
+    }
+    let (code, page) = s.get(&format!("/device?id={}", first_device.replace('/', "%2F")));
+    assert_eq!(code, 200);
+    assert!(page.contains("<svg"), "the device's charts");
+}
+
+/// Sort the device table by idle cost (two clicks: descending), filter it by one device's name,
+/// and measure the page, in a copy of the page with a checking script.
+fn interact(browser: &str, width: u32, html: &str, dir: &Path) -> String {
+    let script = r#"<script>
+window.addEventListener('load', () => {
+  const out = [];
+  const t = document.getElementById('devices');
+  const rows = () => Array.from(t.tBodies[0].rows);
+  out.push('rows:' + rows().length);
+  const th = t.tHead.rows[0].cells[7];
+  th.click(); th.click();
+  const v = rows().map(r => { const x = r.cells[7].getAttribute('data-v'); return x === '' ? -Infinity : +x; });
+  out.push(v.every((x, i) => i === 0 || v[i - 1] >= x) && th.getAttribute('data-sort') === 'desc' ? 'sorted' : 'NOT-SORTED');
+  const f = document.getElementById('filter');
+  f.value = rows()[0].cells[0].textContent;
+  f.dispatchEvent(new Event('input'));
+  const shown = rows().filter(r => r.style.display !== 'none').length;
+  out.push(shown >= 1 && shown < rows().length ? 'filtered' : 'NOT-FILTERED:' + shown);
+  const vw = document.documentElement.clientWidth;
+  let wide = 0;
+  for (const e of document.body.querySelectorAll('*')) {
+    if (e.closest('.scroll')) continue;
+    if (e.getBoundingClientRect().right > vw + 1) wide++;
+  }
+  out.push(document.documentElement.scrollWidth <= vw && wide === 0 ? 'fits' : 'WIDER:' + wide);
+  document.title = out.join(' ');
+});
+</script>"#;
+    let copy = dir.join(format!("dashboard-{width}.html"));
+    std::fs::write(&copy, html.replace("</body>", &format!("{script}</body>"))).expect("copy");
+    let dom = headless(browser, width, &["--dump-dom"], &copy);
+    let start = dom.find("<title>").expect("a title") + 7;
+    let end = dom[start..].find("</title>").expect("title end") + start;
+    dom[start..end].to_owned()
 }

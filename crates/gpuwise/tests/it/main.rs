@@ -17,4 +17,5 @@ mod plan;
 mod planted;
 mod prometheus;
 mod real_data;
+mod serve;
 mod simulate;

@@ -1,0 +1,448 @@
+//! `gpuwise serve` on a free loopback port: the API prints what the CLI prints (whole data,
+//! windows, advice), files that grow, appear and rotate are read from where they were left and
+//! still give the CLI's report, `/metrics` is OpenMetrics that promtool accepts with the
+//! report's figures, and a listener others can reach needs a token. (The dashboard in a
+//! browser is in `browser`.)
+
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::common::{cmd, run};
+
+/// A running `gpuwise serve`, killed when dropped.
+pub(crate) struct Served {
+    child: Child,
+    pub(crate) base: String,
+    token: Option<String>,
+}
+
+impl Served {
+    /// Start `gpuwise serve ARGS --listen 127.0.0.1:0` and wait for its address.
+    pub(crate) fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut c = cmd();
+        c.arg("serve")
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("gpuwise serve starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(at) = line.find("serving http://") {
+                    let addr = line[at + 15..].split('/').next().unwrap_or("").to_owned();
+                    let _ = tx.send(Ok(addr));
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            let _ = tx.send(Err(all));
+        });
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(Ok(addr)) => Self {
+                child,
+                base: format!("http://{addr}"),
+                token: None,
+            },
+            Ok(Err(stderr)) => panic!("gpuwise serve stopped: {stderr}"),
+            Err(_) => panic!("gpuwise serve did not start in time"),
+        }
+    }
+
+    fn with_token(mut self, t: &str) -> Self {
+        self.token = Some(t.to_owned());
+        self
+    }
+
+    /// GET `path`: status and body.
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
+        self.get_as(path, self.token.as_deref())
+    }
+
+    fn get_as(&self, path: &str, token: Option<&str>) -> (u16, String) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        let mut req = agent.get(format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.header("Authorization", &format!("Bearer {t}"));
+        }
+        let mut r = req.call().expect("the server answers");
+        let status = r.status().as_u16();
+        (status, r.body_mut().read_to_string().expect("a text body"))
+    }
+
+    /// The data generation `/healthz` reports.
+    fn generation(&self) -> u64 {
+        let (_, body) = self.get("/healthz");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("healthz JSON");
+        v["generation"].as_u64().expect("generation")
+    }
+
+    /// Wait until the server has read new data (a generation after `after`).
+    fn wait_past(&self, after: u64) {
+        let start = Instant::now();
+        while self.generation() <= after {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no refresh after generation {after}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A generated fleet (nvidia-smi CSV, one file per host) in `dir/fleet`.
+pub(crate) fn fleet(dir: &Path, gpus: &str, days: &str) -> String {
+    let out = dir.join("fleet");
+    let g = run(&[
+        "generate",
+        "--out",
+        &out.display().to_string(),
+        "--gpus",
+        gpus,
+        "--days",
+        days,
+        "--interval",
+        "5m",
+        "--format",
+        "nvidia-smi",
+        "--seed",
+        "11",
+    ]);
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    std::fs::remove_file(out.join("truth.json")).expect("truth");
+    out.display().to_string()
+}
+
+fn cli(args: &[&str]) -> String {
+    let o = run(args);
+    assert_eq!(o.code, 0, "gpuwise {args:?}: {}", o.stderr);
+    o.stdout
+}
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).expect("JSON")
+}
+
+#[test]
+fn the_api_prints_what_the_cli_prints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "10", "4");
+    let s = Served::start(&[&data], &[]);
+    let (code, report) = s.get("/api/report");
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(
+        report,
+        cli(&["report", &data, "--format", "json", "--no-progress"])
+    );
+    let (code, advice) = s.get("/api/advice");
+    assert_eq!(code, 200);
+    assert_eq!(
+        advice,
+        cli(&["advise", &data, "--format", "json", "--no-progress"])
+    );
+    // A window is whole UTC days, the same as --since/--until on those days: a range inside
+    // one day, a date range (the end date included), and the last day of data.
+    let first = json(&report)["window"]["start"]
+        .as_str()
+        .expect("start")
+        .to_owned();
+    let day = |n: i64| {
+        let d: jiff::civil::Date = first[..10].parse().expect("date");
+        d.checked_add(jiff::Span::new().days(n))
+            .expect("day")
+            .to_string()
+    };
+    for (query, since, until) in [
+        (
+            format!("start={}T06:00:00Z&end={}T07:00:00Z", day(1), day(1)),
+            day(1),
+            day(2),
+        ),
+        (format!("start={}&end={}", day(1), day(2)), day(1), day(3)),
+    ] {
+        let (code, body) = s.get(&format!("/api/report?{query}"));
+        assert_eq!(code, 200, "{query}: {body}");
+        let want = cli(&[
+            "report",
+            &data,
+            "--format",
+            "json",
+            "--no-progress",
+            "--since",
+            &since,
+            "--until",
+            &until,
+        ]);
+        assert_eq!(body, want, "?{query}");
+        assert!(json(&body)["fleet"]["gpu_hours"].as_f64().expect("h") > 0.0);
+    }
+    let end = json(&report)["window"]["end"]
+        .as_str()
+        .expect("end")
+        .to_owned();
+    let (_, last) = s.get("/api/report?last=1d");
+    let last_day = &end[..10];
+    assert_eq!(
+        last,
+        cli(&[
+            "report",
+            &data,
+            "--format",
+            "json",
+            "--no-progress",
+            "--since",
+            last_day
+        ])
+    );
+    // Bad windows are the client's error; one outside the data is not found.
+    for q in [
+        "last=7",
+        "start=yesterday",
+        "start=2026-01-03&end=2026-01-02",
+        "last=1d&start=2026-01-01",
+    ] {
+        let (code, body) = s.get(&format!("/api/report?{q}"));
+        assert_eq!(code, 400, "?{q}: {body}");
+        assert!(json(&body)["error"].is_string());
+    }
+    let (code, _) = s.get("/api/report?start=2030-01-01");
+    assert_eq!(code, 404);
+    let (code, _) = s.get("/device?id=nosuch");
+    assert_eq!(code, 404);
+}
+
+/// Append `lines` to `path`, the last one without its line end when `partial`.
+fn append(path: &Path, lines: &[&str], partial: bool) {
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .expect("append");
+    for (i, l) in lines.iter().enumerate() {
+        f.write_all(l.as_bytes()).expect("write");
+        if !(partial && i + 1 == lines.len()) {
+            f.write_all(b"\n").expect("write");
+        }
+    }
+}
+
+#[test]
+fn files_that_grow_appear_and_rotate_are_read_where_they_were_left() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "12", "2");
+    // Hold back the second half of one host's log, and a whole host.
+    let mut files: Vec<_> = std::fs::read_dir(&data)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    let grow = files[0].clone();
+    let text = std::fs::read_to_string(&grow).expect("log");
+    let lines: Vec<&str> = text.lines().collect();
+    let half = lines.len() / 2;
+    std::fs::write(&grow, format!("{}\n", lines[..half].join("\n"))).expect("half");
+    let later = files[1].clone();
+    let held = dir.path().join("held.csv");
+    std::fs::rename(&later, &held).expect("hold back");
+    // A line still being written when the server starts is left for later.
+    append(&grow, &[&lines[half][..lines[half].len() / 2]], true);
+    let s = Served::start(&[&data, "--refresh", "1s"], &[]);
+    let g0 = s.generation();
+    let (_, first) = s.get("/api/report");
+    let skipped = json(&first)["ingest"]["skipped"].as_u64().expect("skipped");
+    assert_eq!(skipped, 0, "a half-written line is not a bad line");
+    // The rest of the line, the rest of the log, and the held host appear.
+    append(&grow, &[&lines[half][lines[half].len() / 2..]], false);
+    append(&grow, &lines[half + 1..], false);
+    std::fs::rename(&held, &later).expect("appear");
+    s.wait_past(g0);
+    let reads = |s: &Served| json(&s.get("/healthz").1)["reads"].clone();
+    let expected = || cli(&["report", &data, "--format", "json", "--no-progress"]);
+    let mut got = s.get("/api/report").1;
+    // The two changes may land in two refreshes.
+    let start = Instant::now();
+    while got != expected() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(300));
+        got = s.get("/api/report").1;
+    }
+    assert_eq!(got, expected());
+    // The grown log was read from where it was left, not again whole.
+    let r = reads(&s);
+    assert_eq!(r["grown"], 1, "{r}");
+    assert_eq!(r["reread"], 0, "{r}");
+    assert_eq!(r["new"], 2, "{r}");
+    // Rotation: the log is renamed and a new one started at the same path with the next hour
+    // of the same devices (written by shifting the last hour's lines by one hour).
+    let g1 = s.generation();
+    let rotated = grow.with_extension("csv.1");
+    std::fs::rename(&grow, &rotated).expect("rotate");
+    let header = lines[0];
+    let tail: Vec<String> = lines[lines.len() - 12..]
+        .iter()
+        .map(|l| shift_hour(l))
+        .collect();
+    std::fs::write(&grow, format!("{header}\n{}\n", tail.join("\n"))).expect("new log");
+    s.wait_past(g1);
+    let start = Instant::now();
+    let mut got = s.get("/api/report").1;
+    while got != expected() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(300));
+        got = s.get("/api/report").1;
+    }
+    assert_eq!(got, expected(), "after rotation");
+    // The renamed log is the same input (its data kept, nothing read again); the new one is new.
+    let r = reads(&s);
+    assert_eq!((&r["new"], &r["reread"]), (&3.into(), &0.into()), "{r}");
+    let hours = json(&got)["fleet"]["gpu_hours"].as_f64().expect("hours");
+    let before = json(&first)["fleet"]["gpu_hours"].as_f64().expect("hours");
+    assert!(hours > before, "{hours} after growing, {before} before");
+}
+
+/// An nvidia-smi CSV line one hour later (its timestamp is the first field,
+/// `YYYY/MM/DD HH:MM:SS.mmm`).
+fn shift_hour(line: &str) -> String {
+    let (ts, rest) = line.split_once(',').expect("a CSV line");
+    let t: jiff::civil::DateTime =
+        jiff::civil::DateTime::strptime("%Y/%m/%d %H:%M:%S%.f", ts.trim())
+            .expect("an nvidia-smi timestamp");
+    let later = t.checked_add(jiff::Span::new().hours(1)).expect("later");
+    format!("{},{rest}", later.strftime("%Y/%m/%d %H:%M:%S%.3f"))
+}
+
+#[test]
+fn metrics_are_openmetrics_with_the_reports_figures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "6", "2");
+    // A hostile team name: quotes, a backslash and a line break in a label value.
+    let teams = dir.path().join("teams.toml");
+    std::fs::write(
+        &teams,
+        "[hosts]\n\"*\" = \"ml \\\"core\\\" \\\\ team\\nB\"\n",
+    )
+    .expect("teams");
+    let s = Served::start(&[&data, "--teams", &teams.display().to_string()], &[]);
+    let (code, text) = s.get("/metrics");
+    assert_eq!(code, 200);
+    assert!(
+        text.ends_with("# EOF\n"),
+        "{}",
+        &text[text.len().saturating_sub(200)..]
+    );
+    let report = json(&s.get("/api/report").1);
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /metrics"))
+    };
+    let fleet = &report["fleet"];
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    assert!(close(
+        value("gpuwise_fleet_gpu_seconds"),
+        fleet["gpu_hours"].as_f64().expect("h") * 3600.0
+    ));
+    assert!(close(
+        value("gpuwise_fleet_idle_gpu_seconds"),
+        fleet["idle_gpu_hours"].as_f64().expect("h") * 3600.0
+    ));
+    let devices = report["devices"].as_array().expect("devices");
+    let classes = text
+        .lines()
+        .filter(|l| l.starts_with("gpuwise_device_class{"))
+        .count();
+    assert_eq!(classes, devices.len());
+    assert!(
+        text.contains(r#"team="ml \"core\" \\ team\nB""#),
+        "escaped label"
+    );
+    // promtool (Prometheus' own checker) accepts it.
+    match std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut p) => {
+            p.stdin
+                .take()
+                .expect("stdin")
+                .write_all(text.as_bytes())
+                .expect("write");
+            let o = p.wait_with_output().expect("promtool");
+            assert!(
+                o.status.success(),
+                "promtool: {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        Err(_) => {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "promtool must be installed in CI"
+            );
+            eprintln!("skipping promtool: not installed");
+        }
+    }
+}
+
+#[test]
+fn a_listener_others_can_reach_needs_a_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "4", "1");
+    let o = run(&["serve", &data, "--listen", "0.0.0.0:0"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("not a loopback address"), "{}", o.stderr);
+    let o = run(&["serve", &data, "--token-env", "GPUWISE_TEST_UNSET_TOKEN"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("is not set"), "{}", o.stderr);
+    // With a token, every route but /healthz wants it; nothing answers to another verb.
+    let s = Served::start(
+        &[&data, "--token-env", "GPUWISE_TEST_TOKEN"],
+        &[("GPUWISE_TEST_TOKEN", "s3cret-token")],
+    );
+    assert_eq!(s.get("/api/report").0, 401);
+    assert_eq!(s.get_as("/api/report", Some("s3cret-tokeN")).0, 401);
+    assert_eq!(s.get_as("/metrics", Some("nope")).0, 401);
+    assert_eq!(s.get("/healthz").0, 200);
+    let s = s.with_token("s3cret-token");
+    let (code, body) = s.get("/api/report");
+    assert_eq!(code, 200);
+    assert!(
+        !body.contains("s3cret"),
+        "the token never appears in output"
+    );
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let r = agent
+        .post(format!("{}/api/report", s.base))
+        .header("Authorization", "Bearer s3cret-token")
+        .send("")
+        .expect("answers");
+    assert_eq!(r.status().as_u16(), 405, "nothing changes state");
+    assert!(
+        r.headers().get("access-control-allow-origin").is_none(),
+        "no CORS"
+    );
+}
