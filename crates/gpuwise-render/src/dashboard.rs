@@ -185,9 +185,9 @@ pub fn page(report: &Report, advice: Option<&Advice>, view: &View<'_>) -> String
     budgets(&mut h, view.budgets);
     actions(&mut h, advice);
     devices(&mut h, report, view.query);
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<p class=\"note\">Every dollar figure is GPU-hours × the price named on the device's page. Data: <a href=\"{}\">report JSON</a> · <a href=\"{}\">advice JSON</a> · <a href=\"metrics\">/metrics</a>.</p><script>{SCRIPT}</script></body></html>\n",
+        "<p class=\"note\">Every dollar figure is GPU-hours × the price named on the device's page. Data: <a href=\"{}\">report JSON</a> · <a href=\"{}\">advice JSON</a> · <a href=\"metrics\">/metrics</a>.</p><script>{SCRIPT}</script></body></html>",
         esc(&with_query("api/report", view.query, "")),
         esc(&with_query("api/advice", view.query, ""))
     );
@@ -509,7 +509,7 @@ pub fn device_page(device: &DeviceRow, profile: Option<&DeviceProfile>, view: &V
         }
         h.push_str("</ul>");
     }
-    let _ = write!(h, "<script>{SCRIPT}</script></body></html>\n");
+    let _ = writeln!(h, "<script>{SCRIPT}</script></body></html>");
     h
 }
 

@@ -69,7 +69,7 @@ pub enum Telemetry {
     /// Files read as they grow.
     Files {
         /// What was read.
-        live: Live,
+        live: Box<Live>,
         /// The report and advice of a window.
         analyse: Box<AnalyseFn>,
     },
@@ -112,16 +112,19 @@ pub struct Server {
     state: Arc<AppState>,
 }
 
+/// Analyses by window: when made, of which data generation.
+type Cache = HashMap<String, (Instant, u64, Arc<Analysis>)>;
+
 struct AppState {
     source: Source,
     opts: Options,
-    cache: Mutex<HashMap<String, (Instant, u64, Arc<Analysis>)>>,
+    cache: Mutex<Cache>,
     refresh_note: Mutex<RefreshNote>,
 }
 
 enum Source {
     Files {
-        live: RwLock<Live>,
+        live: Box<RwLock<Live>>,
         analyse: Box<AnalyseFn>,
     },
     Store(Box<StoreFn>),
@@ -154,7 +157,7 @@ impl Server {
         listener.set_nonblocking(true)?;
         let source = match telemetry {
             Telemetry::Files { live, analyse } => Source::Files {
-                live: RwLock::new(live),
+                live: Box::new(RwLock::new(*live)),
                 analyse,
             },
             Telemetry::Store(f) => Source::Store(f),
@@ -456,7 +459,7 @@ fn tile_words(a: i64, b: i64, tile_ms: u64) -> String {
             |ts| ts.strftime("%Y-%m-%d %H:%M").to_string(),
         )
     };
-    let unit = if tile_ms % 86_400_000 == 0 {
+    let unit = if tile_ms.is_multiple_of(86_400_000) {
         "whole UTC days"
     } else {
         "whole tiles"

@@ -66,6 +66,16 @@ struct SourceState {
     gone: bool,
 }
 
+/// What one refresh found to do.
+#[derive(Default)]
+struct Plan {
+    changes: Changes,
+    first_error: Option<IngestError>,
+    whole: Vec<Whole>,
+    order: Vec<usize>,
+    seen: Vec<bool>,
+}
+
 /// A file to read whole.
 struct Whole {
     i: usize,
@@ -179,67 +189,20 @@ impl Live {
     /// comes back after everything else was read.
     pub fn refresh(&mut self) -> Result<Changes, IngestError> {
         let inputs = gpuwise_sources::expand(&self.specs)?;
-        let mut changes = Changes::default();
-        let mut first_error = None;
-        let mut seen = vec![false; self.sources.len()];
-        let mut whole: Vec<Whole> = Vec::new();
-        let mut order = Vec::new();
+        let mut plan = Plan {
+            seen: vec![false; self.sources.len()],
+            ..Plan::default()
+        };
         for input in inputs {
-            let Some(path) = input.path.clone() else {
-                continue;
-            };
-            let meta = match fs_err::metadata(&path) {
-                Ok(m) => m,
-                Err(e) => {
-                    first_error.get_or_insert(IngestError::Io {
-                        path,
-                        source: e.into(),
-                    });
-                    continue;
-                }
-            };
-            let id = file_id(&meta);
-            // By device and inode where the system has them (a new file at a known path, as
-            // rotation leaves, is a new input; the renamed old one keeps its data), else by path.
-            let known = match id {
-                Some(_) => self.sources.iter().position(|s| s.id == id),
-                None => self.sources.iter().position(|s| s.input.path == input.path),
-            };
-            let Some(i) = known else {
-                let i = self.sources.len() + whole.iter().filter(|w| w.new).count();
-                order.push(i);
-                whole.push(Whole {
-                    i,
-                    input,
-                    id,
-                    meta,
-                    new: true,
-                });
-                continue;
-            };
-            seen[i] = true;
-            order.push(i);
-            let s = &mut self.sources[i];
-            // A log renamed by rotation keeps its data under its new name.
-            s.input = input.clone();
-            if meta.len() == s.size && s.id == id {
-                continue;
-            }
-            if s.appendable && s.id == id && meta.len() > s.size && s.format.is_some() {
-                changes.grown += 1;
-                if let Err(e) = s.read_tail(meta.len(), &meta, &self.opts, source_id(i)) {
-                    first_error.get_or_insert(e);
-                }
-                continue;
-            }
-            whole.push(Whole {
-                i,
-                input,
-                id,
-                meta,
-                new: false,
-            });
+            self.look_at(input, &mut plan);
         }
+        let Plan {
+            mut changes,
+            mut first_error,
+            whole,
+            mut order,
+            mut seen,
+        } = plan;
         let opts = &self.opts;
         let read: Vec<Result<SourceState, IngestError>> = whole
             .par_iter()
@@ -289,6 +252,63 @@ impl Live {
             Some(e) => Err(e),
             None => Ok(changes),
         }
+    }
+
+    /// Decide what to do with one listed input: nothing (unchanged), read what it grew by (now),
+    /// or read it whole (new or replaced: later, in parallel).
+    fn look_at(&mut self, input: Input, plan: &mut Plan) {
+        let Some(path) = input.path.clone() else {
+            return;
+        };
+        let meta = match fs_err::metadata(&path) {
+            Ok(m) => m,
+            Err(e) => {
+                plan.first_error
+                    .get_or_insert(IngestError::Io { path, source: e });
+                return;
+            }
+        };
+        let id = file_id(&meta);
+        // By device and inode where the system has them (a new file at a known path, as
+        // rotation leaves, is a new input; the renamed old one keeps its data), else by path.
+        let known = match id {
+            Some(_) => self.sources.iter().position(|s| s.id == id),
+            None => self.sources.iter().position(|s| s.input.path == input.path),
+        };
+        let Some(i) = known else {
+            let i = self.sources.len() + plan.whole.iter().filter(|w| w.new).count();
+            plan.order.push(i);
+            plan.whole.push(Whole {
+                i,
+                input,
+                id,
+                meta,
+                new: true,
+            });
+            return;
+        };
+        plan.seen[i] = true;
+        plan.order.push(i);
+        let s = &mut self.sources[i];
+        // A log renamed by rotation keeps its data under its new name.
+        s.input = input.clone();
+        if meta.len() == s.size && s.id == id {
+            return;
+        }
+        if s.appendable && s.id == id && meta.len() > s.size && s.format.is_some() {
+            plan.changes.grown += 1;
+            if let Err(e) = s.read_tail(meta.len(), &meta, &self.opts, source_id(i)) {
+                plan.first_error.get_or_insert(e);
+            }
+            return;
+        }
+        plan.whole.push(Whole {
+            i,
+            input,
+            id,
+            meta,
+            new: false,
+        });
     }
 
     /// Drop tiles older than the retention, counted back from the newest tile with data.

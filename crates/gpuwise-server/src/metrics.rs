@@ -27,6 +27,15 @@ fn family(reg: &mut Registry, name: &str, help: &str) -> F64 {
 #[must_use]
 pub fn text(report: &Report, generation: u64) -> String {
     let mut reg = Registry::default();
+    fleet_metrics(&mut reg, report, generation);
+    device_metrics(&mut reg, report);
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut out, &reg);
+    out
+}
+
+fn fleet_metrics(reg: &mut Registry, report: &Report, generation: u64) {
     let fleet = |reg: &mut Registry, name: &str, help: &str, v: Option<f64>| {
         let f = family(reg, name, help);
         if let Some(v) = v {
@@ -35,87 +44,86 @@ pub fn text(report: &Report, generation: u64) -> String {
     };
     let fl = &report.fleet;
     fleet(
-        &mut reg,
+        reg,
         "gpuwise_fleet_gpu_seconds",
         "GPU time observed in the window (GPU-hours × 3600)",
         Some(fl.gpu_hours * H),
     );
     fleet(
-        &mut reg,
+        reg,
         "gpuwise_fleet_idle_gpu_seconds",
         "GPU time in idle episodes",
         Some(fl.idle_gpu_hours * H),
     );
     fleet(
-        &mut reg,
+        reg,
         "gpuwise_fleet_held_idle_gpu_seconds",
         "Idle GPU time with memory allocated",
         Some(fl.held_idle_gpu_hours * H),
     );
     fleet(
-        &mut reg,
+        reg,
         "gpuwise_fleet_cost_usd",
         "Cost of priced devices, USD",
         Some(fl.cost_usd),
     );
     fleet(
-        &mut reg,
+        reg,
         "gpuwise_fleet_idle_cost_usd",
         "Cost of idle GPU time, USD",
         Some(fl.idle_cost_usd),
     );
     fleet(
-        &mut reg,
+        reg,
         "gpuwise_fleet_utilization_percent",
         "Time-weighted mean utilization of the fleet",
         fl.mean_utilization_pct,
     );
     fleet(
-        &mut reg,
+        reg,
         "gpuwise_fleet_devices",
         "Devices with data in the window",
         Some(fl.devices as f64),
     );
     fleet(
-        &mut reg,
+        reg,
         "gpuwise_fleet_unpriced_devices",
         "Devices without a price (their cost is unknown, not zero)",
         Some(fl.unpriced_devices as f64),
     );
     #[allow(clippy::cast_precision_loss)]
     fleet(
-        &mut reg,
+        reg,
         "gpuwise_data_generation",
         "Counts up each time the server read new data",
         Some(generation as f64),
     );
+}
+
+fn device_metrics(reg: &mut Registry, report: &Report) {
     let observed = family(
-        &mut reg,
+        reg,
         "gpuwise_device_gpu_seconds",
         "GPU time observed (a MIG instance counts its share of the GPU)",
     );
-    let idle = family(
-        &mut reg,
-        "gpuwise_device_idle_seconds",
-        "Time in idle episodes",
-    );
+    let idle = family(reg, "gpuwise_device_idle_seconds", "Time in idle episodes");
     let idle_cost = family(
-        &mut reg,
+        reg,
         "gpuwise_device_idle_cost_usd",
         "Cost of the idle time, USD",
     );
     let cost = family(
-        &mut reg,
+        reg,
         "gpuwise_device_cost_usd",
         "Cost of the observed time, USD",
     );
     let util = family(
-        &mut reg,
+        reg,
         "gpuwise_device_utilization_percent",
         "Time-weighted mean utilization",
     );
     let class = family(
-        &mut reg,
+        reg,
         "gpuwise_device_class",
         "1 for the device's class (idle, held_idle, underutilized, healthy, saturated, …)",
     );
@@ -141,8 +149,4 @@ pub fn text(report: &Report, generation: u64) -> String {
         with_class.push(("class".into(), d.class.as_str().to_owned()));
         class.get_or_create(&with_class).set(1.0);
     }
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = encode(&mut out, &reg);
-    out
 }

@@ -110,7 +110,7 @@ pub(crate) struct ServeArgs {
     /// Longest a request may take [default: 30s].
     #[arg(long, value_name = "DURATION", help_heading = "Server")]
     pub request_timeout: Option<String>,
-    /// Policy file whose [budget] the dashboard's budget burn shows (docs/policy.md).
+    /// Policy file whose `[budget]` the dashboard's budget burn shows (docs/policy.md).
     #[arg(
         long,
         env = "GPUWISE_POLICY",
@@ -915,7 +915,7 @@ pub(crate) struct ReadArgs {
     /// Interval between rounds of such a dmon log.
     #[arg(long, value_name = "DURATION")]
     pub interval: Option<String>,
-    /// Only samples from this time on: RFC 3339, YYYY-MM-DD[ HH:MM:SS] (in --tz), an epoch, or
+    /// Only samples from this time on: RFC 3339, `YYYY-MM-DD[ HH:MM:SS]` (in --tz), an epoch, or
     /// a duration back from now (7d).
     #[arg(long, value_name = "TIME", conflicts_with = "prometheus")]
     pub since: Option<String>,

@@ -209,7 +209,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         ));
         let a = analyst.clone();
         Telemetry::Files {
-            live,
+            live: Box::new(live),
             analyse: Box::new(move |profile: Profile, summary: IngestSummary| {
                 let s = &a.settings;
                 let mut profiles = profile.finish(&s.read.profile, &s.read.tz);

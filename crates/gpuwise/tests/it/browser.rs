@@ -267,6 +267,32 @@ fn kpis(dom: &str) -> Vec<(String, String)> {
     out
 }
 
+/// Every `data-kpi` of the page is the API's fleet figure of that name.
+fn assert_kpis_are(dom: &str, api: &serde_json::Value) {
+    let found = kpis(dom);
+    assert_eq!(found.len(), 8, "{found:?}");
+    let fleet = &api["fleet"];
+    for (name, value) in &found {
+        let want = fleet
+            .get(name)
+            .or_else(|| fleet["kpis"].get(name))
+            .unwrap_or_else(|| panic!("{name} is a fleet field"));
+        match want.as_f64() {
+            Some(w) => {
+                let v: f64 = value.parse().unwrap_or_else(|_| panic!("{name}={value}"));
+                assert!(
+                    (v - w).abs() <= 1e-9 * w.abs().max(1.0),
+                    "{name}: page {v}, API {w}"
+                );
+            }
+            None => assert!(
+                want.is_null() && value.is_empty(),
+                "{name}: {value} vs {want}"
+            ),
+        }
+    }
+}
+
 #[test]
 fn the_dashboard_shows_the_apis_figures_at_every_width() {
     let Some(browser) = chromium() else { return };
@@ -318,28 +344,7 @@ fn the_dashboard_shows_the_apis_figures_at_every_width() {
     let api: serde_json::Value = serde_json::from_str(&body).expect("report");
     // The live page, as the browser built it: every KPI is the API's number.
     let dom = headless_url(browser, 1400, &["--dump-dom"], &format!("{}/", s.base));
-    let found = kpis(&dom);
-    assert_eq!(found.len(), 8, "{found:?}");
-    let fleet = &api["fleet"];
-    for (name, value) in &found {
-        let want = fleet
-            .get(name)
-            .or_else(|| fleet["kpis"].get(name))
-            .unwrap_or_else(|| panic!("{name} is a fleet field"));
-        match want.as_f64() {
-            Some(w) => {
-                let v: f64 = value.parse().unwrap_or_else(|_| panic!("{name}={value}"));
-                assert!(
-                    (v - w).abs() <= 1e-9 * w.abs().max(1.0),
-                    "{name}: page {v}, API {w}"
-                );
-            }
-            None => assert!(
-                want.is_null() && value.is_empty(),
-                "{name}: {value} vs {want}"
-            ),
-        }
-    }
+    assert_kpis_are(&dom, &api);
     assert!(dom.contains("id=\"budgets\""), "budget burn");
     assert!(
         dom.contains(">research<") && dom.contains(">serving<"),

@@ -41,6 +41,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("gpuwise-synth", &["gpuwise-core"]),
     ("gpuwise-record", &[]),
     (
+        "gpuwise-server",
+        &[
+            "gpuwise-core",
+            "gpuwise-sources",
+            "gpuwise-advise",
+            "gpuwise-render",
+        ],
+    ),
+    (
         "gpuwise",
         &[
             "gpuwise-core",
@@ -54,6 +63,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-record",
             "gpuwise-ledger",
             "gpuwise-sim",
+            "gpuwise-server",
         ],
     ),
 ];
@@ -79,6 +89,10 @@ const EDGE_ONLY: &[&str] = &[
     "indicatif",
     "signal-hook",
     "rayon",
+    "tokio",
+    "axum",
+    "tower-http",
+    "prometheus-client",
 ];
 
 fn metadata() -> serde_json::Value {

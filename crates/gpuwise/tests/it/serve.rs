@@ -446,3 +446,48 @@ fn a_listener_others_can_reach_needs_a_token() {
         "no CORS"
     );
 }
+
+#[test]
+fn report_windows_add_up_to_the_whole() {
+    // 12 GPUs × 3 days at 5 min from 2026-01-05: each day's window holds its samples; the one
+    // interval per device that crosses a cut belongs to neither side (docs/serve.md).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "12", "3");
+    let hours = |extra: &[&str]| {
+        let mut args = vec!["report", &data, "--format", "json", "--no-progress"];
+        args.extend_from_slice(extra);
+        json(&cli(&args))["fleet"]["gpu_hours"]
+            .as_f64()
+            .expect("gpu_hours")
+    };
+    let whole = hours(&[]);
+    let days: f64 = [["--until", "2026-01-06"], ["--since", "2026-01-06"]]
+        .iter()
+        .map(|w| hours(w))
+        .sum();
+    let interval_h = 5.0 / 60.0;
+    assert!(
+        (whole - days - 12.0 * interval_h).abs() < 1e-9,
+        "whole {whole}, halves {days}"
+    );
+    let middle = hours(&["--since", "2026-01-06", "--until", "2026-01-07"]);
+    assert!(
+        (middle - 12.0 * (24.0 - interval_h)).abs() < 1e-9,
+        "{middle}"
+    );
+    // Bad windows are errors that say why.
+    for (args, says) in [
+        (
+            vec!["--since", "2026-01-07", "--until", "2026-01-06"],
+            "before --until",
+        ),
+        (vec!["--since", "yesterday"], "--since"),
+        (vec!["--since", "2027-01-01"], "no samples"),
+    ] {
+        let mut all = vec!["report", data.as_str(), "--no-progress"];
+        all.extend(args);
+        let o = run(&all);
+        assert_eq!(o.code, 2, "{all:?}");
+        assert!(o.stderr.contains(says), "{all:?}: {}", o.stderr);
+    }
+}
