@@ -37,6 +37,14 @@ pub(crate) struct Config {
     pub shared_teams: Option<Vec<String>>,
     /// `check`: the policy file.
     pub policy: Option<PathBuf>,
+    /// `serve`: the address to listen on.
+    pub listen: Option<String>,
+    /// `serve`: how often files are looked at again.
+    pub refresh: Option<String>,
+    /// `serve`: the tile length.
+    pub tile: Option<String>,
+    /// `serve`: the data kept.
+    pub retain: Option<String>,
 }
 
 impl Config {

@@ -166,9 +166,13 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let opts = Options {
-        listen: listen(args.listen.as_deref())?,
+        listen: listen(args.listen.as_deref().or(cfg.listen.as_deref()))?,
         token: token(args.token_env.as_ref())?,
-        refresh: Duration::from_millis(length("refresh", args.refresh.as_ref(), "30s")?),
+        refresh: Duration::from_millis(length(
+            "refresh",
+            args.refresh.as_ref().or(cfg.refresh.as_ref()),
+            "30s",
+        )?),
         request_timeout: Duration::from_millis(length(
             "request-timeout",
             args.request_timeout.as_ref(),
@@ -176,8 +180,16 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         )?),
     };
     let mut read = settings.read.clone();
-    read.tile_ms = Some(length("tile", args.tile.as_ref(), "1d")?);
-    let retain = length("retain", args.retain.as_ref(), "35d")?;
+    read.tile_ms = Some(length(
+        "tile",
+        args.tile.as_ref().or(cfg.tile.as_ref()),
+        "1d",
+    )?);
+    let retain = length(
+        "retain",
+        args.retain.as_ref().or(cfg.retain.as_ref()),
+        "35d",
+    )?;
     let analyst = Arc::new(Analyst {
         settings,
         advise: args.advise.clone(),

@@ -412,9 +412,21 @@ fn a_listener_others_can_reach_needs_a_token() {
     let o = run(&["serve", &data, "--listen", "0.0.0.0:0"]);
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("not a loopback address"), "{}", o.stderr);
-    let o = run(&["serve", &data, "--token-env", "GPUWISE_TEST_UNSET_TOKEN"]);
-    assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("is not set"), "{}", o.stderr);
+    for (args, says) in [
+        (
+            vec!["--token-env", "GPUWISE_TEST_UNSET_TOKEN"],
+            "is not set",
+        ),
+        (vec!["--listen", "everywhere"], "is not an address"),
+        (vec!["--tile", "0s"], "--tile"),
+        (vec!["--since", "2026-01-05"], "per request"),
+    ] {
+        let mut all = vec!["serve", data.as_str()];
+        all.extend(args);
+        let o = run(&all);
+        assert_eq!(o.code, 2, "{all:?}");
+        assert!(o.stderr.contains(says), "{all:?}: {}", o.stderr);
+    }
     // With a token, every route but /healthz wants it; nothing answers to another verb.
     let s = Served::start(
         &[&data, "--token-env", "GPUWISE_TEST_TOKEN"],
