@@ -243,7 +243,27 @@ fn pushdown_and_raw_match_the_files() {
         "{pp} vs {rp}"
     );
 
+    serve_asks_the_store(&fx, &pushed);
     secrets_selector_and_errors(fx);
+}
+
+/// `serve --prometheus` answers a window with what `report --prometheus` finds for it; a store
+/// that does not answer is a 502 that says so.
+fn serve_asks_the_store(fx: &Fixture, pushed: &serde_json::Value) {
+    let s = crate::serve::Served::start(&["--prometheus", &fx.url], &[]);
+    let (code, body) = s.get(&format!("/api/report?start={}&end={}", WINDOW[1], WINDOW[3]));
+    assert_eq!(code, 200, "{body}");
+    let served: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(served["fleet"], pushed["fleet"]);
+    assert_eq!(served["devices"], pushed["devices"]);
+    assert_eq!(served["window"], pushed["window"]);
+    let (code, metrics) = s.get(&format!("/metrics?start={}&end={}", WINDOW[1], WINDOW[3]));
+    assert_eq!(code, 200);
+    assert!(metrics.ends_with("# EOF\n"));
+    let dead = crate::serve::Served::start(&["--prometheus", "http://127.0.0.1:9"], &[]);
+    let (code, body) = dead.get("/api/report?last=1d");
+    assert_eq!(code, 502, "{body}");
+    assert!(body.contains("error"), "{body}");
 }
 
 /// The utilization bands are one definition on both paths; an idle threshold other than the
