@@ -205,3 +205,63 @@ fn ha_scrape_collectors_interleave_and_count_once() {
     assert_eq!(r["ingest"]["overlap"]["samples_dropped"], 0);
     assert_eq!(r["devices"][0]["samples"], 242);
 }
+
+#[test]
+fn serve_counts_a_messy_fleet_once_as_it_grows() {
+    // Two HA collectors of one GPU, 15 s apart, both still writing; a copy of one; a README.
+    // The server's report equals `report` on the same files, before and after they grow.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = dir.path().join("collector-a/node.csv");
+    let b = dir.path().join("collector-b/node.csv");
+    write(&a, &log(0, 3600, true));
+    write(&b, &log(15, 3615, true));
+    write(&dir.path().join("copy/node.csv"), &log(0, 1800, true));
+    write(
+        &dir.path().join("README.md"),
+        "# GPU logs\n\nCollected by two collectors.\n",
+    );
+    let served = crate::serve::Served::start(&[&s(dir.path()), "--refresh", "1s"], &[]);
+    let cli = || {
+        let o = run(&[
+            "report",
+            &s(dir.path()),
+            "--format",
+            "json",
+            "--no-progress",
+        ]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        o.stdout
+    };
+    assert_eq!(served.get("/api/report").1, cli());
+    let grow = |path: &Path, from: i64, to: i64| {
+        let more = log(from, to, true);
+        let body = more.split_once('\n').expect("header").1;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .expect("append");
+        std::io::Write::write_all(&mut f, body.as_bytes()).expect("write");
+    };
+    let (_, health) = served.get("/healthz");
+    let before: serde_json::Value = serde_json::from_str(&health).expect("JSON");
+    grow(&a, 3630, 7200);
+    grow(&b, 3645, 7215);
+    let want = cli();
+    let start = std::time::Instant::now();
+    let mut got = served.get("/api/report").1;
+    while got != want && start.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        got = served.get("/api/report").1;
+    }
+    assert_eq!(got, want);
+    let r: serde_json::Value = serde_json::from_str(&got).expect("JSON");
+    assert_eq!(r["fleet"]["devices"], 1);
+    assert!(
+        (f(&r["fleet"]["gpu_hours"]) - 7215.0 / 3600.0).abs() < 1e-9,
+        "{}",
+        r["fleet"]
+    );
+    let (_, health) = served.get("/healthz");
+    let after: serde_json::Value = serde_json::from_str(&health).expect("JSON");
+    assert_eq!(after["reads"]["grown"], 2, "{before} → {after}");
+}

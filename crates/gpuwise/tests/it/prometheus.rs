@@ -251,7 +251,10 @@ fn pushdown_and_raw_match_the_files() {
 /// that does not answer is a 502 that says so.
 fn serve_asks_the_store(fx: &Fixture, pushed: &serde_json::Value) {
     let s = crate::serve::Served::start(&["--prometheus", &fx.url], &[]);
-    let (code, body) = s.get(&format!("/api/report?start={}&end={}", WINDOW[1], WINDOW[3]));
+    let (code, body) = s.get(&format!(
+        "/api/report?start={}&end={}",
+        WINDOW[1], WINDOW[3]
+    ));
     assert_eq!(code, 200, "{body}");
     let served: serde_json::Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(served["fleet"], pushed["fleet"]);
