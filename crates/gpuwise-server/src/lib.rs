@@ -209,10 +209,15 @@ fn refresh_loop(s: &AppState) {
     };
     loop {
         std::thread::sleep(s.opts.refresh);
-        let result = live
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .refresh();
+        // Listing and reading hold no write lock (requests are answered meanwhile); only
+        // putting the pieces in place does.
+        let look = live.read().unwrap_or_else(PoisonError::into_inner).look();
+        let result = look.and_then(|look| {
+            let found = look.read();
+            live.write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .apply(look, found)
+        });
         let mut note = lock(&s.refresh_note);
         note.at = Some(jiff::Timestamp::now());
         note.problem = result.err().map(|e| e.to_string());

@@ -14,7 +14,6 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use gpuwise_core::EpochMs;
 use gpuwise_core::profile::{Profile, SourceId};
 use gpuwise_core::report::IngestSummary;
 use gpuwise_sources::ingest::{self, Format, Outcome};
@@ -66,14 +65,59 @@ struct SourceState {
     gone: bool,
 }
 
-/// What one refresh found to do.
-#[derive(Default)]
-struct Plan {
-    changes: Changes,
+/// What a look at the inputs found to read: see [`Live::look`].
+pub struct Look {
+    opts: ReadOptions,
     first_error: Option<IngestError>,
     whole: Vec<Whole>,
+    tails: Vec<Tail>,
+    /// Inputs renamed (rotation): their number and new name.
+    renames: Vec<(usize, Input)>,
     order: Vec<usize>,
     seen: Vec<bool>,
+}
+
+/// What [`Look::read`] read: the pieces a look found.
+pub struct Found {
+    tails: Vec<Result<Option<Piece>, IngestError>>,
+    whole: Vec<Result<SourceState, IngestError>>,
+}
+
+impl Look {
+    /// Read what the look found: the new lines of grown files, and new or replaced files whole,
+    /// in parallel.
+    #[must_use]
+    pub fn read(&self) -> Found {
+        let opts = &self.opts;
+        Found {
+            tails: self.tails.par_iter().map(|t| t.read(opts)).collect(),
+            whole: self
+                .whole
+                .par_iter()
+                .map(|w| read_whole(&w.input, w.id, &w.meta, opts, source_id(w.i)))
+                .collect(),
+        }
+    }
+}
+
+/// A file that grew: where its data ends, and its header lines.
+struct Tail {
+    i: usize,
+    input: Input,
+    format: Option<Format>,
+    offset: u64,
+    prefix: Vec<u8>,
+    prefix_lines: u64,
+    meta: std::fs::Metadata,
+}
+
+/// What a file grew by, read.
+struct Piece {
+    profile: Profile,
+    tally: Tally,
+    /// Where the read stopped (after the last whole line).
+    upto: u64,
+    prefix_lines: u64,
 }
 
 /// A file to read whole.
@@ -188,27 +232,125 @@ impl Live {
     /// keeps what it gave before, or is tried again at the next refresh; the first such error
     /// comes back after everything else was read.
     pub fn refresh(&mut self) -> Result<Changes, IngestError> {
+        let look = self.look()?;
+        let read = look.read();
+        self.apply(look, read)
+    }
+
+    /// List the inputs again and decide, from their sizes and identities, what to read. Only
+    /// the refresh changes a `Live`, so a look stays true until it is applied; the reading in
+    /// between ([`Look::read`]) needs no access to it, so requests are answered meanwhile.
+    pub fn look(&self) -> Result<Look, IngestError> {
         let inputs = gpuwise_sources::expand(&self.specs)?;
-        let mut plan = Plan {
+        let mut look = Look {
+            opts: self.opts.clone(),
             seen: vec![false; self.sources.len()],
-            ..Plan::default()
+            first_error: None,
+            whole: Vec::new(),
+            tails: Vec::new(),
+            renames: Vec::new(),
+            order: Vec::new(),
         };
         for input in inputs {
-            self.look_at(input, &mut plan);
+            self.look_at(input, &mut look);
         }
-        let Plan {
-            mut changes,
+        Ok(look)
+    }
+
+    /// Decide what to do with one listed input: nothing (unchanged), read what it grew by, or
+    /// read it whole (new or replaced).
+    fn look_at(&self, input: Input, look: &mut Look) {
+        let Some(path) = input.path.clone() else {
+            return;
+        };
+        let meta = match fs_err::metadata(&path) {
+            Ok(m) => m,
+            Err(e) => {
+                look.first_error
+                    .get_or_insert(IngestError::Io { path, source: e });
+                return;
+            }
+        };
+        let id = file_id(&meta);
+        // By device and inode where the system has them (a new file at a known path, as
+        // rotation leaves, is a new input; the renamed old one keeps its data), else by path.
+        let known = match id {
+            Some(_) => self.sources.iter().position(|s| s.id == id),
+            None => self.sources.iter().position(|s| s.input.path == input.path),
+        };
+        let Some(i) = known else {
+            let i = self.sources.len() + look.whole.iter().filter(|w| w.new).count();
+            look.order.push(i);
+            look.whole.push(Whole {
+                i,
+                input,
+                id,
+                meta,
+                new: true,
+            });
+            return;
+        };
+        look.seen[i] = true;
+        look.order.push(i);
+        let s = &self.sources[i];
+        if s.input.path != input.path {
+            // A log renamed by rotation keeps its data under its new name.
+            look.renames.push((i, input.clone()));
+        }
+        if meta.len() == s.size && s.id == id {
+            return;
+        }
+        if s.appendable && s.id == id && meta.len() > s.size && s.format.is_some() {
+            look.tails.push(Tail {
+                i,
+                input,
+                format: s.format,
+                offset: s.offset,
+                prefix: s.prefix.clone(),
+                prefix_lines: s.prefix_lines,
+                meta,
+            });
+            return;
+        }
+        look.whole.push(Whole {
+            i,
+            input,
+            id,
+            meta,
+            new: false,
+        });
+    }
+
+    /// Put what `look` found and `read` read in place.
+    pub fn apply(&mut self, look: Look, read: Found) -> Result<Changes, IngestError> {
+        let Look {
             mut first_error,
             whole,
+            tails,
+            renames,
             mut order,
             mut seen,
-        } = plan;
-        let opts = &self.opts;
-        let read: Vec<Result<SourceState, IngestError>> = whole
-            .par_iter()
-            .map(|w| read_whole(&w.input, w.id, &w.meta, opts, source_id(w.i)))
-            .collect();
-        for (w, r) in whole.into_iter().zip(read) {
+            ..
+        } = look;
+        let mut changes = Changes::default();
+        for (i, input) in renames {
+            self.sources[i].input = input;
+        }
+        for (t, r) in tails.iter().zip(read.tails) {
+            let s = &mut self.sources[t.i];
+            s.size = t.meta.len();
+            match r {
+                Ok(Some(piece)) => {
+                    changes.grown += 1;
+                    s.join(piece, &self.opts);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        for (w, r) in whole.into_iter().zip(read.whole) {
             let state = match r {
                 Ok(s) => {
                     if w.new {
@@ -252,63 +394,6 @@ impl Live {
             Some(e) => Err(e),
             None => Ok(changes),
         }
-    }
-
-    /// Decide what to do with one listed input: nothing (unchanged), read what it grew by (now),
-    /// or read it whole (new or replaced: later, in parallel).
-    fn look_at(&mut self, input: Input, plan: &mut Plan) {
-        let Some(path) = input.path.clone() else {
-            return;
-        };
-        let meta = match fs_err::metadata(&path) {
-            Ok(m) => m,
-            Err(e) => {
-                plan.first_error
-                    .get_or_insert(IngestError::Io { path, source: e });
-                return;
-            }
-        };
-        let id = file_id(&meta);
-        // By device and inode where the system has them (a new file at a known path, as
-        // rotation leaves, is a new input; the renamed old one keeps its data), else by path.
-        let known = match id {
-            Some(_) => self.sources.iter().position(|s| s.id == id),
-            None => self.sources.iter().position(|s| s.input.path == input.path),
-        };
-        let Some(i) = known else {
-            let i = self.sources.len() + plan.whole.iter().filter(|w| w.new).count();
-            plan.order.push(i);
-            plan.whole.push(Whole {
-                i,
-                input,
-                id,
-                meta,
-                new: true,
-            });
-            return;
-        };
-        plan.seen[i] = true;
-        plan.order.push(i);
-        let s = &mut self.sources[i];
-        // A log renamed by rotation keeps its data under its new name.
-        s.input = input.clone();
-        if meta.len() == s.size && s.id == id {
-            return;
-        }
-        if s.appendable && s.id == id && meta.len() > s.size && s.format.is_some() {
-            plan.changes.grown += 1;
-            if let Err(e) = s.read_tail(meta.len(), &meta, &self.opts, source_id(i)) {
-                plan.first_error.get_or_insert(e);
-            }
-            return;
-        }
-        plan.whole.push(Whole {
-            i,
-            input,
-            id,
-            meta,
-            new: false,
-        });
     }
 
     /// Drop tiles older than the retention, counted back from the newest tile with data.
@@ -543,35 +628,51 @@ impl SourceState {
             gone: false,
         }
     }
+}
 
-    /// Read the lines the file grew by, after its header lines, and join them to what it gave.
-    fn read_tail(
-        &mut self,
-        len: u64,
-        meta: &std::fs::Metadata,
-        opts: &ReadOptions,
-        source: SourceId,
-    ) -> Result<(), IngestError> {
+impl Tail {
+    /// The lines the file grew by (up to its last line end), read after its header lines;
+    /// `None` when no whole line was added.
+    fn read(&self, opts: &ReadOptions) -> Result<Option<Piece>, IngestError> {
         let path = self.input.path.clone().unwrap_or_default();
         let err = io_error(&path);
         let mut file = std::fs::File::open(&path).map_err(&err)?;
-        let upto = cut(&mut file, self.offset, len, meta).map_err(&err)?;
-        self.size = len;
+        let upto = cut(&mut file, self.offset, self.meta.len(), &self.meta).map_err(&err)?;
         if upto <= self.offset {
-            return Ok(());
+            return Ok(None);
         }
         file.seek(SeekFrom::Start(self.offset)).map_err(&err)?;
         let piece = std::io::Cursor::new(self.prefix.clone()).chain(file.take(upto - self.offset));
         let reader: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(1 << 20, piece));
+        let source = source_id(self.i);
         let Outcome::Data {
             profile, mut tally, ..
         } = ingest::read_from(&self.input, reader, self.format, opts, source)?
         else {
-            return Ok(());
+            return Ok(None);
         };
-        // The piece's lines are numbered from its header lines; place them after the file's.
+        // The header lines were counted again; the piece's lines are placed when joined.
         tally.lines = tally.lines.saturating_sub(self.prefix_lines);
-        tally.renumber(self.lines.saturating_sub(self.prefix_lines));
+        Ok(Some(Piece {
+            profile,
+            tally,
+            upto,
+            prefix_lines: self.prefix_lines,
+        }))
+    }
+}
+
+impl SourceState {
+    /// Join the lines a file grew by to what it gave before.
+    fn join(&mut self, piece: Piece, opts: &ReadOptions) {
+        let Piece {
+            profile,
+            mut tally,
+            upto,
+            prefix_lines,
+        } = piece;
+        // The piece numbers its lines from its header lines; place them after the file's.
+        tally.renumber(self.lines.saturating_sub(prefix_lines));
         self.lines += tally.lines;
         let outliers = self.profile.absorb(profile, &opts.profile);
         if outliers > 0 {
@@ -584,16 +685,5 @@ impl SourceState {
         }
         self.tally.merge(tally);
         self.offset = upto;
-        Ok(())
     }
-}
-
-/// A window's tiles for a time range: `[start, end)` widened to whole tiles.
-#[must_use]
-pub fn tiles_of(start_ms: EpochMs, end_ms: EpochMs, tile_ms: u64) -> (i64, i64) {
-    let t = i64::try_from(tile_ms.max(1)).unwrap_or(i64::MAX);
-    (
-        start_ms.div_euclid(t),
-        (end_ms.saturating_add(t - 1)).div_euclid(t),
-    )
 }

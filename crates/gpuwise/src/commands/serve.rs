@@ -179,12 +179,14 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "30s",
         )?),
     };
+    anyhow::ensure!(
+        !args.fleet.inputs.iter().any(|i| i == "-"),
+        "serve reads files it can look at again; standard input (`-`) is read once: use `report`"
+    );
     let mut read = settings.read.clone();
-    read.tile_ms = Some(length(
-        "tile",
-        args.tile.as_ref().or(cfg.tile.as_ref()),
-        "1d",
-    )?);
+    let tile = length("tile", args.tile.as_ref().or(cfg.tile.as_ref()), "1d")?;
+    anyhow::ensure!(tile >= 60_000, "--tile must be at least 1m");
+    read.tile_ms = Some(tile);
     let retain = length(
         "retain",
         args.retain.as_ref().or(cfg.retain.as_ref()),

@@ -419,6 +419,8 @@ fn a_listener_others_can_reach_needs_a_token() {
         ),
         (vec!["--listen", "everywhere"], "is not an address"),
         (vec!["--tile", "0s"], "--tile"),
+        (vec!["--tile", "10s"], "at least 1m"),
+        (vec!["-"], "standard input"),
         (vec!["--since", "2026-01-05"], "per request"),
     ] {
         let mut all = vec!["serve", data.as_str()];
