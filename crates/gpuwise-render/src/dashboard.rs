@@ -187,9 +187,11 @@ pub fn page(report: &Report, advice: Option<&Advice>, view: &View<'_>) -> String
     devices(&mut h, report, view.query);
     let _ = writeln!(
         h,
-        "<p class=\"note\">Every dollar figure is GPU-hours × the price named on the device's page. Data: <a href=\"{}\">report JSON</a> · <a href=\"{}\">advice JSON</a> · <a href=\"metrics\">/metrics</a>.</p><script>{SCRIPT}</script></body></html>",
+        "<p class=\"note\">Every dollar figure is GPU-hours × the price named on the device's page. Data: <a href=\"{}\">report JSON</a> · <a href=\"{}\">advice JSON</a> · <a href=\"{}\">allocation JSON</a> · <a href=\"{}\">/metrics</a>.</p><script>{SCRIPT}</script></body></html>",
         esc(&with_query("api/report", view.query, "")),
-        esc(&with_query("api/advice", view.query, ""))
+        esc(&with_query("api/advice", view.query, "")),
+        esc(&with_query("api/allocation", view.query, "")),
+        esc(&with_query("metrics", view.query, ""))
     );
     h
 }

@@ -7,8 +7,8 @@
 //! advice, their JSON) is also the binary's function, so the API's JSON is the CLI's, byte for
 //! byte. Rendering is `gpuwise-render`'s.
 //!
-//! Routes: `/` (the dashboard), `/device?id=…` (one device), `/api/report` and `/api/advice`
-//! (`gpuwise.report/v1`, `gpuwise.advice/v1`), `/metrics` (OpenMetrics), `/healthz`. Each
+//! Routes: `/` (the dashboard), `/device?id=…` (one device), `/api/report`, `/api/advice` and
+//! `/api/allocation` (`gpuwise.report/v1`, `gpuwise.advice/v1`, `gpuwise.allocation/v1`), `/metrics` (OpenMetrics), `/healthz`. Each
 //! takes `?last=7d` or `?start=…&end=…`. Nothing changes state.
 //!
 //! Security: a listener that is not on a loopback address needs a bearer token (compared in
@@ -55,6 +55,8 @@ pub struct Analysis {
     pub report_json: String,
     /// The advice as `gpuwise advise --format json` prints it.
     pub advice_json: Option<String>,
+    /// The allocation as `gpuwise allocate --format json` prints it.
+    pub allocation_json: Option<String>,
     /// Budget burn per team (with a policy that has budgets).
     pub budgets: Vec<BudgetBurn>,
 }
@@ -120,6 +122,7 @@ struct AppState {
     opts: Options,
     cache: Mutex<Cache>,
     refresh_note: Mutex<RefreshNote>,
+    started: Instant,
 }
 
 enum Source {
@@ -166,6 +169,7 @@ impl Server {
             source,
             opts,
             cache: Mutex::new(HashMap::new()),
+            started: Instant::now(),
             refresh_note: Mutex::new(RefreshNote {
                 at: Some(jiff::Timestamp::now()),
                 problem: None,
@@ -254,6 +258,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/device", get(device))
         .route("/api/report", get(api_report))
         .route("/api/advice", get(api_advice))
+        .route("/api/allocation", get(api_allocation))
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
@@ -412,7 +417,7 @@ impl AppState {
                     return Ok(Answer {
                         analysis: hit.clone(),
                         window: store_words(&hit.report),
-                        generation: 0,
+                        generation: self.store_generation(),
                     });
                 }
                 let analysis = Arc::new(
@@ -422,10 +427,17 @@ impl AppState {
                 Ok(Answer {
                     window: store_words(&analysis.report),
                     analysis,
-                    generation: 0,
+                    generation: self.store_generation(),
                 })
             }
         }
+    }
+
+    /// A store's data has no generation of its own: it counts refresh intervals, so the page
+    /// reloads once per interval.
+    fn store_generation(&self) -> u64 {
+        let every = self.opts.refresh.as_millis().max(1);
+        u64::try_from(self.started.elapsed().as_millis() / every).unwrap_or(u64::MAX)
     }
 
     fn keep(&self, key: String, generation: u64, a: &Arc<Analysis>) {
@@ -519,6 +531,20 @@ async fn api_advice(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Respo
     }
 }
 
+async fn api_allocation(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+    match answer_for(&s, &q).await {
+        Ok(a) => match &a.analysis.allocation_json {
+            Some(j) => json(j.clone()),
+            None => Failure(
+                StatusCode::NOT_FOUND,
+                "no allocation for this window".into(),
+            )
+            .into_response(),
+        },
+        Err(f) => f.into_response(),
+    }
+}
+
 async fn metrics_text(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
     match answer_for(&s, &q).await {
         Ok(a) => (
@@ -541,7 +567,7 @@ async fn healthz(State(s): State<Arc<AppState>>) -> Response {
                 let l = live.read().unwrap_or_else(PoisonError::into_inner);
                 (l.generation(), serde_json::to_value(l.reads()).ok())
             }
-            Source::Store(_) => (0, None),
+            Source::Store(_) => (s2.store_generation(), None),
         };
         let (status, problem) = s2.status();
         Ok(serde_json::json!({

@@ -74,7 +74,8 @@ const SERVE_EXAMPLES: &str = "Examples:
   gpuwise serve --prometheus http://prometheus:9090
   curl 'http://127.0.0.1:8080/api/report?last=7d'
 
-Routes: / (dashboard), /device?id=ID, /api/report, /api/advice, /metrics, /healthz; each takes
+Routes: / (dashboard), /device?id=ID, /api/report, /api/advice, /api/allocation, /metrics,
+/healthz; each takes
 ?last=7d or ?start=2026-01-05&end=2026-01-11 (windows are whole tiles, --tile).";
 
 /// `gpuwise serve`.

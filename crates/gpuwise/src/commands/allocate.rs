@@ -49,6 +49,14 @@ pub(crate) fn policy(o: &AllocateOpts, cfg: &Config) -> anyhow::Result<Policy> {
     })
 }
 
+/// `--units`: work per team and month, for unit costs.
+pub(crate) fn unit_counts(o: &AllocateOpts) -> anyhow::Result<UnitCounts> {
+    Ok(match &o.units {
+        Some(p) => UnitCounts::parse(&fs_err::read_to_string(p)?, &p.display().to_string())?,
+        None => UnitCounts::default(),
+    })
+}
+
 /// The allocation of a built report.
 pub(crate) fn allocation(
     report: &Report,
@@ -58,10 +66,7 @@ pub(crate) fn allocation(
     cfg: &Config,
 ) -> anyhow::Result<Allocation> {
     let policy = policy(o, cfg)?;
-    let counts = match &o.units {
-        Some(p) => UnitCounts::parse(&fs_err::read_to_string(p)?, &p.display().to_string())?,
-        None => UnitCounts::default(),
-    };
+    let counts = unit_counts(o)?;
     let now = s
         .report
         .now_ms

@@ -11,12 +11,13 @@ use std::time::Duration;
 use anyhow::anyhow;
 use gpuwise_core::profile::{DeviceProfile, Profile};
 use gpuwise_core::report::{self, IngestSummary};
+use gpuwise_ledger::allocate::{Policy as AllocationPolicy, UnitCounts};
 use gpuwise_ledger::check::{Budget, Policy};
 use gpuwise_render::dashboard::BudgetBurn;
 use gpuwise_render::{Format, RenderOptions};
 use gpuwise_server::{Analysis, BoxError, Live, Options, Server, Span, Telemetry};
 
-use crate::cli::{AdviseOpts, AllocateOpts, PromArgs, ServeArgs};
+use crate::cli::{AdviseOpts, PromArgs, ServeArgs};
 use crate::config::Config;
 use crate::fleet::{self, Settings};
 use crate::{duration, printer};
@@ -50,8 +51,8 @@ fn token(var: Option<&String>) -> anyhow::Result<Option<String>> {
 struct Analyst {
     settings: Settings,
     advise: AdviseOpts,
-    alloc: AllocateOpts,
-    cfg: Config,
+    allocation: AllocationPolicy,
+    units: UnitCounts,
     budget: Option<Budget>,
 }
 
@@ -88,29 +89,38 @@ impl Analyst {
         };
         gpuwise_render::write(&doc, Format::Json, &plain, &mut report_json)?;
         let advice_json = gpuwise_render::advice::render(&advice, Format::Json, &plain);
-        let budgets = match &self.budget {
-            Some(b) => {
-                let a = super::allocate::allocation(&report, &profiles, s, &self.alloc, &self.cfg)?;
-                gpuwise_ledger::check::burn(b, &a)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|r| BudgetBurn {
-                        team: r.team,
-                        month: r.month,
-                        spent_usd: r.month_to_date_usd,
-                        budget_usd: r.limit_usd,
-                        forecast_usd: r.forecast_usd,
-                    })
-                    .collect()
-            }
-            None => Vec::new(),
-        };
+        let now = crate::clock::now_ms()?;
+        let allocation = gpuwise_ledger::allocate::allocate(
+            &profiles,
+            &report,
+            &s.teams,
+            &self.allocation,
+            &self.units,
+            now,
+        );
+        let allocation_json =
+            gpuwise_render::ledger::allocation(&allocation, Format::Json, &plain)?;
+        let budgets = self
+            .budget
+            .as_ref()
+            .and_then(|b| gpuwise_ledger::check::burn(b, &allocation))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| BudgetBurn {
+                team: r.team,
+                month: r.month,
+                spent_usd: r.month_to_date_usd,
+                budget_usd: r.limit_usd,
+                forecast_usd: r.forecast_usd,
+            })
+            .collect();
         Ok(Analysis {
             report,
             advice: Some(advice),
             profiles,
             report_json: String::from_utf8(report_json)?,
             advice_json: Some(advice_json),
+            allocation_json: Some(allocation_json),
             budgets,
         })
     }
@@ -195,8 +205,8 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let analyst = Arc::new(Analyst {
         settings,
         advise: args.advise.clone(),
-        alloc: args.alloc.clone(),
-        cfg,
+        allocation: super::allocate::policy(&args.alloc, &cfg)?,
+        units: super::allocate::unit_counts(&args.alloc)?,
         budget,
     });
     let telemetry = if args.fleet.prom.prometheus.is_some() {

@@ -159,6 +159,12 @@ fn the_api_prints_what_the_cli_prints() {
         advice,
         cli(&["advise", &data, "--format", "json", "--no-progress"])
     );
+    let (code, allocation) = s.get("/api/allocation");
+    assert_eq!(code, 200);
+    assert_eq!(
+        allocation,
+        cli(&["allocate", &data, "--format", "json", "--no-progress"])
+    );
     // A window is whole UTC days, the same as --since/--until on those days: a range inside
     // one day, a date range (the end date included), and the last day of data.
     let first = json(&report)["window"]["start"]
