@@ -15,7 +15,7 @@ fn targets(a: &Action) -> String {
     }
 }
 
-fn level(l: Level) -> &'static str {
+pub(crate) fn level(l: Level) -> &'static str {
     match l {
         Level::High => "high",
         Level::Medium => "medium",

@@ -369,11 +369,12 @@ fn actions(h: &mut String, advice: Option<&Advice>) {
         };
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{:?}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td title=\"{}\">{}</td><td>{}</td></tr>",
             esc(x.kind.as_str()),
             esc(&names),
             usd(x.plan_savings_usd),
-            x.confidence,
+            esc(&x.confidence.reason),
+            crate::advice::level(x.confidence.level),
             esc(x.evidence.first().map_or("", String::as_str))
         );
     }

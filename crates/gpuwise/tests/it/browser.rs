@@ -346,6 +346,11 @@ fn the_dashboard_shows_the_apis_figures_at_every_width() {
     let dom = headless_url(browser, 1400, &["--dump-dom"], &format!("{}/", s.base));
     assert_kpis_are(&dom, &api);
     assert!(dom.contains("id=\"budgets\""), "budget burn");
+    assert!(dom.contains("id=\"advice\""), "the advice");
+    assert!(
+        !dom.contains("Some(") && !dom.contains(" { "),
+        "no debug formatting on the page"
+    );
     assert!(
         dom.contains(">research<") && dom.contains(">serving<"),
         "teams"
