@@ -134,6 +134,13 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         args.out.join("prices.toml").display(),
         args.out.join("teams.toml").display()
     ));
+    printer::info(&format!(
+        "Live dashboard: {} serve {} --prices {} --teams {}   (http://127.0.0.1:8080/)",
+        printer::me(),
+        data.display(),
+        args.out.join("prices.toml").display(),
+        args.out.join("teams.toml").display()
+    ));
     Ok(ExitCode::SUCCESS)
 }
 
