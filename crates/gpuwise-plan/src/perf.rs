@@ -302,8 +302,8 @@ fn weight_bytes_read(m: &Model, s: &Setup, batch: f64) -> f64 {
     (blocks * p.weight_bits() + out_proj * emb_bits) / 8.0 / s.model_parallel()
 }
 
-/// Inference at `batch` sequences (the setup's batch unless given).
-pub fn infer(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Infer, PerfError> {
+/// Effective memory bandwidth (bytes/s) and compute (FLOP/s) of inference on `hw`.
+fn infer_rates(s: &Setup, hw: &Hardware, c: &Constants) -> Result<(f64, f64), PerfError> {
     let bw = hw.bandwidth.ok_or_else(|| PerfError::Missing {
         gpu: hw.name.clone(),
         what: "memory bandwidth".to_owned(),
@@ -314,18 +314,115 @@ pub fn infer(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Infer
     };
     let compute =
         peak(hw, compute_precision(s.precision))? * c.infer_compute_efficiency * hw.power_factor();
+    Ok((bw, compute))
+}
+
+/// Seconds of tensor-parallel all-reduces for `tokens` tokens: `(per token, fixed)`.
+fn comm_costs(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> (f64, f64) {
+    if s.tp > 1 {
+        let (tp, l) = (f64::from(s.tp), f64::from(m.layers));
+        let link = hw.link_bytes_s.unwrap_or(f64::INFINITY);
+        let bytes_per_token = 2.0 * (tp - 1.0) / tp * f64::from(m.hidden) * 2.0;
+        (
+            l * 2.0 * bytes_per_token / link,
+            l * 2.0 * c.allreduce_latency_s,
+        )
+    } else {
+        (0.0, 0.0)
+    }
+}
+
+/// KV-cache bytes per token on one GPU (KV heads split over tensor parallelism, layers over
+/// pipeline stages).
+fn kv_bytes_per_token(m: &Model, s: &Setup) -> f64 {
+    let kv_b = s.kv_precision.weight_bits() / 8.0;
+    let kv_heads = f64::from(m.kv_heads);
+    m.kv_elems_per_token() * kv_b * (kv_heads / f64::from(s.tp)).ceil().max(1.0)
+        / kv_heads
+        / f64::from(s.pp)
+}
+
+/// What one iteration of a serving engine costs on one replica, as the roofline of [`infer`]
+/// splits it: every token a step computes costs `matmul_flops_per_token`, every token of
+/// context it attends over `attention_flops_per_context_token`, and the step reads the weights
+/// its batch touches and the KV cache of its context; it takes the longer of compute and
+/// memory, plus the all-reduces. (`gpuwise simulate serve` drives a batch through it.)
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepCosts {
+    /// Effective compute, FLOP/s.
+    pub compute_flops_s: f64,
+    /// Effective memory bandwidth, bytes/s.
+    pub bandwidth_bytes_s: f64,
+    /// FLOPs per token computed, per GPU.
+    pub matmul_flops_per_token: f64,
+    /// Attention FLOPs per token of context attended, per GPU.
+    pub attention_flops_per_context_token: f64,
+    /// Weight bytes a step reads on one GPU with 1, 2, … sequences in its batch.
+    pub weight_bytes_by_batch: Vec<f64>,
+    /// KV-cache bytes per token on one GPU.
+    pub kv_bytes_per_token: f64,
+    /// All-reduce seconds per token and per step (tensor parallelism; 0 without).
+    pub comm_s_per_token: f64,
+    /// All-reduce latency per step, seconds.
+    pub comm_s_per_step: f64,
+    /// Pipeline stages a decode token passes one after another.
+    pub pipeline_stages: u32,
+    /// Tokens of KV cache the replica's memory holds beside the weights and workspaces.
+    pub kv_capacity_tokens: f64,
+    /// GPUs per replica.
+    pub gpus: u32,
+}
+
+/// The step costs of one replica serving `m` as `s` sets it up (tp, pp, precision), with
+/// batches up to `max_batch`.
+pub fn step_costs(
+    m: &Model,
+    s: &Setup,
+    hw: &Hardware,
+    c: &Constants,
+    max_batch: u32,
+) -> Result<StepCosts, PerfError> {
+    let (bw, compute) = infer_rates(s, hw, c)?;
+    let mp = s.model_parallel();
+    let kv = kv_bytes_per_token(m, s);
+    // Memory beside the KV cache: the planner's estimate for one sequence, less its KV term.
+    let mem = crate::memory::estimate(m, s, true);
+    let other = mem.total_bytes - mem.of(&["kv_cache"]);
+    let kv_capacity_tokens = ((hw.memory_bytes - other) / kv).max(0.0);
+    let (comm_s_per_token, comm_s_per_step) = comm_costs(m, s, hw, c);
+    Ok(StepCosts {
+        compute_flops_s: compute,
+        bandwidth_bytes_s: bw,
+        matmul_flops_per_token: 2.0 * m.matmul_params() / mp,
+        attention_flops_per_context_token: 4.0
+            * f64::from(m.layers)
+            * f64::from(m.heads * m.head_dim)
+            / mp,
+        weight_bytes_by_batch: (1..=max_batch.max(1))
+            .map(|b| weight_bytes_read(m, s, f64::from(b)))
+            .collect(),
+        kv_bytes_per_token: kv,
+        comm_s_per_token,
+        comm_s_per_step,
+        pipeline_stages: s.pp,
+        kv_capacity_tokens,
+        gpus: s.tp * s.pp,
+    })
+}
+
+/// Inference at `batch` sequences (the setup's batch unless given).
+pub fn infer(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Infer, PerfError> {
+    let (bw, compute) = infer_rates(s, hw, c)?;
     let mp = s.model_parallel();
     let b = f64::from(s.batch);
     let n = m.matmul_params();
     let l = f64::from(m.layers);
     let q = f64::from(m.heads * m.head_dim);
     let prompt = f64::from(s.prompt);
-    let tp = f64::from(s.tp);
+    let (per_token, per_step) = comm_costs(m, s, hw, c);
     let comm = |tokens: f64| -> f64 {
         if s.tp > 1 {
-            let link = hw.link_bytes_s.unwrap_or(f64::INFINITY);
-            let bytes = 2.0 * (tp - 1.0) / tp * f64::from(m.hidden) * 2.0 * tokens;
-            l * 2.0 * (bytes / link + c.allreduce_latency_s)
+            per_token * tokens + per_step
         } else {
             0.0
         }
@@ -336,11 +433,7 @@ pub fn infer(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Infer
     let prefill_s = (prefill_flops / mp / compute).max(weights / bw) + comm(b * prompt);
     // Decode at the mean context of the generation.
     let ctx = (prompt + f64::from(s.output) / 2.0).min(f64::from(s.kv_len.max(1)));
-    let kv_b = s.kv_precision.weight_bits() / 8.0;
-    let kv_heads = f64::from(m.kv_heads);
-    let kv_per_token = m.kv_elems_per_token() * kv_b * (kv_heads / tp).ceil().max(1.0)
-        / kv_heads
-        / f64::from(s.pp);
+    let kv_per_token = kv_bytes_per_token(m, s);
     let step_bytes = weights + b * ctx * kv_per_token;
     let step_flops = b * (2.0 * n + 4.0 * l * ctx * q) / mp;
     let mem_s = step_bytes / bw;
