@@ -400,3 +400,180 @@ fn commit_html(s: &gpuwise_sim::commit::CommitStudy) -> String {
         &commit_sections(s),
     )
 }
+
+fn ms(
+    l: Option<&gpuwise_sim::serving::Latency>,
+    f: impl Fn(&gpuwise_sim::serving::Latency) -> f64,
+) -> String {
+    l.map_or("–".into(), |l| format!("{:.0}", f(l)))
+}
+
+fn describe(c: &gpuwise_sim::serving::Config) -> String {
+    use gpuwise_sim::serving::{Batching, Scaling};
+    let scaling = match c.scaling {
+        Scaling::Fixed { replicas } => format!("{replicas} replica(s)"),
+        Scaling::Autoscale {
+            target, min, max, ..
+        } => {
+            format!("autoscale {min}–{max} at {:.0} %", target * 100.0)
+        }
+    };
+    let batching = match c.batching {
+        Batching::Continuous { max_batch, .. } => format!("continuous ≤ {max_batch}"),
+        Batching::Static { max_batch, .. } => format!("static {max_batch}"),
+    };
+    format!("{} · {scaling} · {batching}", c.gpu)
+}
+
+fn serve_sections(r: &gpuwise_sim::serving::ServeReport) -> Vec<Section> {
+    let o = &r.outcome;
+    let mut out = vec![Section {
+        title: format!("Serving {} on {}", r.model, describe(&o.config)),
+        note: Some(format!(
+            "{} ({}); {} requests, {} served, {} dropped; {:.0} s",
+            r.trace.name, r.trace.format, o.requests, o.served, o.dropped, o.duration_s
+        )),
+        headers: vec!["FIGURE", "VALUE"],
+        right: vec![1],
+        rows: vec![
+            vec!["GPU-hours".into(), format!("{:.2}", o.gpu_hours)],
+            vec!["cost".into(), usd(o.cost_usd)],
+            vec![
+                "SLO attainment".into(),
+                o.slo_attainment
+                    .map_or("– (no SLO)".into(), |a| format!("{:.2} %", a * 100.0)),
+            ],
+            vec![
+                "perfect autoscaler (GPU-hours of the iterations alone)".into(),
+                format!("{:.2}", o.bounds.perfect_autoscaler_gpu_hours),
+            ],
+            vec![
+                "static peak (most replicas, all the time)".into(),
+                format!("{:.2}", o.bounds.static_peak_gpu_hours),
+            ],
+        ],
+    }];
+    out.push(Section {
+        title: "Latency (ms)".into(),
+        note: None,
+        headers: vec!["", "MEAN", "P50", "P95", "P99"],
+        right: vec![1, 2, 3, 4],
+        rows: [
+            ("time to first token", o.ttft_ms.as_ref()),
+            ("time per output token", o.tpot_ms.as_ref()),
+            ("end to end", o.e2e_ms.as_ref()),
+        ]
+        .iter()
+        .map(|(name, l)| {
+            vec![
+                (*name).to_owned(),
+                ms(*l, |l| l.mean),
+                ms(*l, |l| l.p50),
+                ms(*l, |l| l.p95),
+                ms(*l, |l| l.p99),
+            ]
+        })
+        .collect(),
+    });
+    if let Some(front) = &r.front {
+        out.push(Section {
+            title: "Cost–latency front".into(),
+            note: Some("No cheaper configuration has a lower p99 end-to-end latency.".into()),
+            headers: vec![
+                "CONFIGURATION",
+                "COST",
+                "GPU-H",
+                "SLO",
+                "P99 TTFT",
+                "P99 E2E",
+            ],
+            right: vec![1, 2, 3, 4, 5],
+            rows: front
+                .iter()
+                .map(|c| {
+                    vec![
+                        describe(&c.config),
+                        usd(c.cost_usd),
+                        format!("{:.2}", c.gpu_hours),
+                        c.slo_attainment
+                            .map_or("–".into(), |a| format!("{:.1} %", a * 100.0)),
+                        c.ttft_p99_ms.map_or("–".into(), |v| format!("{v:.0}")),
+                        c.e2e_p99_ms.map_or("–".into(), |v| format!("{v:.0}")),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    if !r.notes.is_empty() {
+        out.push(Section {
+            title: "Assumptions".into(),
+            note: None,
+            headers: vec!["NOTE"],
+            right: vec![],
+            rows: r.notes.iter().map(|n| vec![n.clone()]).collect(),
+        });
+    }
+    out
+}
+
+/// Render a serving simulation (`table`, `json`, `markdown`, `html`).
+#[must_use]
+pub fn serve(r: &gpuwise_sim::serving::ServeReport, format: Format) -> String {
+    match format {
+        Format::Json => crate::json::pretty(r),
+        Format::Html => serve_html(r),
+        _ => crate::section::render_text(
+            "Serving simulation",
+            &serve_sections(r),
+            format,
+            &RenderOptions::default(),
+        ),
+    }
+}
+
+fn serve_html(r: &gpuwise_sim::serving::ServeReport) -> String {
+    let o = &r.outcome;
+    let headline = format!(
+        "{}: {} for {} requests ({:.2} GPU-hours){}",
+        describe(&o.config),
+        usd(o.cost_usd),
+        o.requests,
+        o.gpu_hours,
+        o.slo_attainment.map_or(String::new(), |a| format!(
+            ", {:.2} % within the SLO",
+            a * 100.0
+        ))
+    );
+    let mut charts = vec![crate::svg::curve(
+        &o.timeline
+            .iter()
+            .map(|p| (p.t_s, f64::from(p.replicas)))
+            .collect::<Vec<_>>(),
+        None,
+        false,
+        ("Replicas over time", "seconds", "replicas"),
+    )];
+    if let Some(front) = &r.front {
+        let points: Vec<(f64, f64)> = front
+            .iter()
+            .filter_map(|c| c.e2e_p99_ms.map(|l| (c.cost_usd, l)))
+            .collect();
+        charts.push(crate::svg::curve(
+            &points,
+            Some(o.cost_usd),
+            false,
+            (
+                "Cost against p99 end-to-end latency (the front)",
+                "cost, USD",
+                "p99 ms",
+            ),
+        ));
+    }
+    crate::html::page(
+        "Serving simulation",
+        &format!("{} · {} · schema {}", r.model, r.trace.name, r.schema),
+        &headline,
+        &charts,
+        &serve_sections(r),
+    )
+}

@@ -12,10 +12,15 @@
 //!   (`gpuwise.commit/v1`); the advice's `commit_baseline` sizes with it.
 //! - [`study`]: traces × policies × starts, per trace and pooled, and the checkpoint interval
 //!   (Young/Daly against a sweep on the traces).
+//! - [`traffic`]: inference request traces (Azure 2023, Mooncake, generic, ServeGen rates).
+//! - [`serving`]: requests replayed on replicas with batching and autoscaling
+//!   (`gpuwise.serve/v1`), and the sweep for the cheapest configuration meeting an SLO.
 
 pub mod commit;
 pub mod montecarlo;
 pub mod omniscient;
+pub mod serving;
 pub mod spot;
 pub mod study;
 pub mod trace;
+pub mod traffic;

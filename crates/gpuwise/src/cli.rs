@@ -137,6 +137,129 @@ pub(crate) enum SimulateCommand {
     /// How many GPUs to commit to (1 or 3 years) from the fleet's hourly busy GPUs.
     #[command(after_help = COMMIT_EXAMPLES)]
     Commit(Box<CommitArgs>),
+    /// Replay inference traffic: GPUs, replicas, batching and autoscaling for a latency target.
+    #[command(after_help = SERVE_SIM_EXAMPLES)]
+    Serve(Box<ServeSimArgs>),
+}
+
+const SERVE_SIM_EXAMPLES: &str = "Examples:
+  gpuwise simulate serve --trace AzureLLMInferenceTrace_conv.csv --model llama-3-8b --gpu H100-SXM5-80GB --replicas 2
+  gpuwise simulate serve --trace conv.csv --model llama-3-8b --gpu L4 --autoscale 'target=0.7,min=0,max=16,cooldown=5m,startup=90s'
+  gpuwise simulate serve --trace conv.csv --model llama-3-70b --tp 4 --gpu H100-SXM5-80GB,A100-SXM4-80GB \\
+      --replicas 1,2,4 --max-batch 32,128 --slo-ttft-ms 2000 --slo-tpot-ms 100 --sweep --format html -o serve.html
+  gpuwise simulate serve --rates chunk-1-trace.csv --lengths-from conv.csv --seed 7 --model llama-3-8b --gpu A10G
+
+Traces: Azure 2023 (TIMESTAMP,ContextTokens,GeneratedTokens), Mooncake
+(timestamp_ms,input_length,output_length), or arrival_s,input_tokens,output_tokens; ServeGen
+rate windows with --rates. Step times are the planner's roofline (docs/planner.md) unless
+--profile gives measured ones. docs/simulate.md.";
+
+/// `gpuwise simulate serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeSimArgs {
+    /// Request trace (Azure 2023, Mooncake or arrival_s,input_tokens,output_tokens CSV).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "rates",
+        help_heading = "Traffic"
+    )]
+    pub trace: Option<PathBuf>,
+    /// ServeGen rate windows (window_start_s,rate,cv,…) to draw arrivals from, instead of a trace.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "trace",
+        requires = "lengths_from",
+        help_heading = "Traffic"
+    )]
+    pub rates: Option<PathBuf>,
+    /// A request trace whose token counts the --rates arrivals draw.
+    #[arg(long, value_name = "FILE", help_heading = "Traffic")]
+    pub lengths_from: Option<PathBuf>,
+    /// Seed of the --rates arrivals.
+    #[arg(long, default_value_t = 1, help_heading = "Traffic")]
+    pub seed: u64,
+    /// Model: a preset (`gpuwise plan models`).
+    #[arg(long, value_name = "NAME", help_heading = "Service")]
+    pub model: Option<String>,
+    /// Model from a Hugging Face config.json.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "model",
+        help_heading = "Service"
+    )]
+    pub hf_config: Option<PathBuf>,
+    /// Precision of the weights (bf16, fp8, int8, int4, …) [default: the planner's].
+    #[arg(long, help_heading = "Service")]
+    pub precision: Option<String>,
+    /// Tensor-parallel GPUs per replica.
+    #[arg(long, default_value_t = 1, help_heading = "Service")]
+    pub tp: u32,
+    /// GPU(s) from the catalog; a comma list is swept with --sweep.
+    #[arg(long, value_name = "NAME[,NAME…]", help_heading = "Service")]
+    pub gpu: String,
+    /// Price of one GPU-hour, USD [default: the catalog's, in --cloud/--region/--pricing].
+    #[arg(long, value_name = "USD", help_heading = "Service")]
+    pub price: Option<f64>,
+    /// Cloud of the catalog price.
+    #[arg(long, help_heading = "Service")]
+    pub cloud: Option<String>,
+    /// Region of the catalog price.
+    #[arg(long, help_heading = "Service")]
+    pub region: Option<String>,
+    /// Pricing model of the catalog price (on-demand, spot, 1y, 3y).
+    #[arg(long, help_heading = "Service")]
+    pub pricing: Option<String>,
+    /// Measured decode step times: CSV `batch,step_ms` (overrides the roofline's decode time).
+    #[arg(long, value_name = "FILE", help_heading = "Service")]
+    pub profile: Option<PathBuf>,
+    /// Replicas (a comma list is swept) [default: 1].
+    #[arg(
+        long,
+        value_name = "N[,N…]",
+        conflicts_with = "autoscale",
+        help_heading = "Scaling"
+    )]
+    pub replicas: Option<String>,
+    /// Reactive autoscaling: target=0.7,min=0,max=16,cooldown=5m,startup=90s,interval=15s.
+    #[arg(long, value_name = "SETTINGS", help_heading = "Scaling")]
+    pub autoscale: Option<String>,
+    /// Sequences per batch, 1 = no batching (a comma list is swept) [default: 64].
+    #[arg(long, value_name = "N[,N…]", help_heading = "Batching")]
+    pub max_batch: Option<String>,
+    /// continuous (vLLM-style) or static.
+    #[arg(long, default_value = "continuous", help_heading = "Batching")]
+    pub batching: String,
+    /// Prompt tokens one iteration computes at most (continuous batching).
+    #[arg(long, default_value_t = 8192, help_heading = "Batching")]
+    pub token_budget: u32,
+    /// Longest a request waits for a static batch to fill.
+    #[arg(long, default_value = "200ms", help_heading = "Batching")]
+    pub batch_timeout: String,
+    /// Time-to-first-token objective, ms.
+    #[arg(long, value_name = "MS", help_heading = "Objective")]
+    pub slo_ttft_ms: Option<f64>,
+    /// Time-per-output-token objective, ms.
+    #[arg(long, value_name = "MS", help_heading = "Objective")]
+    pub slo_tpot_ms: Option<f64>,
+    /// Try every GPU × replicas (or autoscaling) × batch limit; choose the cheapest that meets
+    /// the SLO for ≥ 99 % of requests; show the cost–latency front.
+    #[arg(long, help_heading = "Objective")]
+    pub sweep: bool,
+    /// Output format: table, json, markdown, html.
+    #[arg(
+        long,
+        short = 'f',
+        env = "GPUWISE_FORMAT",
+        value_name = "FORMAT",
+        help_heading = "Output"
+    )]
+    pub format: Option<String>,
+    /// Write to FILE (whole or not at all) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
+    pub output: Option<PathBuf>,
 }
 
 const COMMIT_EXAMPLES: &str = "Examples:

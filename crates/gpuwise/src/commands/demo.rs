@@ -120,28 +120,28 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         json.display(),
         args.out.join("truth.json").display()
     ));
-    printer::info(&format!(
-        "Run it yourself: {} report {} --prices {} --teams {} --group-by team",
-        printer::me(),
-        data.display(),
-        args.out.join("prices.toml").display(),
-        args.out.join("teams.toml").display()
-    ));
-    printer::info(&format!(
-        "Who spent what: {} allocate {} --prices {} --teams {} --mode chargeback",
-        printer::me(),
-        data.display(),
-        args.out.join("prices.toml").display(),
-        args.out.join("teams.toml").display()
-    ));
-    printer::info(&format!(
-        "Live dashboard: {} serve {} --prices {} --teams {}   (http://127.0.0.1:8080/)",
-        printer::me(),
-        data.display(),
-        args.out.join("prices.toml").display(),
-        args.out.join("teams.toml").display()
-    ));
+    next_steps(&data, &args.out);
     Ok(ExitCode::SUCCESS)
+}
+
+/// What to run next on the demo's data: the report, the allocation, the live dashboard.
+fn next_steps(data: &std::path::Path, out: &std::path::Path) {
+    let files = format!(
+        "{} --prices {} --teams {}",
+        data.display(),
+        out.join("prices.toml").display(),
+        out.join("teams.toml").display()
+    );
+    let me = printer::me();
+    printer::info(&format!(
+        "Run it yourself: {me} report {files} --group-by team"
+    ));
+    printer::info(&format!(
+        "Who spent what: {me} allocate {files} --mode chargeback"
+    ));
+    printer::info(&format!(
+        "Live dashboard: {me} serve {files}   (http://127.0.0.1:8080/)"
+    ));
 }
 
 /// The as-of dates of the catalog prices the demo's devices used.

@@ -17,6 +17,7 @@ mod record;
 mod report;
 mod serve;
 mod simulate;
+mod simulate_serve;
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {

@@ -18,6 +18,7 @@ pub(crate) fn run(cmd: &SimulateCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         SimulateCommand::Spot(args) => spot(args),
         SimulateCommand::Commit(args) => commit(args),
+        SimulateCommand::Serve(args) => super::simulate_serve::run(args),
     }
 }
 
@@ -87,7 +88,10 @@ fn prices(args: &SpotArgs) -> anyhow::Result<Option<Prices>> {
 
 /// The one GPU a typed name means (`V100` → `V100-SXM2-16GB` when that is the only one), or an
 /// error listing the candidates.
-fn one_gpu<'c>(catalog: &'c Catalog, typed: &str) -> anyhow::Result<&'c gpuwise_catalog::GpuSpec> {
+pub(crate) fn one_gpu<'c>(
+    catalog: &'c Catalog,
+    typed: &str,
+) -> anyhow::Result<&'c gpuwise_catalog::GpuSpec> {
     if let Some(g) = catalog.resolve(typed) {
         return Ok(g);
     }

@@ -1,0 +1,425 @@
+//! `gpuwise simulate serve`: a request trace → the planner's step costs for the model on each
+//! GPU → the serving simulation of each configuration (or the sweep) → rendered.
+
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail};
+use gpuwise_catalog::{Catalog, Pricing};
+use gpuwise_plan::perf::{self, Constants};
+use gpuwise_plan::{Hardware, Model, Setup, Workload};
+use gpuwise_render::Format;
+use gpuwise_sim::serving::{
+    self, Batching, Config, Scaling, ServeReport, Slo, StepModel, TraceInfo,
+};
+use gpuwise_sim::traffic::{self, Request, Traffic};
+
+use crate::cli::ServeSimArgs;
+use crate::output::emit;
+use crate::{duration, printer};
+
+/// Share of requests that must meet the SLO for a sweep to choose a configuration.
+const ATTAINMENT: f64 = 0.99;
+
+fn read_text(path: &std::path::Path) -> anyhow::Result<String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut gpuwise_sources::input::open(&gpuwise_sources::Input {
+            path: Some(path.to_path_buf()),
+            name: path.display().to_string(),
+            found_in_dir: false,
+        })?,
+        &mut text,
+    )?;
+    Ok(text)
+}
+
+/// The trace, or arrivals drawn from rate windows; skips and reordering said on stderr.
+fn traffic_of(a: &ServeSimArgs) -> anyhow::Result<(Traffic, String)> {
+    let (t, name) = match (&a.trace, &a.rates) {
+        (Some(p), _) => (
+            traffic::parse(&read_text(p)?, &p.display().to_string())?,
+            p.display().to_string(),
+        ),
+        (None, Some(r)) => {
+            let l = a
+                .lengths_from
+                .as_ref()
+                .ok_or_else(|| anyhow!("--rates needs --lengths-from TRACE"))?;
+            let lengths = traffic::parse(&read_text(l)?, &l.display().to_string())?;
+            (
+                traffic::from_rates(
+                    &read_text(r)?,
+                    &r.display().to_string(),
+                    &lengths.requests,
+                    a.seed,
+                )?,
+                r.display().to_string(),
+            )
+        }
+        (None, None) => bail!("give --trace FILE, or --rates FILE with --lengths-from TRACE"),
+    };
+    for (why, n) in &t.skipped {
+        printer::warn(&format!("{name}: {n} row(s) skipped: {why}"));
+    }
+    if t.out_of_order > 0 {
+        printer::warn(&format!(
+            "{name}: {} row(s) arrived before the row above them: sorted by arrival",
+            t.out_of_order
+        ));
+    }
+    Ok((t, name))
+}
+
+fn list<T: std::str::FromStr>(
+    flag: &str,
+    v: Option<&str>,
+    default: &str,
+) -> anyhow::Result<Vec<T>> {
+    v.unwrap_or(default)
+        .split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<T>()
+                .map_err(|_| anyhow!("--{flag}: `{x}` is not a number"))
+        })
+        .collect()
+}
+
+fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
+    #[allow(clippy::cast_precision_loss)]
+    Ok(duration::parse_ms(v).map_err(|e| anyhow!("--{flag}: {e}"))? as f64 / 1000.0)
+}
+
+/// `--autoscale target=0.7,min=0,max=16,cooldown=5m,startup=90s,interval=15s`.
+fn autoscale(v: &str) -> anyhow::Result<Scaling> {
+    let (mut target, mut min, mut max) = (0.7, 1u32, 8u32);
+    let (mut cooldown, mut startup, mut interval) = (300.0, 90.0, 15.0);
+    for kv in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, val) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--autoscale: `{kv}` is not key=value"))?;
+        let num = || {
+            val.parse::<f64>()
+                .map_err(|_| anyhow!("--autoscale: {k}=`{val}` is not a number"))
+        };
+        let count = || {
+            val.parse::<u32>()
+                .map_err(|_| anyhow!("--autoscale: {k}=`{val}` is not a count"))
+        };
+        match k {
+            "target" => target = num()?,
+            "min" => min = count()?,
+            "max" => max = count()?,
+            "cooldown" => cooldown = seconds("autoscale cooldown", val)?,
+            "startup" => startup = seconds("autoscale startup", val)?,
+            "interval" => interval = seconds("autoscale interval", val)?,
+            other => bail!(
+                "--autoscale: unknown key `{other}` (target, min, max, cooldown, startup, interval)"
+            ),
+        }
+    }
+    anyhow::ensure!(
+        target > 0.0 && target <= 1.0,
+        "--autoscale: target must be within (0, 1], got {target}"
+    );
+    anyhow::ensure!(
+        max >= 1 && min <= max,
+        "--autoscale: need min ≤ max and max ≥ 1"
+    );
+    anyhow::ensure!(interval > 0.0, "--autoscale: interval must be above zero");
+    Ok(Scaling::Autoscale {
+        target,
+        min,
+        max,
+        cooldown_s: cooldown,
+        startup_s: startup,
+        interval_s: interval,
+    })
+}
+
+/// `--profile`: CSV `batch,step_ms`, sorted by batch.
+fn profile(path: &std::path::Path) -> anyhow::Result<Vec<(u32, f64)>> {
+    let text = read_text(path)?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut f = line.split(',').map(str::trim);
+        let (b, ms) = (f.next(), f.next());
+        match (
+            b.and_then(|b| b.parse::<u32>().ok()),
+            ms.and_then(|m| m.parse::<f64>().ok()),
+        ) {
+            (Some(b), Some(ms)) if b > 0 && ms > 0.0 => out.push((b, ms / 1e3)),
+            _ => bail!(
+                "{}:{}: expected `batch,step_ms` with a batch ≥ 1 and a time above zero",
+                path.display(),
+                i + 1
+            ),
+        }
+    }
+    anyhow::ensure!(
+        !out.is_empty(),
+        "{}: no `batch,step_ms` rows",
+        path.display()
+    );
+    out.sort_by_key(|r| r.0);
+    Ok(out)
+}
+
+fn model_of(a: &ServeSimArgs) -> anyhow::Result<Model> {
+    Ok(match (&a.model, &a.hf_config) {
+        (Some(m), _) => Model::preset(m)?,
+        (None, Some(p)) => {
+            Model::from_hf_config(&fs_err::read_to_string(p)?, &p.display().to_string())?
+        }
+        (None, None) => bail!(
+            "name a model: --model NAME (see `{} plan models`) or --hf-config config.json",
+            printer::me()
+        ),
+    })
+}
+
+/// The serving setup the planner costs: the trace's mean prompt and output, the largest batch.
+fn setup(a: &ServeSimArgs, m: &Model, reqs: &[Request], max_batch: u32) -> anyhow::Result<Setup> {
+    let n = reqs.len().max(1) as f64;
+    let mean = |f: fn(&Request) -> u32| reqs.iter().map(|r| f64::from(f(r))).sum::<f64>() / n;
+    let mut w = Workload::default();
+    let prompt = mean(|r| r.input).round().max(1.0);
+    let output = mean(|r| r.output).round().max(1.0);
+    for (k, v) in [
+        ("mode", "infer".to_owned()),
+        ("batch", max_batch.to_string()),
+        ("prompt", format!("{prompt}")),
+        ("output", format!("{output}")),
+        ("tp", a.tp.max(1).to_string()),
+    ]
+    .into_iter()
+    .chain(a.precision.clone().map(|p| ("precision", p)))
+    {
+        w.set(k, &v).map_err(|e| anyhow!("{k}={v}: {e}"))?;
+    }
+    Ok(Setup::new(m, &w))
+}
+
+/// One GPU's step model and price.
+fn gpu_model(
+    a: &ServeSimArgs,
+    catalog: &Catalog,
+    name: &str,
+    m: &Model,
+    s: &Setup,
+    max_batch: u32,
+    measured: &[(u32, f64)],
+) -> anyhow::Result<(StepModel, String, f64)> {
+    let spec = super::simulate::one_gpu(catalog, name)?;
+    let hw = Hardware::from_spec(spec);
+    let c = perf::step_costs(m, s, &hw, &Constants::default(), max_batch)
+        .map_err(|e| anyhow!("{} on {}: {e}", m.name, spec.name))?;
+    anyhow::ensure!(
+        c.kv_capacity_tokens >= 1.0,
+        "{} does not fit {} × {} at {}: the weights and workspaces take more than its {:.0} GB (try --tp, a smaller --precision or a larger GPU)",
+        m.name,
+        s.tp,
+        spec.name,
+        s.precision.name(),
+        hw.memory_bytes / 1e9
+    );
+    let price = match a.price {
+        Some(p) => p,
+        None => {
+            let pricing = match &a.pricing {
+                Some(p) => Pricing::parse(p).map_err(|e| anyhow!("--pricing: {e}"))?,
+                None => Pricing::OnDemand,
+            };
+            catalog
+                .gpu_hour_price(&gpuwise_catalog::PriceQuery {
+                    gpu: &spec.name,
+                    cloud: a.cloud.as_deref(),
+                    region: a.region.as_deref(),
+                    pricing,
+                })
+                .ok_or_else(|| {
+                    anyhow!(
+                        "the catalog has no price for {}: give --price USD",
+                        spec.name
+                    )
+                })?
+                .usd_per_gpu_hour
+        }
+    };
+    let model = StepModel {
+        compute_flops_s: c.compute_flops_s,
+        bandwidth_bytes_s: c.bandwidth_bytes_s,
+        matmul_flops_per_token: c.matmul_flops_per_token,
+        attention_flops_per_context_token: c.attention_flops_per_context_token,
+        weight_bytes_by_batch: c.weight_bytes_by_batch,
+        kv_bytes_per_token: c.kv_bytes_per_token,
+        comm_s_per_token: c.comm_s_per_token,
+        comm_s_per_step: c.comm_s_per_step,
+        pipeline_stages: c.pipeline_stages,
+        kv_capacity_tokens: c.kv_capacity_tokens,
+        gpus: c.gpus,
+        measured_decode_s: measured.to_vec(),
+    };
+    Ok((model, spec.name.clone(), price))
+}
+
+/// A replica's step model and a configuration to run on it.
+type Candidate = (StepModel, Config);
+
+/// Every configuration the flags name: GPUs × scaling × batch limits.
+fn configs(
+    a: &ServeSimArgs,
+    reqs: &[Request],
+    m: &Model,
+) -> anyhow::Result<(Vec<Candidate>, Vec<String>)> {
+    let batches: Vec<u32> = list("max-batch", a.max_batch.as_deref(), "64")?;
+    anyhow::ensure!(batches.iter().all(|b| *b >= 1), "--max-batch: at least 1");
+    let largest = batches.iter().copied().max().unwrap_or(1);
+    let scalings: Vec<Scaling> = match &a.autoscale {
+        Some(v) => vec![autoscale(v)?],
+        None => list::<u32>("replicas", a.replicas.as_deref(), "1")?
+            .into_iter()
+            .map(|r| {
+                anyhow::ensure!(r >= 1, "--replicas: at least 1 (or --autoscale with min=0)");
+                Ok(Scaling::Fixed { replicas: r })
+            })
+            .collect::<anyhow::Result<_>>()?,
+    };
+    let measured = match &a.profile {
+        Some(p) => profile(p)?,
+        None => Vec::new(),
+    };
+    let s = setup(a, m, reqs, largest)?;
+    let catalog = Catalog::builtin();
+    let timeout_s = seconds("batch-timeout", &a.batch_timeout)?;
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    for gpu in a.gpu.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+        let (model, name, price) = gpu_model(a, &catalog, gpu, m, &s, largest, &measured)?;
+        notes.push(format!(
+            "{name}: a replica is {} GPU(s) at ${price:.4}/GPU-hour; its KV cache holds {:.0} tokens beside the weights",
+            model.gpus, model.kv_capacity_tokens
+        ));
+        for scaling in &scalings {
+            for &b in &batches {
+                let batching = match a.batching.as_str() {
+                    "continuous" => Batching::Continuous {
+                        max_batch: b,
+                        token_budget: a.token_budget.max(1),
+                    },
+                    "static" => Batching::Static {
+                        max_batch: b,
+                        timeout_s,
+                    },
+                    other => bail!("--batching `{other}` is not continuous or static"),
+                };
+                out.push((
+                    model.clone(),
+                    Config {
+                        gpu: name.clone(),
+                        usd_per_gpu_hour: price,
+                        batching,
+                        scaling: *scaling,
+                    },
+                ));
+            }
+        }
+    }
+    anyhow::ensure!(!out.is_empty(), "--gpu: name at least one GPU");
+    Ok((out, notes))
+}
+
+pub(crate) fn run(a: &ServeSimArgs) -> anyhow::Result<ExitCode> {
+    let format =
+        crate::config::output_format(a.format.as_deref(), &crate::config::Config::default())?;
+    anyhow::ensure!(
+        format != Format::Csv,
+        "--format: simulate serve prints table, json, markdown or html"
+    );
+    let (t, name) = traffic_of(a)?;
+    let m = model_of(a)?;
+    let (configs, mut notes) = configs(a, &t.requests, &m)?;
+    let slo = Slo {
+        ttft_ms: a.slo_ttft_ms,
+        tpot_ms: a.slo_tpot_ms,
+    };
+    notes.push(format!(
+        "step times: the planner's roofline for {} (docs/planner.md){}; requests wait in one queue, first come first served",
+        m.name,
+        if a.profile.is_some() {
+            ", decode steps from the measured --profile"
+        } else {
+            ""
+        }
+    ));
+    let trace = TraceInfo {
+        name,
+        format: t.format,
+        skipped: t.skipped.clone(),
+        out_of_order: t.out_of_order,
+    };
+    let (outcome, front, candidates, slo_met) = if a.sweep {
+        anyhow::ensure!(
+            slo.ttft_ms.is_some() || slo.tpot_ms.is_some(),
+            "--sweep chooses the cheapest configuration that meets an SLO: give --slo-ttft-ms and/or --slo-tpot-ms"
+        );
+        let threads = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        let sw = serving::sweep(&t.requests, &configs, slo, ATTAINMENT, threads);
+        let met = sw.chosen.is_some();
+        let pick = match sw.chosen {
+            Some(o) => o,
+            None => {
+                // None meets it: show the one that comes closest.
+                let best = sw
+                    .candidates
+                    .iter()
+                    .max_by(|x, y| {
+                        x.slo_attainment
+                            .unwrap_or(0.0)
+                            .total_cmp(&y.slo_attainment.unwrap_or(0.0))
+                    })
+                    .ok_or_else(|| anyhow!("nothing to sweep"))?;
+                let i = configs
+                    .iter()
+                    .position(|(_, c)| *c == best.config)
+                    .ok_or_else(|| anyhow!("the sweep lost a configuration"))?;
+                serving::simulate(&t.requests, &configs[i].0, &configs[i].1, slo)
+            }
+        };
+        (pick, Some(sw.front), Some(sw.candidates), Some(met))
+    } else {
+        anyhow::ensure!(
+            configs.len() == 1,
+            "{} configurations named: give --sweep to try them all, or one GPU, one replica count and one --max-batch",
+            configs.len()
+        );
+        let (sm, c) = &configs[0];
+        (serving::simulate(&t.requests, sm, c, slo), None, None, None)
+    };
+    let report = ServeReport {
+        schema: serving::SCHEMA,
+        model: m.name.clone(),
+        trace,
+        outcome,
+        slo,
+        slo_met,
+        front,
+        candidates,
+        notes,
+    };
+    emit(
+        &gpuwise_render::sim::serve(&report, format),
+        a.output.as_ref(),
+    )?;
+    if slo_met == Some(false) {
+        printer::warn(&format!(
+            "no configuration meets the SLO for {:.0} % of requests: the closest is shown",
+            ATTAINMENT * 100.0
+        ));
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
