@@ -19,3 +19,4 @@ mod prometheus;
 mod real_data;
 mod serve;
 mod simulate;
+mod simulate_serve;

@@ -1,0 +1,383 @@
+//! `gpuwise simulate serve` on the real traces (Azure 2023, Mooncake, ServeGen rates), one
+//! request against the planner's own figures, the sweep's choice and front, autoscaling to
+//! zero, and bad input. (The engine's queueing checks, M/D/1 and M/D/c, are
+//! `gpuwise-sim`'s own tests.)
+
+use std::path::Path;
+
+use crate::common::{run, shared};
+
+fn serve_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["simulate", "serve"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json"]);
+    let o = run(&all);
+    assert_eq!(o.code, 0, "{all:?}: {}", o.stderr);
+    serde_json::from_str(&o.stdout).expect("serve JSON")
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is a number"))
+}
+
+/// GPU-hours are the timeline's integral × GPUs per replica; cost is GPU-hours × the price;
+/// every request is served or dropped; percentiles are in order; the bounds hold.
+fn invariants(r: &serde_json::Value) {
+    assert_eq!(r["schema"], "gpuwise.serve/v1");
+    let t = r["timeline"].as_array().expect("timeline");
+    let integral: f64 = t
+        .windows(2)
+        .map(|w| f(&w[0]["replicas"]) * (f(&w[1]["t_s"]) - f(&w[0]["t_s"])))
+        .sum::<f64>()
+        * f(&r["gpus_per_replica"])
+        / 3600.0;
+    assert!((f(&r["gpu_hours"]) - integral).abs() < 1e-9 * integral.max(1.0));
+    let price = f(&r["config"]["usd_per_gpu_hour"]);
+    assert!((f(&r["cost_usd"]) - price * f(&r["gpu_hours"])).abs() < 1e-9);
+    assert_eq!(
+        r["served"].as_u64().expect("served") + r["dropped"].as_u64().expect("dropped"),
+        r["requests"].as_u64().expect("requests")
+    );
+    for k in ["ttft_ms", "tpot_ms", "e2e_ms"] {
+        let l = &r[k];
+        assert!(
+            f(&l["p50"]) <= f(&l["p95"]) && f(&l["p95"]) <= f(&l["p99"]),
+            "{k}: {l}"
+        );
+    }
+    let b = &r["bounds"];
+    assert!(f(&b["perfect_autoscaler_gpu_hours"]) <= f(&r["gpu_hours"]) + 1e-9);
+    assert!(f(&r["gpu_hours"]) <= f(&b["static_peak_gpu_hours"]) + 1e-9);
+}
+
+#[test]
+fn the_real_traces_replay() {
+    let Some(data) = shared() else { return };
+    let azure = data.join("inference/azure-llm-2023/AzureLLMInferenceTrace_conv.csv");
+    let azure = azure.display().to_string();
+    let r = serve_json(&[
+        "--trace",
+        &azure,
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "H100-SXM5-80GB",
+        "--replicas",
+        "1",
+        "--slo-ttft-ms",
+        "2000",
+        "--slo-tpot-ms",
+        "100",
+    ]);
+    invariants(&r);
+    // The trace's own totals, counted here from the CSV.
+    let text = std::fs::read_to_string(&azure).expect("trace");
+    let (mut n, mut input, mut output) = (0u64, 0u64, 0u64);
+    for line in text.lines().skip(1).filter(|l| !l.is_empty()) {
+        let v: Vec<&str> = line.split(',').collect();
+        n += 1;
+        input += v[1].trim().parse::<u64>().expect("input");
+        output += v[2].trim().parse::<u64>().expect("output");
+    }
+    assert_eq!(r["requests"], n);
+    assert_eq!(r["requests"], 19_366);
+    assert_eq!(r["input_tokens"], input);
+    assert_eq!(r["output_tokens"], output);
+    assert_eq!(r["trace"]["format"], "azure");
+    assert!(f(&r["duration_s"]) >= 3_502.0);
+    assert!(f(&r["slo_attainment"]) > 0.9);
+    // Mooncake's long prompts, and ServeGen rate windows with Azure's token counts.
+    let moon = data.join("inference/mooncake-fast25/conversation_trace.csv");
+    let m = serve_json(&[
+        "--trace",
+        &moon.display().to_string(),
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "H100-SXM5-80GB",
+        "--replicas",
+        "4",
+    ]);
+    invariants(&m);
+    assert_eq!(m["requests"], 12_031);
+    assert_eq!(m["trace"]["format"], "mooncake");
+    let rates = data.join("inference/servegen/servegen_m-small_rate_10min.csv");
+    if rates.is_file() {
+        let head: String = std::fs::read_to_string(&rates)
+            .expect("rates")
+            .lines()
+            .take(7)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let part = dir.path().join("rates.csv");
+        std::fs::write(&part, head).expect("rates part");
+        let g = serve_json(&[
+            "--rates",
+            &part.display().to_string(),
+            "--lengths-from",
+            &azure,
+            "--seed",
+            "3",
+            "--model",
+            "llama-3-8b",
+            "--gpu",
+            "H100-SXM5-80GB",
+        ]);
+        assert_eq!(g["trace"]["format"], "servegen");
+        assert!(g["requests"].as_u64().expect("requests") > 0);
+        invariants(&g);
+    }
+}
+
+#[test]
+fn one_request_costs_what_the_planner_says() {
+    // One request alone at batch 1: its time to first token is the planner's prefill and its
+    // time per output token the planner's decode step at the mean context.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("one.csv");
+    std::fs::write(&trace, "arrival_s,input_tokens,output_tokens\n0,1024,257\n").expect("trace");
+    let r = serve_json(&[
+        "--trace",
+        &trace.display().to_string(),
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "H100-SXM5-80GB",
+        "--max-batch",
+        "1",
+    ]);
+    let m = gpuwise_plan::Model::preset("llama-3-8b").expect("model");
+    let mut w = gpuwise_plan::Workload::default();
+    for (k, v) in [
+        ("mode", "infer"),
+        ("batch", "1"),
+        ("prompt", "1024"),
+        ("output", "256"),
+    ] {
+        w.set(k, v).expect("workload");
+    }
+    let s = gpuwise_plan::Setup::new(&m, &w);
+    let catalog = gpuwise_catalog::Catalog::builtin();
+    let hw = gpuwise_plan::Hardware::from_spec(catalog.resolve("H100-SXM5-80GB").expect("gpu"));
+    let p = gpuwise_plan::perf::infer(&m, &s, &hw, &gpuwise_plan::perf::Constants::default())
+        .expect("infer");
+    let ttft = f(&r["ttft_ms"]["mean"]);
+    let tpot = f(&r["tpot_ms"]["mean"]);
+    assert!(
+        (ttft / p.ttft_ms - 1.0).abs() < 1e-6,
+        "TTFT {ttft} vs {}",
+        p.ttft_ms
+    );
+    assert!(
+        (tpot / p.tpot_ms - 1.0).abs() < 1e-3,
+        "TPOT {tpot} vs {}",
+        p.tpot_ms
+    );
+}
+
+/// A generic trace: `n` requests at `rate` per second (evenly spaced), `input`/`output` tokens.
+fn steady(dir: &Path, n: usize, rate: f64, input: u32, output: u32) -> String {
+    let mut s = String::from("arrival_s,input_tokens,output_tokens\n");
+    for i in 0..n {
+        s.push_str(&format!("{},{input},{output}\n", i as f64 / rate));
+    }
+    let p = dir.join(format!("steady-{n}-{rate}.csv"));
+    std::fs::write(&p, s).expect("trace");
+    p.display().to_string()
+}
+
+#[test]
+fn the_sweep_picks_the_cheapest_that_meets_the_slo() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = steady(dir.path(), 600, 4.0, 800, 150);
+    let args = [
+        "--trace",
+        &trace,
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "H100-SXM5-80GB,L4",
+        "--replicas",
+        "1,2,4",
+        "--max-batch",
+        "4,32",
+        "--slo-ttft-ms",
+        "1500",
+        "--slo-tpot-ms",
+        "80",
+        "--sweep",
+    ];
+    let r = serve_json(&args);
+    invariants(&r);
+    assert_eq!(r["slo_met"], true);
+    let chosen_cost = f(&r["cost_usd"]);
+    assert!(f(&r["slo_attainment"]) >= 0.99);
+    let candidates = r["candidates"].as_array().expect("candidates");
+    assert_eq!(candidates.len(), 12);
+    for c in candidates {
+        if c["slo_attainment"].as_f64().is_some_and(|a| a >= 0.99) {
+            assert!(
+                f(&c["cost_usd"]) >= chosen_cost - 1e-9,
+                "{c} is cheaper and meets the SLO"
+            );
+        }
+    }
+    let front = r["front"].as_array().expect("front");
+    assert!(!front.is_empty());
+    for w in front.windows(2) {
+        assert!(f(&w[1]["cost_usd"]) >= f(&w[0]["cost_usd"]));
+        assert!(f(&w[1]["e2e_p99_ms"]) < f(&w[0]["e2e_p99_ms"]));
+    }
+    // An SLO nothing meets: the closest is shown, and the exit status says so.
+    let mut impossible: Vec<&str> = args.to_vec();
+    impossible[11] = "1";
+    let mut all = vec!["simulate", "serve"];
+    all.extend(impossible);
+    let o = run(&all);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no configuration meets the SLO"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn autoscaling_to_zero_follows_the_bursts() {
+    // Two bursts an hour apart, from zero replicas: scaled to zero between them, the GPU-hours
+    // stay far below holding the peak all along, and the first request of each burst waits
+    // for a start.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = String::from("arrival_s,input_tokens,output_tokens\n");
+    for burst in [0.0, 3600.0] {
+        for i in 0..200 {
+            s.push_str(&format!("{},500,100\n", burst + f64::from(i) * 0.5));
+        }
+    }
+    let trace = dir.path().join("bursts.csv");
+    std::fs::write(&trace, s).expect("trace");
+    let r = serve_json(&[
+        "--trace",
+        &trace.display().to_string(),
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "L4",
+        "--autoscale",
+        "target=0.5,min=0,max=6,cooldown=60s,startup=30s,interval=10s",
+        "--max-batch",
+        "8",
+    ]);
+    invariants(&r);
+    let t = r["timeline"].as_array().expect("timeline");
+    // The first request (at 0 s) starts the first replica.
+    assert_eq!(t[0]["replicas"], 1);
+    assert!(
+        t.iter().any(|p| p["replicas"] == 0 && f(&p["t_s"]) > 0.0),
+        "back to zero between bursts"
+    );
+    assert!(f(&r["gpu_hours"]) < 0.5 * f(&r["bounds"]["static_peak_gpu_hours"]));
+    assert!(
+        f(&r["ttft_ms"]["p99"]) >= 30_000.0,
+        "a cold start is waited for"
+    );
+    assert_eq!(r["served"], 400);
+}
+
+#[test]
+fn bad_input_is_counted_or_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("messy.csv");
+    std::fs::write(
+        &trace,
+        "arrival_s,input_tokens,output_tokens\n5,100,10\n1,100,10\n2,-4,10\n3,,10\n4,100,10\n",
+    )
+    .expect("trace");
+    let t = trace.display().to_string();
+    let o = run(&[
+        "simulate",
+        "serve",
+        "--trace",
+        &t,
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "H100-SXM5-80GB",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("sorted by arrival"), "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert_eq!(r["requests"], 3);
+    assert_eq!(r["trace"]["skipped"]["negative_tokens"], 1);
+    assert_eq!(r["trace"]["skipped"]["missing_tokens"], 1);
+    assert_eq!(r["trace"]["out_of_order"], 1);
+    for (args, says) in [
+        (
+            vec!["--model", "llama-3-70b", "--gpu", "L4"],
+            "does not fit",
+        ),
+        (
+            vec!["--model", "llama-3-8b", "--gpu", "H100-SXM5-80GB,L4"],
+            "--sweep",
+        ),
+        (
+            vec![
+                "--model",
+                "llama-3-8b",
+                "--gpu",
+                "L4",
+                "--replicas",
+                "1,2",
+                "--sweep",
+            ],
+            "SLO",
+        ),
+        (
+            vec![
+                "--model",
+                "llama-3-8b",
+                "--gpu",
+                "L4",
+                "--autoscale",
+                "target=2",
+            ],
+            "target",
+        ),
+        (
+            vec![
+                "--model",
+                "llama-3-8b",
+                "--gpu",
+                "L4",
+                "--autoscale",
+                "warm=3",
+            ],
+            "unknown key",
+        ),
+        (vec!["--model", "llama-3-8b", "--gpu", "NoSuchGPU"], "--gpu"),
+        (vec!["--gpu", "L4"], "name a model"),
+    ] {
+        let mut all = vec!["simulate", "serve", "--trace", t.as_str()];
+        all.extend(args);
+        let o = run(&all);
+        assert_eq!(o.code, 2, "{all:?}: {}", o.stderr);
+        assert!(o.stderr.contains(says), "{all:?}: {}", o.stderr);
+    }
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "when,who\n1,2\n").expect("empty");
+    let o = run(&[
+        "simulate",
+        "serve",
+        "--trace",
+        &empty.display().to_string(),
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "L4",
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("empty.csv"), "{}", o.stderr);
+}
