@@ -410,13 +410,36 @@ fn ms(
 
 fn describe(c: &gpuwise_sim::serving::Config) -> String {
     use gpuwise_sim::serving::{Batching, Scaling};
-    let scaling = match c.scaling {
+    let scaling = match &c.scaling {
         Scaling::Fixed { replicas } => format!("{replicas} replica(s)"),
         Scaling::Autoscale {
-            target, min, max, ..
-        } => {
-            format!("autoscale {min}–{max} at {:.0} %", target * 100.0)
-        }
+            target,
+            min,
+            max,
+            warm,
+            predict_period_s,
+            ..
+        } => format!(
+            "{} {min}–{max} at {:.0} %{}",
+            if predict_period_s.is_some() {
+                "predictive"
+            } else {
+                "autoscale"
+            },
+            target * 100.0,
+            if *warm > 0 {
+                format!(" + {warm} warm")
+            } else {
+                String::new()
+            }
+        ),
+        Scaling::Schedule {
+            replicas_by_hour, ..
+        } => format!(
+            "schedule of {}–{} replicas",
+            replicas_by_hour.iter().min().unwrap_or(&0),
+            replicas_by_hour.iter().max().unwrap_or(&0)
+        ),
     };
     let batching = match c.batching {
         Batching::Continuous { max_batch, .. } => format!("continuous ≤ {max_batch}"),

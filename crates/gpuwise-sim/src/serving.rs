@@ -167,7 +167,7 @@ impl Batching {
 }
 
 /// How many replicas run.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Scaling {
     /// Always this many.
@@ -189,6 +189,21 @@ pub enum Scaling {
         startup_s: f64,
         /// Time between two looks at the load, seconds.
         interval_s: f64,
+        /// Replicas kept ready beyond what the load asks for (a warm pool, billed).
+        warm: u32,
+        /// Predictive: also hold what the load was one period earlier (a day or a week), at
+        /// the time a replica started now would be ready.
+        predict_period_s: Option<f64>,
+    },
+    /// Replicas by hour of a period (a day or a week, counted from the trace's start), set
+    /// `startup` ahead of each hour; between, a request that finds no replica starts one.
+    Schedule {
+        /// The period, seconds.
+        period_s: f64,
+        /// Replicas for each hour of the period.
+        replicas_by_hour: Vec<u32>,
+        /// Time from starting a replica to its first request, seconds.
+        startup_s: f64,
     },
 }
 
@@ -340,6 +355,8 @@ struct Sim<'a> {
     busy_s: f64,
     timeline: Vec<Point>,
     last_scale: f64,
+    /// The load at each look (for the predictive policy).
+    history: Vec<(f64, usize)>,
 }
 
 impl Sim<'_> {
@@ -523,10 +540,14 @@ pub fn simulate(reqs: &[Request], model: &StepModel, cfg: &Config, slo: Slo) -> 
         busy_s: 0.0,
         timeline: Vec::new(),
         last_scale: f64::NEG_INFINITY,
+        history: Vec::new(),
     };
-    let initial = match cfg.scaling {
-        Scaling::Fixed { replicas } => replicas.max(1),
-        Scaling::Autoscale { min, .. } => min,
+    let initial = match &cfg.scaling {
+        Scaling::Fixed { replicas } => (*replicas).max(1),
+        Scaling::Autoscale { min, warm, max, .. } => (*min + *warm).min(*max),
+        Scaling::Schedule {
+            replicas_by_hour, ..
+        } => replicas_by_hour.first().copied().unwrap_or(0),
     };
     for _ in 0..initial {
         sim.start_replica(0.0, 0.0);
@@ -542,12 +563,13 @@ fn run(sim: &mut Sim<'_>) -> f64 {
     let reqs = sim.reqs;
     let mut next_arrival = 0usize;
     let mut now = 0.0f64;
-    let (interval, startup) = match sim.cfg.scaling {
+    let (interval, startup) = match &sim.cfg.scaling {
         Scaling::Autoscale {
             interval_s,
             startup_s,
             ..
-        } => (interval_s.max(1e-3), startup_s),
+        } => (interval_s.max(1e-3), *startup_s),
+        Scaling::Schedule { startup_s, .. } => (SCHEDULE_LOOK_S, *startup_s),
         Scaling::Fixed { .. } => (f64::INFINITY, 0.0),
     };
     let mut next_look = interval;
@@ -643,10 +665,17 @@ fn static_timeout(sim: &Sim<'_>) -> f64 {
     }
 }
 
+/// How often a schedule is looked at, seconds.
+const SCHEDULE_LOOK_S: f64 = 60.0;
+
 /// A request arrives to no replica (scaled to zero): start one now.
 fn cold_start(sim: &mut Sim<'_>, now: f64, startup: f64) {
-    if let Scaling::Autoscale { max, .. } = sim.cfg.scaling
-        && max > 0
+    let can = match &sim.cfg.scaling {
+        Scaling::Autoscale { max, .. } => *max > 0,
+        Scaling::Schedule { .. } => true,
+        Scaling::Fixed { .. } => false,
+    };
+    if can
         && sim
             .replicas
             .iter()
@@ -657,22 +686,56 @@ fn cold_start(sim: &mut Sim<'_>, now: f64, startup: f64) {
     }
 }
 
-/// Look at the load and start or stop replicas.
-fn autoscale(sim: &mut Sim<'_>, now: f64) {
-    let Scaling::Autoscale {
-        target,
-        min,
-        max,
-        cooldown_s,
-        startup_s,
-        ..
-    } = sim.cfg.scaling
-    else {
-        return;
-    };
+/// The replicas the policy wants at `now`, and the least time between two actions.
+fn wanted(sim: &mut Sim<'_>, now: f64) -> Option<(u32, f64, f64)> {
     let slots = sim.cfg.batching.max_batch() as f64;
     let load: usize = sim.queue.len() + sim.replicas.iter().map(|r| r.running.len()).sum::<usize>();
-    let want = ((load as f64 / (slots * target.clamp(0.01, 1.0))).ceil() as u32).clamp(min, max);
+    sim.history.push((now, load));
+    let per =
+        |load: usize, target: f64| (load as f64 / (slots * target.clamp(0.01, 1.0))).ceil() as u32;
+    match &sim.cfg.scaling {
+        Scaling::Fixed { .. } => None,
+        Scaling::Autoscale {
+            target,
+            min,
+            max,
+            cooldown_s,
+            startup_s,
+            warm,
+            predict_period_s,
+            ..
+        } => {
+            let mut want = per(load, *target);
+            if let Some(p) = predict_period_s {
+                // What the load was one period before the time a replica started now is ready.
+                let then = now + startup_s - p;
+                let i = sim.history.partition_point(|(t, _)| *t <= then);
+                if i > 0 {
+                    want = want.max(per(sim.history[i - 1].1, *target));
+                }
+            }
+            Some(((want + warm).clamp(*min, *max), *cooldown_s, *startup_s))
+        }
+        Scaling::Schedule {
+            period_s,
+            replicas_by_hour,
+            startup_s,
+        } => {
+            let at = |t: f64| {
+                let h = (t.rem_euclid(*period_s) / 3600.0) as usize;
+                replicas_by_hour.get(h).copied().unwrap_or(0)
+            };
+            // Ready for the coming hour, and not below the present one.
+            Some((at(now).max(at(now + startup_s)), 0.0, *startup_s))
+        }
+    }
+}
+
+/// Look at the load (or the schedule) and start or stop replicas.
+fn autoscale(sim: &mut Sim<'_>, now: f64) {
+    let Some((want, cooldown_s, startup_s)) = wanted(sim, now) else {
+        return;
+    };
     let have = sim
         .replicas
         .iter()
@@ -702,6 +765,24 @@ fn autoscale(sim: &mut Sim<'_>, now: f64) {
         };
     }
     sim.note(now);
+}
+
+/// A schedule from a run: for each hour of the period, the most replicas the run held in that
+/// hour (the schedule a team would set from this history).
+#[must_use]
+pub fn schedule_from(o: &Outcome, period_s: f64) -> Vec<u32> {
+    let hours = (period_s / 3600.0).ceil().max(1.0) as usize;
+    let mut out = vec![0u32; hours];
+    for w in o.timeline.windows(2) {
+        let (a, b) = (w[0].t_s, w[1].t_s);
+        let mut t = a;
+        while t < b {
+            let h = (t.rem_euclid(period_s) / 3600.0) as usize % hours;
+            out[h] = out[h].max(w[0].replicas);
+            t = ((t / 3600.0).floor() + 1.0) * 3600.0;
+        }
+    }
+    out
 }
 
 fn summarize(sim: &Sim<'_>, end: f64, slo: Slo) -> Outcome {
@@ -1034,6 +1115,8 @@ mod tests {
                 cooldown_s: 30.0,
                 startup_s: 20.0,
                 interval_s: 10.0,
+                warm: 0,
+                predict_period_s: None,
             },
             ..cfg(1, ONE)
         };

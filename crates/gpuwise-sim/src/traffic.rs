@@ -5,8 +5,10 @@
 //!   `YYYY-MM-DD HH:MM:SS.fffffff`, no zone; arrivals are seconds after the first request);
 //! - Mooncake (FAST'25): `timestamp_ms,input_length,output_length[,…]`;
 //! - generic: `arrival_s,input_tokens,output_tokens`;
-//! - ServeGen rate windows (no header): `window_start_s,rate,cv,distribution,param1,param2`,
-//!   turned into arrivals by [`from_rates`] with token counts drawn from a trace.
+//! - ServeGen rate windows: per client `window_start_s,rate,cv,distribution,param1,param2` (no
+//!   header), or a model's total `window_start_s,rate_rps_total,clients_active` (with its
+//!   header; arrivals Poisson), turned into arrivals by [`from_rates`] with token counts drawn
+//!   from a trace.
 //!
 //! A row with a missing or negative token count, or an unreadable time, is skipped and
 //! counted; arrivals out of order are sorted and the count of rows that were out of place is
@@ -190,17 +192,28 @@ fn normal(rng: &mut fastrand::Rng) -> f64 {
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
 }
 
-/// Arrivals from ServeGen rate windows: in each window, gaps between requests are Gamma with
-/// the window's mean rate and coefficient of variation (`cv` 1 is Poisson), seeded; each
-/// request's token counts are a pair drawn from `lengths` (a real trace), so the sizes keep
-/// their joint distribution. The fitted family in the file (Gamma or Weibull) is not used
-/// beyond its rate and cv: the note says so.
+/// The most requests a rate series may make (a 14-day series of a whole service at hundreds of
+/// requests a second is hundreds of millions: scale it).
+pub const MAX_REQUESTS: f64 = 20e6;
+
+/// Arrivals from ServeGen rate windows, each rate × `scale`: in each window, gaps between
+/// requests are Gamma with the window's mean rate and coefficient of variation (`cv` 1, and
+/// the totals' files, which have none, are Poisson), seeded; each request's token counts are
+/// a pair drawn from `lengths` (a real trace), so the sizes keep their joint distribution. The
+/// fitted family in a per-client file (Gamma or Weibull) is not used beyond its rate and cv.
 pub fn from_rates(
     text: &str,
     origin: &str,
     lengths: &[Request],
     seed: u64,
+    scale: f64,
 ) -> Result<Traffic, TrafficError> {
+    if !(scale > 0.0 && scale.is_finite()) {
+        return Err(bad(
+            origin,
+            format!("the rate scale must be above zero, got {scale}"),
+        ));
+    }
     if lengths.is_empty() {
         return Err(bad(
             origin,
@@ -213,12 +226,28 @@ pub fn from_rates(
         format: "servegen",
         ..Traffic::default()
     };
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty()).peekable();
+    // A header (the totals' files have one) says whether the third column is a cv.
+    let mut has_cv = true;
+    if let Some(first) = lines.peek()
+        && first
+            .split(',')
+            .next()
+            .is_some_and(|c| c.trim().parse::<f64>().is_err())
+    {
+        has_cv = first
+            .to_ascii_lowercase()
+            .split(',')
+            .any(|c| c.trim() == "cv");
+        lines.next();
+    }
+    for line in lines {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
         let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok());
-        match (num(0), num(1), num(2)) {
-            (Some(start), Some(rate), cv) if rate >= 0.0 && start.is_finite() => {
-                windows.push((start, rate, cv.filter(|c| *c > 0.0).unwrap_or(1.0)));
+        match (num(0), num(1)) {
+            (Some(start), Some(rate)) if rate >= 0.0 && start.is_finite() => {
+                let cv = if has_cv { num(2) } else { None };
+                windows.push((start, rate * scale, cv.filter(|c| *c > 0.0).unwrap_or(1.0)));
             }
             _ => *out.skipped.entry("bad_window".into()).or_default() += 1,
         }
@@ -227,6 +256,20 @@ pub fn from_rates(
         return Err(bad(origin, "no `window_start_s,rate,cv,…` rows"));
     }
     windows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let expected: f64 = windows
+        .iter()
+        .enumerate()
+        .map(|(i, w)| w.1 * (windows.get(i + 1).map_or(600.0, |n| n.0 - w.0)))
+        .sum();
+    if expected > MAX_REQUESTS {
+        return Err(bad(
+            origin,
+            format!(
+                "these rates make about {expected:.3e} requests, more than {MAX_REQUESTS:.0e}: scale them (--rate-scale {:.2e})",
+                MAX_REQUESTS / expected / 2.0
+            ),
+        ));
+    }
     let mut raw = Vec::new();
     for (i, &(start, rate, cv)) in windows.iter().enumerate() {
         let end = windows.get(i + 1).map_or(start + 600.0, |w| w.0);
@@ -292,7 +335,7 @@ mod tests {
             let text: String = (0..10)
                 .map(|i| format!("{},2.0,{cv},Gamma,1,1\n", i * 600))
                 .collect();
-            let t = from_rates(&text, "r.csv", &lengths, 7).expect("rates");
+            let t = from_rates(&text, "r.csv", &lengths, 7, 1.0).expect("rates");
             let n = t.requests.len() as f64;
             assert!((n / 6000.0 - 2.0).abs() < 0.1, "rate {}", n / 6000.0);
             let gaps: Vec<f64> = t
@@ -305,5 +348,11 @@ mod tests {
             let got_cv = var.sqrt() / mean;
             assert!((got_cv - cv).abs() < 0.15 * cv, "cv {got_cv} for {cv}");
         }
+        // A totals' file (header, no cv): Poisson, scaled; one too large is refused.
+        let totals = "window_start_s,rate_rps_total,clients_active\n0,200,3\n600,0,0\n";
+        let t = from_rates(totals, "t.csv", &lengths, 1, 0.01).expect("totals");
+        assert!((t.requests.len() as f64 / 1200.0 - 2.0 / 2.0).abs() < 0.15);
+        let huge = "window_start_s,rate_rps_total,clients_active\n0,1000000,3\n";
+        assert!(from_rates(huge, "h.csv", &lengths, 1, 1.0).is_err());
     }
 }

@@ -180,6 +180,9 @@ pub(crate) struct ServeSimArgs {
     /// Seed of the --rates arrivals.
     #[arg(long, default_value_t = 1, help_heading = "Traffic")]
     pub seed: u64,
+    /// Multiply the --rates by this (a whole service's totals are hundreds of requests a second).
+    #[arg(long, default_value_t = 1.0, help_heading = "Traffic")]
+    pub rate_scale: f64,
     /// Model: a preset (`gpuwise plan models`).
     #[arg(long, value_name = "NAME", help_heading = "Service")]
     pub model: Option<String>,
@@ -223,9 +226,12 @@ pub(crate) struct ServeSimArgs {
         help_heading = "Scaling"
     )]
     pub replicas: Option<String>,
-    /// Reactive autoscaling: target=0.7,min=0,max=16,cooldown=5m,startup=90s,interval=15s.
+    /// Autoscaling (repeatable, to sweep): target=0.7,min=0,max=16,cooldown=5m,startup=90s,
+    /// interval=15s,warm=0, and policy=reactive (default), predictive (also hold the load of
+    /// one period before: period=1d or 7d) or schedule (replicas by hour of the period, from
+    /// a reactive run on the same trace).
     #[arg(long, value_name = "SETTINGS", help_heading = "Scaling")]
-    pub autoscale: Option<String>,
+    pub autoscale: Vec<String>,
     /// Sequences per batch, 1 = no batching (a comma list is swept) [default: 64].
     #[arg(long, value_name = "N[,N…]", help_heading = "Batching")]
     pub max_batch: Option<String>,

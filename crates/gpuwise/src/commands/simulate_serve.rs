@@ -52,6 +52,7 @@ fn traffic_of(a: &ServeSimArgs) -> anyhow::Result<(Traffic, String)> {
                     &r.display().to_string(),
                     &lengths.requests,
                     a.seed,
+                    a.rate_scale,
                 )?,
                 r.display().to_string(),
             )
@@ -90,10 +91,21 @@ fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
     Ok(duration::parse_ms(v).map_err(|e| anyhow!("--{flag}: {e}"))? as f64 / 1000.0)
 }
 
-/// `--autoscale target=0.7,min=0,max=16,cooldown=5m,startup=90s,interval=15s`.
-fn autoscale(v: &str) -> anyhow::Result<Scaling> {
-    let (mut target, mut min, mut max) = (0.7, 1u32, 8u32);
+/// How an `--autoscale` value scales.
+#[derive(Clone, Copy, PartialEq)]
+enum Policy {
+    Reactive,
+    Predictive,
+    Schedule,
+}
+
+/// `--autoscale target=0.7,min=0,max=16,cooldown=5m,startup=90s,interval=15s,warm=0,
+/// policy=reactive|predictive|schedule,period=1d`: the reactive settings, the policy and its
+/// period.
+fn autoscale(v: &str) -> anyhow::Result<(Scaling, Policy, f64)> {
+    let (mut target, mut min, mut max, mut warm) = (0.7, 1u32, 8u32, 0u32);
     let (mut cooldown, mut startup, mut interval) = (300.0, 90.0, 15.0);
+    let (mut policy, mut period) = (Policy::Reactive, 86_400.0);
     for kv in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, val) = kv
             .split_once('=')
@@ -113,8 +125,20 @@ fn autoscale(v: &str) -> anyhow::Result<Scaling> {
             "cooldown" => cooldown = seconds("autoscale cooldown", val)?,
             "startup" => startup = seconds("autoscale startup", val)?,
             "interval" => interval = seconds("autoscale interval", val)?,
+            "warm" => warm = count()?,
+            "period" => period = seconds("autoscale period", val)?,
+            "policy" => {
+                policy = match val {
+                    "reactive" => Policy::Reactive,
+                    "predictive" => Policy::Predictive,
+                    "schedule" => Policy::Schedule,
+                    other => bail!(
+                        "--autoscale: policy=`{other}` is not reactive, predictive or schedule"
+                    ),
+                }
+            }
             other => bail!(
-                "--autoscale: unknown key `{other}` (target, min, max, cooldown, startup, interval)"
+                "--autoscale: unknown key `{other}` (target, min, max, cooldown, startup, interval, warm, policy, period)"
             ),
         }
     }
@@ -127,14 +151,18 @@ fn autoscale(v: &str) -> anyhow::Result<Scaling> {
         "--autoscale: need min ≤ max and max ≥ 1"
     );
     anyhow::ensure!(interval > 0.0, "--autoscale: interval must be above zero");
-    Ok(Scaling::Autoscale {
+    anyhow::ensure!(period >= 3600.0, "--autoscale: period must be at least 1h");
+    let scaling = Scaling::Autoscale {
         target,
         min,
         max,
         cooldown_s: cooldown,
         startup_s: startup,
         interval_s: interval,
-    })
+        warm,
+        predict_period_s: (policy == Policy::Predictive).then_some(period),
+    };
+    Ok((scaling, policy, period))
 }
 
 /// `--profile`: CSV `batch,step_ms`, sorted by batch.
@@ -266,6 +294,20 @@ fn gpu_model(
     Ok((model, spec.name.clone(), price))
 }
 
+/// The schedule a reactive run on the same traffic held, by hour of `period`.
+fn schedule(reqs: &[Request], model: &StepModel, reactive: &Config, period: f64) -> Scaling {
+    let history = serving::simulate(reqs, model, reactive, Slo::default());
+    let startup_s = match reactive.scaling {
+        Scaling::Autoscale { startup_s, .. } => startup_s,
+        _ => 0.0,
+    };
+    Scaling::Schedule {
+        period_s: period,
+        replicas_by_hour: serving::schedule_from(&history, period),
+        startup_s,
+    }
+}
+
 /// A replica's step model and a configuration to run on it.
 type Candidate = (StepModel, Config);
 
@@ -278,15 +320,19 @@ fn configs(
     let batches: Vec<u32> = list("max-batch", a.max_batch.as_deref(), "64")?;
     anyhow::ensure!(batches.iter().all(|b| *b >= 1), "--max-batch: at least 1");
     let largest = batches.iter().copied().max().unwrap_or(1);
-    let scalings: Vec<Scaling> = match &a.autoscale {
-        Some(v) => vec![autoscale(v)?],
-        None => list::<u32>("replicas", a.replicas.as_deref(), "1")?
+    let scalings: Vec<(Scaling, Policy, f64)> = if a.autoscale.is_empty() {
+        list::<u32>("replicas", a.replicas.as_deref(), "1")?
             .into_iter()
             .map(|r| {
                 anyhow::ensure!(r >= 1, "--replicas: at least 1 (or --autoscale with min=0)");
-                Ok(Scaling::Fixed { replicas: r })
+                Ok((Scaling::Fixed { replicas: r }, Policy::Reactive, 0.0))
             })
-            .collect::<anyhow::Result<_>>()?,
+            .collect::<anyhow::Result<_>>()?
+    } else {
+        a.autoscale
+            .iter()
+            .map(|v| autoscale(v))
+            .collect::<anyhow::Result<_>>()?
     };
     let measured = match &a.profile {
         Some(p) => profile(p)?,
@@ -303,7 +349,7 @@ fn configs(
             "{name}: a replica is {} GPU(s) at ${price:.4}/GPU-hour; its KV cache holds {:.0} tokens beside the weights",
             model.gpus, model.kv_capacity_tokens
         ));
-        for scaling in &scalings {
+        for (scaling, policy, period) in &scalings {
             for &b in &batches {
                 let batching = match a.batching.as_str() {
                     "continuous" => Batching::Continuous {
@@ -316,15 +362,16 @@ fn configs(
                     },
                     other => bail!("--batching `{other}` is not continuous or static"),
                 };
-                out.push((
-                    model.clone(),
-                    Config {
-                        gpu: name.clone(),
-                        usd_per_gpu_hour: price,
-                        batching,
-                        scaling: *scaling,
-                    },
-                ));
+                let mut config = Config {
+                    gpu: name.clone(),
+                    usd_per_gpu_hour: price,
+                    batching,
+                    scaling: scaling.clone(),
+                };
+                if *policy == Policy::Schedule {
+                    config.scaling = schedule(reqs, &model, &config, *period);
+                }
+                out.push((model.clone(), config));
             }
         }
     }

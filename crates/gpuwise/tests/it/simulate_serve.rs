@@ -119,13 +119,34 @@ fn the_real_traces_replay() {
             &azure,
             "--seed",
             "3",
+            "--rate-scale",
+            "0.005",
             "--model",
             "llama-3-8b",
             "--gpu",
             "H100-SXM5-80GB",
         ]);
         assert_eq!(g["trace"]["format"], "servegen");
-        assert!(g["requests"].as_u64().expect("requests") > 0);
+        // Six windows of 600 s at the totals × 0.005, Poisson: the count within a few percent.
+        let want: f64 = std::fs::read_to_string(&rates)
+            .expect("rates")
+            .lines()
+            .skip(1)
+            .take(6)
+            .map(|l| {
+                l.split(',')
+                    .nth(1)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            })
+            .sum::<f64>()
+            * 600.0
+            * 0.005;
+        let got = f(&g["requests"]);
+        assert!(
+            (got / want - 1.0).abs() < 0.05,
+            "{got} requests, {want} expected"
+        );
         invariants(&g);
     }
 }
@@ -353,7 +374,7 @@ fn bad_input_is_counted_or_refused() {
                 "--gpu",
                 "L4",
                 "--autoscale",
-                "warm=3",
+                "spare=3",
             ],
             "unknown key",
         ),
@@ -380,4 +401,71 @@ fn bad_input_is_counted_or_refused() {
     ]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("empty.csv"), "{}", o.stderr);
+}
+
+#[test]
+fn predictive_and_scheduled_scaling_meet_a_daily_burst_earlier() {
+    // Two days with the same burst (3 req/s from 11:00 to 13:00), from zero replicas. The
+    // reactive policy meets each burst late (cold starts); the predictive one holds yesterday's
+    // load on day two; a schedule from the reactive run holds each hour's replicas from its
+    // start; a warm replica absorbs the first minutes.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = String::from("arrival_s,input_tokens,output_tokens\n");
+    for day in 0..2 {
+        for i in 0..(2 * 3600 * 3) {
+            s.push_str(&format!(
+                "{:.3},600,120\n",
+                f64::from(day * 86_400 + 11 * 3600) + f64::from(i) / 3.0
+            ));
+        }
+    }
+    let trace = dir.path().join("daily.csv");
+    std::fs::write(&trace, s).expect("trace");
+    let t = trace.display().to_string();
+    let run_with = |policy: &str| {
+        serve_json(&[
+            "--trace",
+            &t,
+            "--model",
+            "llama-3-8b",
+            "--gpu",
+            "L4",
+            "--max-batch",
+            "16",
+            "--slo-ttft-ms",
+            "2000",
+            "--slo-tpot-ms",
+            "100",
+            "--autoscale",
+            &format!("target=0.6,min=0,max=16,cooldown=2m,startup=90s,{policy}"),
+        ])
+    };
+    let reactive = run_with("policy=reactive");
+    let predictive = run_with("policy=predictive,period=1d");
+    let schedule = run_with("policy=schedule,period=1d");
+    let warm = run_with("policy=reactive,warm=1");
+    for r in [&reactive, &predictive, &schedule, &warm] {
+        invariants(r);
+        assert_eq!(r["served"], 43_200);
+    }
+    let slo = |r: &serde_json::Value| f(&r["slo_attainment"]);
+    assert!(
+        slo(&predictive) > slo(&reactive),
+        "{} vs {}",
+        slo(&predictive),
+        slo(&reactive)
+    );
+    assert!(slo(&schedule) >= 0.99, "{}", slo(&schedule));
+    assert!(slo(&warm) > slo(&reactive));
+    assert!(f(&predictive["ttft_ms"]["p99"]) < f(&reactive["ttft_ms"]["p99"]));
+    // Holding replicas ahead costs GPU-hours.
+    assert!(f(&schedule["gpu_hours"]) > f(&reactive["gpu_hours"]));
+    assert_eq!(schedule["config"]["scaling"]["kind"], "schedule");
+    assert_eq!(
+        schedule["config"]["scaling"]["replicas_by_hour"]
+            .as_array()
+            .expect("hours")
+            .len(),
+        24
+    );
 }
