@@ -207,6 +207,24 @@ pub enum Scaling {
     },
 }
 
+/// Replicas on spot capacity, preempted as a trace says.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Spot {
+    /// How many of the fixed replicas run on spot.
+    pub replicas: u32,
+    /// Price of one spot GPU-hour, USD.
+    pub usd_per_gpu_hour: f64,
+    /// The trace's name.
+    pub trace: String,
+    /// Seconds per tick of the trace.
+    pub tick_s: f64,
+    /// Spot instances available in each tick (the trace repeats when the traffic is longer).
+    #[serde(skip)]
+    pub available: Vec<u32>,
+    /// Time from a spot replica's start to its first request, seconds.
+    pub startup_s: f64,
+}
+
 /// A configuration to simulate.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Config {
@@ -218,6 +236,9 @@ pub struct Config {
     pub batching: Batching,
     /// Scaling.
     pub scaling: Scaling,
+    /// Spot replicas, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spot: Option<Spot>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -238,6 +259,8 @@ struct Seq {
 #[derive(Clone, Debug)]
 struct Replica {
     state: State,
+    /// On spot capacity (preemptible).
+    spot: bool,
     running: Vec<Seq>,
     kv_used: f64,
     /// End of the iteration in progress.
@@ -285,6 +308,8 @@ pub struct Point {
     pub t_s: f64,
     /// Replicas billed (starting, serving or draining).
     pub replicas: u32,
+    /// Of which on spot.
+    pub spot: u32,
 }
 
 /// The lower and upper references.
@@ -324,7 +349,13 @@ pub struct Outcome {
     pub slo_attainment: Option<f64>,
     /// ∫ replicas dt × GPUs per replica, hours.
     pub gpu_hours: f64,
-    /// GPU-hours × the price.
+    /// Of which on spot.
+    pub spot_gpu_hours: f64,
+    /// Spot replicas preempted.
+    pub preemptions: u64,
+    /// Requests sent back to the queue by a preemption (their progress lost).
+    pub requeued: u64,
+    /// On-demand GPU-hours × the price, plus spot GPU-hours × the spot price.
     pub cost_usd: f64,
     /// Replicas over time (a point at every change).
     pub timeline: Vec<Point>,
@@ -357,6 +388,8 @@ struct Sim<'a> {
     last_scale: f64,
     /// The load at each look (for the predictive policy).
     history: Vec<(f64, usize)>,
+    preemptions: u64,
+    requeued: u64,
 }
 
 impl Sim<'_> {
@@ -369,17 +402,30 @@ impl Sim<'_> {
 
     fn note(&mut self, t: f64) {
         let n = self.billed();
+        let spot = self
+            .replicas
+            .iter()
+            .filter(|r| r.spot && r.state != State::Off)
+            .count() as u32;
         match self.timeline.last_mut() {
-            Some(p) if p.replicas == n => {}
-            Some(p) if (p.t_s - t).abs() < 1e-12 => p.replicas = n,
+            Some(p) if p.replicas == n && p.spot == spot => {}
+            Some(p) if (p.t_s - t).abs() < 1e-12 => {
+                p.replicas = n;
+                p.spot = spot;
+            }
             _ => self.timeline.push(Point {
                 t_s: t,
                 replicas: n,
+                spot,
             }),
         }
     }
 
     fn start_replica(&mut self, now: f64, startup_s: f64) {
+        self.start(now, startup_s, false);
+    }
+
+    fn start(&mut self, now: f64, startup_s: f64, spot: bool) {
         let state = if startup_s > 0.0 {
             State::Starting(now + startup_s)
         } else {
@@ -387,6 +433,7 @@ impl Sim<'_> {
         };
         let fresh = Replica {
             state,
+            spot,
             running: Vec::new(),
             kv_used: 0.0,
             busy_until: None,
@@ -541,9 +588,12 @@ pub fn simulate(reqs: &[Request], model: &StepModel, cfg: &Config, slo: Slo) -> 
         timeline: Vec::new(),
         last_scale: f64::NEG_INFINITY,
         history: Vec::new(),
+        preemptions: 0,
+        requeued: 0,
     };
+    let spot = cfg.spot.as_ref().map_or(0, |s| s.replicas);
     let initial = match &cfg.scaling {
-        Scaling::Fixed { replicas } => (*replicas).max(1),
+        Scaling::Fixed { replicas } => (*replicas).max(1).saturating_sub(spot),
         Scaling::Autoscale { min, warm, max, .. } => (*min + *warm).min(*max),
         Scaling::Schedule {
             replicas_by_hour, ..
@@ -552,6 +602,7 @@ pub fn simulate(reqs: &[Request], model: &StepModel, cfg: &Config, slo: Slo) -> 
     for _ in 0..initial {
         sim.start_replica(0.0, 0.0);
     }
+    spot_follow(&mut sim, 0.0, true);
     sim.note(0.0);
     let end = run(&mut sim);
     summarize(&sim, end, slo)
@@ -573,6 +624,8 @@ fn run(sim: &mut Sim<'_>) -> f64 {
         Scaling::Fixed { .. } => (f64::INFINITY, 0.0),
     };
     let mut next_look = interval;
+    let spot_tick_s = sim.cfg.spot.as_ref().map_or(f64::INFINITY, |s| s.tick_s);
+    let mut next_spot = spot_tick_s;
     loop {
         let arrival = reqs.get(next_arrival).map(|r| r.arrival_s);
         let step_end = sim
@@ -591,6 +644,9 @@ fn run(sim: &mut Sim<'_>) -> f64 {
             })
             .min_by(|a, b| a.0.total_cmp(&b.0));
         let timeout = static_timeout(sim);
+        // (A state, not recomputed from `now`: an event at the same instant must not skip it.)
+        let busy = arrival.is_some() || step_end.is_some() || !sim.queue.is_empty();
+        let spot_tick = if busy { next_spot } else { f64::INFINITY };
         let pending =
             arrival.is_some() || step_end.is_some() || !sim.queue.is_empty() || ready.is_some();
         if !pending {
@@ -607,6 +663,7 @@ fn run(sim: &mut Sim<'_>) -> f64 {
             ready.map_or(f64::INFINITY, |s| s.0),
             timeout,
             look,
+            spot_tick,
         ]
         .into_iter()
         .fold(f64::INFINITY, f64::min);
@@ -639,6 +696,9 @@ fn run(sim: &mut Sim<'_>) -> f64 {
         } else if look <= now {
             autoscale(sim, now);
             next_look = now + interval;
+        } else if spot_tick <= now {
+            spot_follow(sim, now, false);
+            next_spot = ((now / spot_tick_s).floor() + 1.0) * spot_tick_s;
         }
         for i in 0..sim.replicas.len() {
             if sim.replicas[i].busy_until.is_none() && sim.replicas[i].state != State::Off {
@@ -662,6 +722,47 @@ fn static_timeout(sim: &Sim<'_>) -> f64 {
             }
         }
         Batching::Continuous { .. } => f64::INFINITY,
+    }
+}
+
+/// Spot replicas follow the trace's availability at `now`: preempted above it (their requests
+/// back to the front of the queue, progress lost), started (after the startup) below it.
+fn spot_follow(sim: &mut Sim<'_>, now: f64, first: bool) {
+    let Some(spot) = sim.cfg.spot.as_ref() else {
+        return;
+    };
+    if spot.available.is_empty() || spot.replicas == 0 {
+        return;
+    }
+    let tick = (now / spot.tick_s).floor() as usize % spot.available.len();
+    let allowed = spot.available[tick].min(spot.replicas) as usize;
+    let startup = if first { 0.0 } else { spot.startup_s };
+    let live: Vec<usize> = (0..sim.replicas.len())
+        .filter(|i| sim.replicas[*i].spot && sim.replicas[*i].state != State::Off)
+        .collect();
+    if live.len() > allowed {
+        for &i in live.iter().skip(allowed) {
+            let r = &mut sim.replicas[i];
+            let back: Vec<usize> = r.running.drain(..).map(|s| s.req).collect();
+            sim.requeued += back.len() as u64;
+            for q in back.into_iter().rev() {
+                sim.queue.push_front(q);
+            }
+            if r.busy_until.is_some() {
+                // The iteration in progress is lost with the replica.
+                r.busy_until = None;
+            }
+            r.kv_used = 0.0;
+            r.work.clear();
+            r.in_static_batch = false;
+            r.state = State::Off;
+            sim.preemptions += 1;
+        }
+        sim.note(now);
+    } else {
+        for _ in live.len()..allowed {
+            sim.start(now, startup, true);
+        }
     }
 }
 
@@ -821,9 +922,11 @@ fn summarize(sim: &Sim<'_>, end: f64, slo: Slo) -> Outcome {
     let mut timeline = sim.timeline.clone();
     let last = timeline.last().map_or(0, |p| p.replicas);
     if timeline.last().is_none_or(|p| p.t_s < end) {
+        let spot = timeline.last().map_or(0, |p| p.spot);
         timeline.push(Point {
             t_s: end,
             replicas: last,
+            spot,
         });
     }
     let replica_s: f64 = timeline
@@ -832,6 +935,12 @@ fn summarize(sim: &Sim<'_>, end: f64, slo: Slo) -> Outcome {
         .sum();
     let gpus = f64::from(sim.model.gpus.max(1));
     let gpu_hours = replica_s * gpus / 3600.0;
+    let spot_s: f64 = timeline
+        .windows(2)
+        .map(|w| f64::from(w[0].spot) * (w[1].t_s - w[0].t_s))
+        .sum();
+    let spot_gpu_hours = spot_s * gpus / 3600.0;
+    let spot_price = sim.cfg.spot.as_ref().map_or(0.0, |s| s.usd_per_gpu_hour);
     let peak = timeline.iter().map(|p| p.replicas).max().unwrap_or(0);
     Outcome {
         requests: reqs.len(),
@@ -846,7 +955,11 @@ fn summarize(sim: &Sim<'_>, end: f64, slo: Slo) -> Outcome {
         e2e_ms: latency(e2e),
         slo_attainment,
         gpu_hours,
-        cost_usd: gpu_hours * sim.cfg.usd_per_gpu_hour,
+        spot_gpu_hours,
+        preemptions: sim.preemptions,
+        requeued: sim.requeued,
+        cost_usd: (gpu_hours - spot_gpu_hours) * sim.cfg.usd_per_gpu_hour
+            + spot_gpu_hours * spot_price,
         timeline,
         bounds: Bounds {
             perfect_autoscaler_gpu_hours: sim.busy_s * gpus / 3600.0,
@@ -1030,6 +1143,7 @@ mod tests {
             usd_per_gpu_hour: 2.0,
             batching,
             scaling: Scaling::Fixed { replicas },
+            spot: None,
         }
     }
 

@@ -232,6 +232,25 @@ pub(crate) struct ServeSimArgs {
     /// a reactive run on the same trace).
     #[arg(long, value_name = "SETTINGS", help_heading = "Scaling")]
     pub autoscale: Vec<String>,
+    /// Of the --replicas, this many run on spot capacity, preempted as --spot-trace says (their
+    /// requests go back to the queue, progress lost).
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "spot_trace",
+        help_heading = "Scaling"
+    )]
+    pub spot: Option<u32>,
+    /// Spot availability over time (SkyPilot JSON, add/remove events CSV or time_s,available CSV;
+    /// repeated when the traffic is longer).
+    #[arg(long, value_name = "FILE", requires = "spot", help_heading = "Scaling")]
+    pub spot_trace: Option<PathBuf>,
+    /// Spot price of one GPU-hour, USD [default: the catalog's spot price].
+    #[arg(long, value_name = "USD", help_heading = "Scaling")]
+    pub spot_price: Option<f64>,
+    /// Seconds per tick of a CSV spot trace.
+    #[arg(long, default_value = "10m", help_heading = "Scaling")]
+    pub spot_tick: String,
     /// Sequences per batch, 1 = no batching (a comma list is swept) [default: 64].
     #[arg(long, value_name = "N[,N…]", help_heading = "Batching")]
     pub max_batch: Option<String>,

@@ -28,7 +28,11 @@ fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
 }
 
 /// Read one trace, its format given or found from its content.
-fn read_trace(path: &std::path::Path, format: &str, tick_s: f64) -> anyhow::Result<Trace> {
+pub(crate) fn read_trace(
+    path: &std::path::Path,
+    format: &str,
+    tick_s: f64,
+) -> anyhow::Result<Trace> {
     let name = path.display().to_string();
     let mut text = String::new();
     std::io::Read::read_to_string(

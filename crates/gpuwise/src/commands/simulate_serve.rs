@@ -294,6 +294,53 @@ fn gpu_model(
     Ok((model, spec.name.clone(), price))
 }
 
+/// `--spot N --spot-trace FILE`: N of the fixed replicas on spot, at the spot price.
+fn spot_plan(
+    a: &ServeSimArgs,
+    catalog: &Catalog,
+    gpu: &str,
+    scaling: &Scaling,
+) -> anyhow::Result<Option<serving::Spot>> {
+    let (Some(n), Some(path)) = (a.spot, &a.spot_trace) else {
+        return Ok(None);
+    };
+    let Scaling::Fixed { replicas } = scaling else {
+        bail!(
+            "--spot applies to --replicas (a fixed fleet with some replicas on spot), not --autoscale"
+        );
+    };
+    anyhow::ensure!(
+        n >= 1 && n <= *replicas,
+        "--spot {n}: between 1 and the --replicas ({replicas})"
+    );
+    let trace = super::simulate::read_trace(path, "auto", seconds("spot-tick", &a.spot_tick)?)?;
+    let price = match a.spot_price {
+        Some(p) => p,
+        None => {
+            catalog
+                .gpu_hour_price(&gpuwise_catalog::PriceQuery {
+                    gpu,
+                    cloud: a.cloud.as_deref(),
+                    region: a.region.as_deref(),
+                    pricing: Pricing::Spot,
+                })
+                .filter(|q| q.pricing == Pricing::Spot)
+                .ok_or_else(|| {
+                    anyhow!("the catalog has no spot price for {gpu}: give --spot-price USD")
+                })?
+                .usd_per_gpu_hour
+        }
+    };
+    Ok(Some(serving::Spot {
+        replicas: n,
+        usd_per_gpu_hour: price,
+        trace: trace.name.clone(),
+        tick_s: trace.gap_s,
+        available: trace.available,
+        startup_s: 90.0,
+    }))
+}
+
 /// The schedule a reactive run on the same traffic held, by hour of `period`.
 fn schedule(reqs: &[Request], model: &StepModel, reactive: &Config, period: f64) -> Scaling {
     let history = serving::simulate(reqs, model, reactive, Slo::default());
@@ -367,6 +414,7 @@ fn configs(
                     usd_per_gpu_hour: price,
                     batching,
                     scaling: scaling.clone(),
+                    spot: spot_plan(a, &catalog, &name, scaling)?,
                 };
                 if *policy == Policy::Schedule {
                     config.scaling = schedule(reqs, &model, &config, *period);

@@ -469,3 +469,84 @@ fn predictive_and_scheduled_scaling_meet_a_daily_burst_earlier() {
         24
     );
 }
+
+#[test]
+fn spot_replicas_are_preempted_as_the_trace_says() {
+    // Four replicas, two on spot; spot capacity 2, then none from 600 s to 1,200 s, then 2
+    // again. Both spot replicas are preempted at 600 s (their requests go back to the queue),
+    // restart at 1,200 s after their startup, and are billed at the spot price only while up.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let traffic = steady(dir.path(), 7_200, 4.0, 800, 200);
+    let spot = dir.path().join("spot.csv");
+    std::fs::write(&spot, "time_s,available\n0,2\n600,0\n1200,2\n3600,2\n").expect("spot trace");
+    let r = serve_json(&[
+        "--trace",
+        &traffic,
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "L4",
+        "--replicas",
+        "4",
+        "--spot",
+        "2",
+        "--spot-trace",
+        &spot.display().to_string(),
+        "--spot-tick",
+        "1m",
+        "--price",
+        "1.0",
+        "--spot-price",
+        "0.25",
+        "--slo-ttft-ms",
+        "5000",
+    ]);
+    invariants_with_spot(&r);
+    assert_eq!(r["preemptions"], 2);
+    assert!(r["requeued"].as_u64().expect("requeued") > 0);
+    assert_eq!(r["served"], 7_200);
+    // Spot time: two replicas for 600 s, none for 600 s, two again from 1,200 s to the end
+    // (the startup counts: a starting replica is billed).
+    let end = f(&r["duration_s"]);
+    let want_spot_h = 2.0 * (600.0 + (end - 1200.0)) / 3600.0;
+    assert!(
+        (f(&r["spot_gpu_hours"]) - want_spot_h).abs() < 1e-6,
+        "{} vs {want_spot_h}",
+        r["spot_gpu_hours"]
+    );
+    let od = f(&r["gpu_hours"]) - f(&r["spot_gpu_hours"]);
+    assert!((f(&r["cost_usd"]) - (od * 1.0 + f(&r["spot_gpu_hours"]) * 0.25)).abs() < 1e-9);
+    // --spot needs a fixed fleet and a trace.
+    let o = run(&[
+        "simulate",
+        "serve",
+        "--trace",
+        &traffic,
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "L4",
+        "--replicas",
+        "2",
+        "--spot",
+        "3",
+        "--spot-trace",
+        &spot.display().to_string(),
+        "--spot-price",
+        "0.2",
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("--spot 3"), "{}", o.stderr);
+}
+
+/// [`invariants`] with spot: cost is on-demand hours at the price plus spot hours at the spot
+/// price; the rest is the same.
+fn invariants_with_spot(r: &serde_json::Value) {
+    let mut plain = r.clone();
+    let spot_price = f(&r["config"]["spot"]["usd_per_gpu_hour"]);
+    let od_price = f(&r["config"]["usd_per_gpu_hour"]);
+    let spot_h = f(&r["spot_gpu_hours"]);
+    // Check everything else by pricing the spot hours as on-demand.
+    plain["cost_usd"] = (f(&r["cost_usd"]) + spot_h * (od_price - spot_price)).into();
+    invariants(&plain);
+}
