@@ -4,6 +4,7 @@ use gpuwise_sim::montecarlo::PolicySummary;
 use gpuwise_sim::study::Study;
 
 use crate::section::Section;
+use crate::svg::Axis;
 use crate::text::{opt, usd};
 use crate::{Format, RenderOptions};
 
@@ -230,6 +231,14 @@ fn spot_html(s: &Study) -> String {
                     "mean hours to finish"
                 },
             ),
+            (
+                Axis::Number,
+                if s.prices.is_some() {
+                    Axis::Usd
+                } else {
+                    Axis::Number
+                },
+            ),
         )]
     };
     crate::html::page(
@@ -389,6 +398,7 @@ fn commit_html(s: &gpuwise_sim::commit::CommitStudy) -> String {
                     "GPUs committed",
                     "cost per month",
                 ),
+                (Axis::Number, Axis::Usd),
             )
         })
         .collect();
@@ -567,14 +577,20 @@ fn serve_html(r: &gpuwise_sim::serving::ServeReport) -> String {
             a * 100.0
         ))
     );
+    // A step chart: each count holds until the next change.
+    let mut steps: Vec<(f64, f64)> = Vec::with_capacity(o.timeline.len() * 2);
+    for p in &o.timeline {
+        if let Some(&(_, before)) = steps.last() {
+            steps.push((p.t_s, before));
+        }
+        steps.push((p.t_s, f64::from(p.replicas)));
+    }
     let mut charts = vec![crate::svg::curve(
-        &o.timeline
-            .iter()
-            .map(|p| (p.t_s, f64::from(p.replicas)))
-            .collect::<Vec<_>>(),
+        &steps,
         None,
         false,
         ("Replicas over time", "seconds", "replicas"),
+        (Axis::Number, Axis::Number),
     )];
     if let Some(front) = &r.front {
         let points: Vec<(f64, f64)> = front
@@ -587,9 +603,10 @@ fn serve_html(r: &gpuwise_sim::serving::ServeReport) -> String {
             false,
             (
                 "Cost against p99 end-to-end latency (the front)",
-                "cost, USD",
+                "cost",
                 "p99 ms",
             ),
+            (Axis::Usd, Axis::Number),
         ));
     }
     crate::html::page(

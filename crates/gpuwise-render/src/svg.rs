@@ -365,11 +365,33 @@ pub(crate) fn cost_bars(rows: &[(String, f64, f64, String)], title: &str) -> Str
 
 /// A line chart of `points` (x, y), with a marked point (the optimum): the cost curves of the
 /// simulations. `log_x` spaces x logarithmically (checkpoint intervals from minutes to hours).
+/// How an axis labels its values.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Axis {
+    /// Dollars.
+    Usd,
+    /// Plain numbers.
+    Number,
+}
+
+impl Axis {
+    fn label(self, v: f64) -> String {
+        match self {
+            Self::Usd => crate::text::usd(v),
+            Self::Number if v.abs() >= 10.0 || v.fract() == 0.0 => format!("{v:.0}"),
+            Self::Number => format!("{v:.1}"),
+        }
+    }
+}
+
+/// A line chart of `points` (x ascending), with `mark` circled; axes labelled as `axes` says
+/// (x, y).
 pub(crate) fn curve(
     points: &[(f64, f64)],
     mark: Option<f64>,
     log_x: bool,
     (title, x_label, y_label): (&str, &str, &str),
+    axes: (Axis, Axis),
 ) -> String {
     let (w, h, l, r, t, b) = (900.0, 280.0, 72.0, 16.0, 30.0, 44.0);
     let mut s = format!(
@@ -401,7 +423,7 @@ pub(crate) fn curve(
             sy(y),
             l - 6.0,
             sy(y) + 4.0,
-            esc(&crate::text::usd(y))
+            esc(&axes.1.label(y))
         );
     }
     let step = (points.len() / 8).max(1);
@@ -411,11 +433,7 @@ pub(crate) fn curve(
             r#"<text x="{:.1}" y="{}" class="a" text-anchor="middle">{}</text>"#,
             sx(p.0),
             h - b + 16.0,
-            if p.0 >= 10.0 || p.0.fract() == 0.0 {
-                format!("{:.0}", p.0)
-            } else {
-                format!("{:.1}", p.0)
-            }
+            esc(&axes.0.label(p.0))
         );
     }
     let _ = write!(

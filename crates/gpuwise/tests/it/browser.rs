@@ -201,6 +201,40 @@ fn simulation_pages(dir: &Path) -> Vec<(&'static str, PathBuf)> {
             ],
         ),
     ];
+    // A small serving sweep: the chosen configuration, its replicas over time and the front.
+    let traffic = dir.join("traffic.csv");
+    let rows: String = (0..400)
+        .map(|i| format!("{},700,120\n", f64::from(i) * 0.4))
+        .collect();
+    std::fs::write(
+        &traffic,
+        format!("arrival_s,input_tokens,output_tokens\n{rows}"),
+    )
+    .expect("traffic");
+    let traffic = traffic.display().to_string();
+    let serve = vec![
+        "simulate",
+        "serve",
+        "--trace",
+        &traffic,
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "L4,H100-SXM5-80GB",
+        "--replicas",
+        "1,2,3",
+        "--max-batch",
+        "8,32",
+        "--slo-ttft-ms",
+        "2000",
+        "--slo-tpot-ms",
+        "120",
+        "--sweep",
+    ];
+    let pages: Vec<(&'static str, Vec<&str>)> = pages
+        .into_iter()
+        .chain(std::iter::once(("serve", serve)))
+        .collect();
     let mut written = Vec::new();
     for (name, args) in pages {
         let page = dir.join(format!("{name}.html"));
