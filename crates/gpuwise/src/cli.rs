@@ -200,6 +200,9 @@ pub(crate) struct ServeSimArgs {
     /// Tensor-parallel GPUs per replica.
     #[arg(long, default_value_t = 1, help_heading = "Service")]
     pub tp: u32,
+    /// Precision of the KV cache (bf16, fp8, …) [default: the planner's].
+    #[arg(long, help_heading = "Service")]
+    pub kv_precision: Option<String>,
     /// GPU(s) from the catalog; a comma list is swept with --sweep.
     #[arg(long, value_name = "NAME[,NAME…]", help_heading = "Service")]
     pub gpu: String,

@@ -225,6 +225,7 @@ fn setup(a: &ServeSimArgs, m: &Model, reqs: &[Request], max_batch: u32) -> anyho
     ]
     .into_iter()
     .chain(a.precision.clone().map(|p| ("precision", p)))
+    .chain(a.kv_precision.clone().map(|p| ("kv_precision", p)))
     {
         w.set(k, &v).map_err(|e| anyhow!("{k}={v}: {e}"))?;
     }
