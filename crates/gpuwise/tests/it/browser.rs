@@ -201,7 +201,22 @@ fn simulation_pages(dir: &Path) -> Vec<(&'static str, PathBuf)> {
             ],
         ),
     ];
-    // A small serving sweep: the chosen configuration, its replicas over time and the front.
+    let mut written = Vec::new();
+    for (name, args) in pages {
+        let page = dir.join(format!("{name}.html"));
+        let mut all = args.clone();
+        let out = page.display().to_string();
+        all.extend_from_slice(&["--format", "html", "-o", &out]);
+        let o = run(&all);
+        assert_eq!(o.code, 0, "{name}: {}", o.stderr);
+        written.push((name, page));
+    }
+    written.push(serve_page(dir));
+    written
+}
+
+/// A small serving sweep's page: the chosen configuration, its replicas over time, the front.
+fn serve_page(dir: &Path) -> (&'static str, PathBuf) {
     let traffic = dir.join("traffic.csv");
     let rows: String = (0..400)
         .map(|i| format!("{},700,120\n", f64::from(i) * 0.4))
@@ -211,12 +226,12 @@ fn simulation_pages(dir: &Path) -> Vec<(&'static str, PathBuf)> {
         format!("arrival_s,input_tokens,output_tokens\n{rows}"),
     )
     .expect("traffic");
-    let traffic = traffic.display().to_string();
-    let serve = vec![
+    let page = dir.join("serve.html");
+    let o = run(&[
         "simulate",
         "serve",
         "--trace",
-        &traffic,
+        &traffic.display().to_string(),
         "--model",
         "llama-3-8b",
         "--gpu",
@@ -230,22 +245,13 @@ fn simulation_pages(dir: &Path) -> Vec<(&'static str, PathBuf)> {
         "--slo-tpot-ms",
         "120",
         "--sweep",
-    ];
-    let pages: Vec<(&'static str, Vec<&str>)> = pages
-        .into_iter()
-        .chain(std::iter::once(("serve", serve)))
-        .collect();
-    let mut written = Vec::new();
-    for (name, args) in pages {
-        let page = dir.join(format!("{name}.html"));
-        let mut all = args.clone();
-        let out = page.display().to_string();
-        all.extend_from_slice(&["--format", "html", "-o", &out]);
-        let o = run(&all);
-        assert_eq!(o.code, 0, "{name}: {}", o.stderr);
-        written.push((name, page));
-    }
-    written
+        "--format",
+        "html",
+        "-o",
+        &page.display().to_string(),
+    ]);
+    assert_eq!(o.code, 0, "serve: {}", o.stderr);
+    ("serve", page)
 }
 
 /// The simulations' HTML pages, read in the same browser at the same widths: the answer first,

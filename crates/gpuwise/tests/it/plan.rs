@@ -107,7 +107,10 @@ fn accuracy_doc_is_what_the_command_prints() {
         planner == o.stdout,
         "docs/accuracy.md is stale: regenerate its planner part with `gpuwise plan validate ../shared/data/planner-calibration.csv --format markdown` (keep the `{SERVING}` section after it)"
     );
-    assert!(rest.starts_with(SERVING), "the serving simulator's section follows");
+    assert!(
+        rest.starts_with(SERVING),
+        "the serving simulator's section follows"
+    );
 }
 
 /// The heading of the serving simulator's section of docs/accuracy.md.
