@@ -194,6 +194,10 @@ pub enum Scaling {
         /// Predictive: also hold what the load was one period earlier (a day or a week), at
         /// the time a replica started now would be ready.
         predict_period_s: Option<f64>,
+        /// Scale on the queue (requests waiting) instead of batch-slot occupancy: one more
+        /// replica for each `target` × batch slots of waiting requests; when nothing waits,
+        /// as many as the running sequences need.
+        on_queue: bool,
     },
     /// Replicas by hour of a period (a day or a week, counted from the trace's start), set
     /// `startup` ahead of each hour; between, a request that finds no replica starts one.
@@ -804,9 +808,23 @@ fn wanted(sim: &mut Sim<'_>, now: f64) -> Option<(u32, f64, f64)> {
             startup_s,
             warm,
             predict_period_s,
+            on_queue,
             ..
         } => {
             let mut want = per(load, *target);
+            if *on_queue {
+                let waiting = sim.queue.len();
+                let have = sim
+                    .replicas
+                    .iter()
+                    .filter(|r| matches!(r.state, State::Active | State::Starting(_)))
+                    .count() as u32;
+                want = if waiting > 0 {
+                    have + per(waiting, *target)
+                } else {
+                    per(load, *target)
+                };
+            }
             if let Some(p) = predict_period_s {
                 // What the load was one period before the time a replica started now is ready.
                 let then = now + startup_s - p;
@@ -1231,6 +1249,7 @@ mod tests {
                 interval_s: 10.0,
                 warm: 0,
                 predict_period_s: None,
+                on_queue: false,
             },
             ..cfg(1, ONE)
         };

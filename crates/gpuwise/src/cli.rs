@@ -230,7 +230,7 @@ pub(crate) struct ServeSimArgs {
     )]
     pub replicas: Option<String>,
     /// Autoscaling (repeatable, to sweep): target=0.7,min=0,max=16,cooldown=5m,startup=90s,
-    /// interval=15s,warm=0, and policy=reactive (default), predictive (also hold the load of
+    /// interval=15s,warm=0,metric=utilization|queue, and policy=reactive (default), predictive (also hold the load of
     /// one period before: period=1d or 7d) or schedule (replicas by hour of the period, from
     /// a reactive run on the same trace).
     #[arg(long, value_name = "SETTINGS", help_heading = "Scaling")]

@@ -105,7 +105,7 @@ enum Policy {
 fn autoscale(v: &str) -> anyhow::Result<(Scaling, Policy, f64)> {
     let (mut target, mut min, mut max, mut warm) = (0.7, 1u32, 8u32, 0u32);
     let (mut cooldown, mut startup, mut interval) = (300.0, 90.0, 15.0);
-    let (mut policy, mut period) = (Policy::Reactive, 86_400.0);
+    let (mut policy, mut period, mut on_queue) = (Policy::Reactive, 86_400.0, false);
     for kv in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, val) = kv
             .split_once('=')
@@ -126,6 +126,13 @@ fn autoscale(v: &str) -> anyhow::Result<(Scaling, Policy, f64)> {
             "startup" => startup = seconds("autoscale startup", val)?,
             "interval" => interval = seconds("autoscale interval", val)?,
             "warm" => warm = count()?,
+            "metric" => {
+                on_queue = match val {
+                    "utilization" => false,
+                    "queue" => true,
+                    other => bail!("--autoscale: metric=`{other}` is not utilization or queue"),
+                }
+            }
             "period" => period = seconds("autoscale period", val)?,
             "policy" => {
                 policy = match val {
@@ -138,7 +145,7 @@ fn autoscale(v: &str) -> anyhow::Result<(Scaling, Policy, f64)> {
                 }
             }
             other => bail!(
-                "--autoscale: unknown key `{other}` (target, min, max, cooldown, startup, interval, warm, policy, period)"
+                "--autoscale: unknown key `{other}` (target, min, max, cooldown, startup, interval, warm, metric, policy, period)"
             ),
         }
     }
@@ -161,6 +168,7 @@ fn autoscale(v: &str) -> anyhow::Result<(Scaling, Policy, f64)> {
         interval_s: interval,
         warm,
         predict_period_s: (policy == Policy::Predictive).then_some(period),
+        on_queue,
     };
     Ok((scaling, policy, period))
 }

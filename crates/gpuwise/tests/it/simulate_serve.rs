@@ -444,6 +444,11 @@ fn predictive_and_scheduled_scaling_meet_a_daily_burst_earlier() {
     let predictive = run_with("policy=predictive,period=1d");
     let schedule = run_with("policy=schedule,period=1d");
     let warm = run_with("policy=reactive,warm=1");
+    let queue = run_with("policy=reactive,metric=queue");
+    invariants(&queue);
+    assert_eq!(queue["config"]["scaling"]["on_queue"], true);
+    // Scaling on the queue adds replicas while requests wait for the ones starting.
+    assert!(f(&queue["gpu_hours"]) >= f(&reactive["gpu_hours"]));
     for r in [&reactive, &predictive, &schedule, &warm] {
         invariants(r);
         assert_eq!(r["served"], 43_200);
