@@ -628,7 +628,13 @@ fn run(sim: &mut Sim<'_>) -> f64 {
         Scaling::Fixed { .. } => (f64::INFINITY, 0.0),
     };
     let mut next_look = interval;
-    let spot_tick_s = sim.cfg.spot.as_ref().map_or(f64::INFINITY, |s| s.tick_s);
+    // A trace that never has capacity never brings a spot replica back: no ticks to wait for.
+    let spot_tick_s = sim
+        .cfg
+        .spot
+        .as_ref()
+        .filter(|s| s.available.iter().any(|a| *a > 0))
+        .map_or(f64::INFINITY, |s| s.tick_s);
     let mut next_spot = spot_tick_s;
     loop {
         let arrival = reqs.get(next_arrival).map(|r| r.arrival_s);
@@ -1304,6 +1310,30 @@ mod tests {
         let s = simulate(&reqs, &m, &cfg(1, stat), Slo::default());
         // The batch never fills: it starts at the timeout.
         assert!((s.duration_s - 1.5).abs() < 1e-9, "{}", s.duration_s);
+    }
+
+    #[test]
+    fn spot_that_never_comes_back_ends_the_run() {
+        // One replica, on spot: a trace with capacity one tick in four preempts it and brings
+        // it back as it repeats, so every request is served; one with no capacity at all
+        // never serves, and the run ends with the requests dropped.
+        let reqs = poisson(1.0, 100, 4);
+        let mut c = cfg(1, ONE);
+        c.spot = Some(Spot {
+            replicas: 1,
+            usd_per_gpu_hour: 1.0,
+            trace: "t".into(),
+            tick_s: 30.0,
+            available: vec![1, 0, 0, 0],
+            startup_s: 0.0,
+        });
+        let o = simulate(&reqs, &flat(1.0), &c, Slo::default());
+        assert!(o.preemptions >= 2, "{}", o.preemptions);
+        assert_eq!(o.served, reqs.len());
+        assert!(o.requeued > 0);
+        c.spot.as_mut().expect("spot").available = vec![0];
+        let o = simulate(&reqs, &flat(1.0), &c, Slo::default());
+        assert_eq!((o.served, o.dropped), (0, reqs.len()));
     }
 
     #[test]
