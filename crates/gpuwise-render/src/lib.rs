@@ -20,6 +20,7 @@ pub mod html;
 pub mod json;
 pub mod ledger;
 pub mod markdown;
+pub mod pack;
 pub mod plan;
 mod section;
 mod sections;

@@ -65,6 +65,40 @@ pub(crate) enum Command {
     /// A live dashboard, a JSON API and /metrics over growing telemetry files or a store.
     #[command(after_help = SERVE_EXAMPLES)]
     Serve(Box<ServeArgs>),
+    /// Run a job queue over GPU pools by a policy: deadlines, completion times, cost, a bound.
+    #[command(after_help = SCHEDULE_EXAMPLES)]
+    Schedule(ScheduleArgs),
+}
+
+const SCHEDULE_EXAMPLES: &str = "Examples:
+  gpuwise schedule cluster08.csv --pool reserved=512@1.8 --pool cloud=unlimited@4.1 --policy cost-aware
+  gpuwise schedule jobs.csv --pool a100=64@2.5 --policy priority --format json
+  gpuwise schedule with_deadlines/cluster10.csv --pool p=128@2 --policy edf --format csv -o stretches.csv
+
+Jobs: CSV job_id,submission_time,duration,num_gpu[,deadline] (the Microsoft ITP traces) or with
+priority, interruptible and pools columns. Policies: fifo, edf, priority (stops interruptible
+jobs of lower priority), backfill (EASY), cost-aware (the cheapest pool while the deadline
+allows). docs/schedule.md.";
+
+/// `gpuwise schedule`.
+#[derive(Debug, Args)]
+pub(crate) struct ScheduleArgs {
+    /// Job list (CSV).
+    #[arg(value_name = "JOBS")]
+    pub jobs: PathBuf,
+    /// A pool: NAME=CAPACITY@PRICE (GPUs, or `unlimited`; USD per GPU-hour); repeatable, tried
+    /// in this order (cost-aware: cheapest first).
+    #[arg(long = "pool", value_name = "NAME=CAPACITY@PRICE", required = true)]
+    pub pools: Vec<String>,
+    /// fifo, edf, priority, backfill or cost-aware.
+    #[arg(long, default_value = "fifo")]
+    pub policy: String,
+    /// Output format: table, json, markdown, csv (one row per stretch of a job).
+    #[arg(long, short = 'f', env = "GPUWISE_FORMAT", value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// Write to FILE (whole or not at all) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 const SERVE_EXAMPLES: &str = "Examples:

@@ -15,6 +15,7 @@ mod plan;
 mod reconcile;
 mod record;
 mod report;
+mod schedule;
 mod serve;
 mod simulate;
 mod simulate_serve;
@@ -33,5 +34,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => check::run(&args),
         Command::Simulate(cmd) => simulate::run(&cmd),
         Command::Serve(args) => serve::run(&args),
+        Command::Schedule(args) => schedule::run(&args),
     }
 }

@@ -15,6 +15,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("gpuwise-core", &["gpuwise-catalog"]),
     ("gpuwise-plan", &["gpuwise-catalog"]),
     ("gpuwise-sim", &[]),
+    ("gpuwise-pack", &[]),
     (
         "gpuwise-advise",
         &[
@@ -36,6 +37,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-advise",
             "gpuwise-ledger",
             "gpuwise-sim",
+            "gpuwise-pack",
         ],
     ),
     ("gpuwise-synth", &["gpuwise-core"]),
@@ -64,6 +66,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-ledger",
             "gpuwise-sim",
             "gpuwise-server",
+            "gpuwise-pack",
         ],
     ),
 ];
@@ -77,6 +80,7 @@ const PURE: &[&str] = &[
     "gpuwise-render",
     "gpuwise-ledger",
     "gpuwise-sim",
+    "gpuwise-pack",
 ];
 
 /// Crates that do I/O or parse a command line, which a pure crate must not depend on.

@@ -17,6 +17,7 @@ mod plan;
 mod planted;
 mod prometheus;
 mod real_data;
+mod schedule;
 mod serve;
 mod simulate;
 mod simulate_serve;

@@ -1,0 +1,87 @@
+//! The schedule of a job queue (`gpuwise schedule`): table, Markdown, JSON, or its stretches as
+//! CSV.
+
+use gpuwise_pack::schedule::Schedule;
+
+use crate::section::Section;
+use crate::text::usd;
+use crate::{Format, RenderOptions};
+
+fn hours(v: Option<f64>) -> String {
+    v.map_or("–".into(), |h| format!("{h:.2} h"))
+}
+
+fn sections(s: &Schedule) -> Vec<Section> {
+    let ratio = if s.lower_bound_cost_usd > 0.0 {
+        format!(" ({:.2}× the bound)", s.cost_usd / s.lower_bound_cost_usd)
+    } else {
+        String::new()
+    };
+    let mut out = vec![Section {
+        title: format!("Schedule ({})", s.policy.name()),
+        note: Some(format!("Lower bound: {}.", s.lower_bound)),
+        headers: vec!["FIGURE", "VALUE"],
+        right: vec![1],
+        rows: vec![
+            vec!["jobs".into(), s.jobs.to_string()],
+            vec![
+                "rejected (no pool can hold them)".into(),
+                s.rejected.to_string(),
+            ],
+            vec![
+                "deadlines met".into(),
+                format!("{} of {} feasible", s.deadline_met, s.deadline_feasible),
+            ],
+            vec!["mean job completion time".into(), hours(s.mean_jct_h)],
+            vec!["p95 job completion time".into(), hours(s.p95_jct_h)],
+            vec!["cost".into(), format!("{}{ratio}", usd(s.cost_usd))],
+            vec!["lower bound on cost".into(), usd(s.lower_bound_cost_usd)],
+            vec!["preemptions".into(), s.preemptions.to_string()],
+        ],
+    }];
+    out.push(Section {
+        title: "Pools".into(),
+        note: None,
+        headers: vec!["POOL", "GPU-HOURS", "UTILIZATION"],
+        right: vec![1, 2],
+        rows: s
+            .gpu_hours_by_pool
+            .iter()
+            .map(|(p, h)| {
+                vec![
+                    p.clone(),
+                    format!("{h:.1}"),
+                    s.utilization_by_pool
+                        .get(p)
+                        .map_or("– (unlimited)".into(), |u| format!("{:.1} %", u * 100.0)),
+                ]
+            })
+            .collect(),
+    });
+    out
+}
+
+/// Render a schedule (`table`, `json`, `markdown`; `csv`: one row per stretch of a job).
+#[must_use]
+pub fn schedule(s: &Schedule, format: Format) -> String {
+    match format {
+        Format::Json => crate::json::pretty(s),
+        Format::Csv => {
+            let mut out = String::from("job_id,pool,start_s,end_s,gpus\n");
+            for a in &s.assignments {
+                out.push_str(&format!(
+                    "{},{},{},{},{}\n",
+                    crate::escape::csv(&a.job_id),
+                    crate::escape::csv(&a.pool),
+                    a.start_s,
+                    a.end_s,
+                    a.gpus
+                ));
+            }
+            out
+        }
+        _ => {
+            crate::section::render_text("Schedule", &sections(s), format, &RenderOptions::default())
+        }
+    }
+}
