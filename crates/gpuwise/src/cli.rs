@@ -59,7 +59,7 @@ pub(crate) enum Command {
     /// Budgets and guardrails over the fleet: list violations, exit 1 if any, notify a webhook.
     #[command(after_help = CHECK_EXAMPLES)]
     Check(Box<CheckArgs>),
-    /// What-if on real traces: training jobs on spot with checkpoints and deadlines.
+    /// What-if on real traces: training on spot, commitments, serving with batching and autoscaling.
     #[command(subcommand)]
     Simulate(SimulateCommand),
     /// A live dashboard, a JSON API and /metrics over growing telemetry files or a store.
