@@ -24,7 +24,9 @@ use serde::Serialize;
 
 use crate::traffic::Request;
 
-/// What one iteration costs on one replica (from the planner's roofline).
+/// What one iteration costs on one replica (from the planner's roofline). The fields are
+/// `gpuwise-plan`'s `perf::StepCosts`, copied by the binary: this room depends on no other, so
+/// the planner's type cannot be used here, and the planner must not depend on a simulator.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepModel {
     /// Effective compute, FLOP/s.
@@ -70,6 +72,21 @@ struct Work {
 impl StepModel {
     /// Seconds of one iteration.
     fn step_s(&self, w: &Work) -> f64 {
+        let s = self.roofline_s(w);
+        if w.decode_seqs > 0 && !self.measured_decode_s.is_empty() {
+            // The measured step replaces the decode part; the prompt tokens keep their cost.
+            let only_decode = Work {
+                prefill_tokens: 0.0,
+                prefill_context: 0.0,
+                ..*w
+            };
+            return s - self.roofline_s(&only_decode) + self.measured(w.decode_seqs);
+        }
+        s
+    }
+
+    /// Seconds of one iteration by the roofline alone.
+    fn roofline_s(&self, w: &Work) -> f64 {
         let seqs = w.decode_seqs + usize::from(w.prefill_tokens > 0.0);
         let tokens = w.prefill_tokens + w.decode_seqs as f64;
         let weights = self
@@ -88,32 +105,12 @@ impl StepModel {
             0.0
         };
         let roofline = (flops / self.compute_flops_s).max(bytes / self.bandwidth_bytes_s) + comm;
-        let decode = w.decode_seqs > 0;
-        let mut s = if decode {
+        // Pipeline stages run one after another for a decode token.
+        if w.decode_seqs > 0 {
             roofline * f64::from(self.pipeline_stages.max(1))
         } else {
             roofline
-        };
-        if decode && !self.measured_decode_s.is_empty() {
-            // The measured step replaces the decode part; the prompt tokens keep their cost.
-            let only_decode = Work {
-                prefill_tokens: 0.0,
-                prefill_context: 0.0,
-                ..*w
-            };
-            let modelled = self.step_s_unmeasured(&only_decode);
-            s = s - modelled + self.measured(w.decode_seqs);
         }
-        s
-    }
-
-    fn step_s_unmeasured(&self, w: &Work) -> f64 {
-        let m = Self {
-            measured_decode_s: Vec::new(),
-            weight_bytes_by_batch: self.weight_bytes_by_batch.clone(),
-            ..*self
-        };
-        m.step_s(w)
     }
 
     fn measured(&self, batch: usize) -> f64 {
@@ -1334,6 +1331,23 @@ mod tests {
         c.spot.as_mut().expect("spot").available = vec![0];
         let o = simulate(&reqs, &flat(1.0), &c, Slo::default());
         assert_eq!((o.served, o.dropped), (0, reqs.len()));
+    }
+
+    #[test]
+    fn a_measured_profile_replaces_the_decode_steps() {
+        // Roofline: 10 ms a step. Measured decode: 50 ms at batch 1, 90 ms at batch 3 (linear
+        // between). One request: its prefill stays 10 ms, its 10 decode steps take 50 ms.
+        let mut m = flat(0.01);
+        m.measured_decode_s = vec![(1, 0.05), (3, 0.09)];
+        let one = [Request {
+            arrival_s: 0.0,
+            input: 1,
+            output: 11,
+        }];
+        let o = simulate(&one, &m, &cfg(1, ONE), Slo::default());
+        assert!((o.duration_s - 0.51).abs() < 1e-9, "{}", o.duration_s);
+        assert!((m.measured(2) - 0.07).abs() < 1e-12);
+        assert!((m.measured(9) - 0.09).abs() < 1e-12);
     }
 
     #[test]
