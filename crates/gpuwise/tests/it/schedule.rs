@@ -160,3 +160,27 @@ fn bad_lists_and_pools_are_refused_or_counted() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("`nowhere`"), "{}", o.stderr);
 }
+
+#[test]
+fn the_bad_job_corpus_gives_clear_errors() {
+    let file = |name: &str| crate::common::data(&format!("bad/jobs/{name}"));
+    for (name, says) in [
+        ("missing-columns.csv", "submission_time"),
+        ("no-usable-row.csv", "no job"),
+    ] {
+        let f = file(name);
+        let o = run(&["schedule", &f, "--pool", "p=4@1"]);
+        assert_eq!(o.code, 2, "{name}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(name) && o.stderr.contains(says),
+            "{name}: {}",
+            o.stderr
+        );
+    }
+    let f = file("bad-interruptible.csv");
+    let o = run(&["schedule", &f, "--pool", "p=4@1", "--format", "json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("bad_interruptible"), "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert_eq!(r["jobs"], 1);
+}

@@ -555,3 +555,34 @@ fn invariants_with_spot(r: &serde_json::Value) {
     plain["cost_usd"] = (f(&r["cost_usd"]) + spot_h * (od_price - spot_price)).into();
     invariants(&plain);
 }
+
+#[test]
+fn the_bad_trace_corpus_gives_clear_errors() {
+    let file = |name: &str| crate::common::data(&format!("bad/traffic/{name}"));
+    let base = ["simulate", "serve", "--model", "llama-3-8b", "--gpu", "L4"];
+    for (name, says) in [
+        ("unknown-header.csv", "Mooncake"),
+        ("header-only.csv", "no request"),
+        ("no-usable-row.csv", "no request"),
+    ] {
+        let t = file(name);
+        let mut all = base.to_vec();
+        all.extend(["--trace", t.as_str()]);
+        let o = run(&all);
+        assert_eq!(o.code, 2, "{name}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(name) && o.stderr.contains(says),
+            "{name}: {}",
+            o.stderr
+        );
+        assert!(!o.stderr.contains("panicked"), "{name}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = steady(dir.path(), 10, 1.0, 100, 10);
+    let profile = file("profile-bad-row.csv");
+    let mut all = base.to_vec();
+    all.extend(["--trace", trace.as_str(), "--profile", profile.as_str()]);
+    let o = run(&all);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("profile-bad-row.csv:3"), "{}", o.stderr);
+}
