@@ -341,7 +341,7 @@ fn metrics_are_openmetrics_with_the_reports_figures() {
     let teams = dir.path().join("teams.toml");
     std::fs::write(
         &teams,
-        "[hosts]\n\"*\" = \"ml \\\"core\\\" \\\\ team\\nB\"\n",
+        "[hosts]\n\"*\" = \"ml \\\"core\\\" \\\\ team\\nB<script>alert(1)</script>\"\n",
     )
     .expect("teams");
     let s = Served::start(&[&data, "--teams", &teams.display().to_string()], &[]);
@@ -376,8 +376,18 @@ fn metrics_are_openmetrics_with_the_reports_figures() {
         .count();
     assert_eq!(classes, devices.len());
     assert!(
-        text.contains(r#"team="ml \"core\" \\ team\nB""#),
+        text.contains(r#"team="ml \"core\" \\ team\nB<script>alert(1)</script>""#),
         "escaped label"
+    );
+    // The same name on the dashboard is text, not markup.
+    let (_, page) = s.get("/");
+    assert!(
+        !page.contains("<script>alert(1)"),
+        "the team name ran as a script"
+    );
+    assert!(
+        page.contains("&lt;script&gt;alert(1)"),
+        "the team name is shown"
     );
     // promtool (Prometheus' own checker) accepts it.
     match std::process::Command::new("promtool")
