@@ -2,6 +2,11 @@
 //!
 //! Pure (no files, clock or command line).
 //!
+//! - [`cluster`]: node lists and workload lists (the Alibaba 2023 GPU-sharing traces, or a
+//!   generic CSV).
+//! - [`place`]: workloads placed on nodes one after another by a policy (first-fit, best-fit,
+//!   dot-product, GPU packing, GPU clustering, random, FGD), under the FGD paper's protocol;
+//!   allocation ratio, fragmentation, every placement (`gpuwise.pack/v1`).
 //! - [`jobs`]: job lists (the Microsoft ITP traces, a generic CSV with priorities,
 //!   interruptibility and allowed pools) and pools (`NAME=CAPACITY@PRICE`).
 //! - [`schedule`]: a job queue run over pools by a policy (FIFO, EDF, priority with preemption
@@ -9,5 +14,7 @@
 //!   completion times, GPU-hours and dollars per pool, and a lower bound on the cost
 //!   (`gpuwise.schedule/v1`).
 
+pub mod cluster;
 pub mod jobs;
+pub mod place;
 pub mod schedule;

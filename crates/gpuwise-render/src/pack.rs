@@ -1,6 +1,7 @@
-//! The schedule of a job queue (`gpuwise schedule`): table, Markdown, JSON, or its stretches as
-//! CSV.
+//! The schedule of a job queue (`gpuwise schedule`) and a packing of workloads on nodes
+//! (`gpuwise pack`): table, Markdown, JSON, or their rows as CSV.
 
+use gpuwise_pack::place::Packing;
 use gpuwise_pack::schedule::Schedule;
 
 use crate::section::Section;
@@ -83,5 +84,92 @@ pub fn schedule(s: &Schedule, format: Format) -> String {
         _ => {
             crate::section::render_text("Schedule", &sections(s), format, &RenderOptions::default())
         }
+    }
+}
+
+fn packing_sections(p: &Packing) -> Vec<Section> {
+    let load = p.load.map_or("the list as given".into(), |l| {
+        format!("{:.0} %", l * 100.0)
+    });
+    let mut rows = vec![
+        vec!["nodes".into(), p.nodes.to_string()],
+        vec!["GPUs".into(), p.cluster_gpus.to_string()],
+        vec![
+            "workloads arrived".into(),
+            format!("{} ({:.1} % of the GPUs)", p.pods, p.arrived_pct),
+        ],
+        vec!["placed".into(), p.placed_pods.to_string()],
+        vec!["found no room".into(), p.failed_pods.to_string()],
+        vec![
+            "allocation ratio".into(),
+            format!("{:.2} %", p.allocation_ratio_pct),
+        ],
+        vec![
+            "unallocated GPUs".into(),
+            format!("{:.1}", p.unallocated_gpus),
+        ],
+        vec![
+            "fragmentation (of idle GPU capacity)".into(),
+            format!(
+                "{:.2} % ({:.1} GPUs)",
+                p.fragmentation_pct, p.fragmented_gpus
+            ),
+        ],
+    ];
+    if !p.unchecked.is_empty() {
+        rows.push(vec!["not checked".into(), p.unchecked.join(", ")]);
+    }
+    let mut out = vec![Section {
+        title: format!("Packing ({})", p.policy.name()),
+        note: Some(format!(
+            "Load: {load}; seed {}. Fragmentation: idle GPU capacity the typical workload \
+             ({} most frequent shapes) cannot use.",
+            p.seed, p.typical_shapes
+        )),
+        headers: vec!["FIGURE", "VALUE"],
+        right: vec![1],
+        rows,
+    }];
+    if !p.failed_by_kind.is_empty() {
+        out.push(Section {
+            title: "Workloads without room, by kind".into(),
+            note: None,
+            headers: vec!["KIND", "WORKLOADS"],
+            right: vec![1],
+            rows: p
+                .failed_by_kind
+                .iter()
+                .map(|(k, n)| vec![k.clone(), n.to_string()])
+                .collect(),
+        });
+    }
+    out
+}
+
+/// Render a packing (`table`, `markdown`: the figures; `json`: all; `csv`: one row per
+/// workload).
+#[must_use]
+pub fn packing(p: &Packing, format: Format) -> String {
+    match format {
+        Format::Json => crate::json::pretty(p),
+        Format::Csv => {
+            let mut out = String::from("pod,node,gpus\n");
+            for x in &p.placements {
+                let gpus: Vec<String> = x.gpus.iter().map(u32::to_string).collect();
+                out.push_str(&format!(
+                    "{},{},{}\n",
+                    crate::escape::csv(&x.pod),
+                    crate::escape::csv(x.node.as_deref().unwrap_or("")),
+                    gpus.join("|")
+                ));
+            }
+            out
+        }
+        _ => crate::section::render_text(
+            "Packing",
+            &packing_sections(p),
+            format,
+            &RenderOptions::default(),
+        ),
     }
 }

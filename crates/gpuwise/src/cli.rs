@@ -68,6 +68,9 @@ pub(crate) enum Command {
     /// Run a job queue over GPU pools by a policy: deadlines, completion times, cost, a bound.
     #[command(after_help = SCHEDULE_EXAMPLES)]
     Schedule(ScheduleArgs),
+    /// Place workloads on nodes by a policy (FGD, best-fit, …): allocation, fragmentation, placements.
+    #[command(after_help = PACK_EXAMPLES)]
+    Pack(Box<PackArgs>),
 }
 
 const SCHEDULE_EXAMPLES: &str = "Examples:
@@ -94,6 +97,52 @@ pub(crate) struct ScheduleArgs {
     #[arg(long, default_value = "fifo")]
     pub policy: String,
     /// Output format: table, json, markdown, csv (one row per stretch of a job).
+    #[arg(long, short = 'f', env = "GPUWISE_FORMAT", value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// Write to FILE (whole or not at all) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+const PACK_EXAMPLES: &str = "Examples:
+  gpuwise pack openb_pod_list_default.csv --nodes openb_node_list_gpu_node.csv --policy fgd --load 1.3 --shuffle
+  gpuwise pack workloads.csv --nodes nodes.csv --policy best-fit --format json
+  gpuwise pack requests.csv --nodes a100s.csv --policy mig
+  gpuwise pack --consolidate report.json --format markdown
+
+Workloads: CSV name,num_gpu[,gpu_milli|gpu_fraction][,cpu_milli,memory_mib,gpu_spec,mig_profile]
+(the Alibaba openb_pod_list files read as they are). Nodes: CSV sn|name,gpu[,cpu_milli,memory_mib,
+model]. Policies: first-fit, best-fit, dot-product, gpu-packing, gpu-clustering, random, fgd, mig.
+--load 1.3 --shuffle is the FGD paper's protocol (the list shuffled, then pruned or extended by
+random copies to 130 % of the cluster's GPUs). --consolidate packs each device of a `report
+--format json` onto as few GPUs as fit its peak memory and p95 utilization. docs/pack.md.";
+
+/// `gpuwise pack`.
+#[derive(Debug, Args)]
+pub(crate) struct PackArgs {
+    /// Workload list (CSV).
+    #[arg(value_name = "WORKLOADS", required_unless_present = "consolidate")]
+    pub workloads: Option<PathBuf>,
+    /// Node list (CSV).
+    #[arg(long, value_name = "NODES", required_unless_present = "consolidate")]
+    pub nodes: Option<PathBuf>,
+    /// first-fit, best-fit, dot-product, gpu-packing, gpu-clustering, random, fgd or mig.
+    #[arg(long, default_value = "fgd")]
+    pub policy: String,
+    /// Prune or extend the list by random copies until the GPUs asked for are this share of
+    /// the cluster's (1.3 = 130 %).
+    #[arg(long, value_name = "SHARE")]
+    pub load: Option<f64>,
+    /// Shuffle the list before placing (the FGD paper's protocol) instead of keeping its order.
+    #[arg(long)]
+    pub shuffle: bool,
+    /// Seed of the shuffle, the copies and the tie-breaks.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Pack the devices of a `gpuwise report --format json` onto fewer GPUs instead.
+    #[arg(long, value_name = "REPORT_JSON", conflicts_with_all = ["workloads", "nodes", "load"])]
+    pub consolidate: Option<PathBuf>,
+    /// Output format: table, json, markdown, csv (one row per workload).
     #[arg(long, short = 'f', env = "GPUWISE_FORMAT", value_name = "FORMAT")]
     pub format: Option<String>,
     /// Write to FILE (whole or not at all) instead of stdout.

@@ -11,6 +11,7 @@ pub(crate) mod catalog;
 mod check;
 mod demo;
 mod generate;
+mod pack;
 mod plan;
 mod reconcile;
 mod record;
@@ -35,5 +36,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Simulate(cmd) => simulate::run(&cmd),
         Command::Serve(args) => serve::run(&args),
         Command::Schedule(args) => schedule::run(&args),
+        Command::Pack(args) => pack::run(&args),
     }
 }
