@@ -7,6 +7,9 @@
 //! - [`place`]: workloads placed on nodes one after another by a policy (first-fit, best-fit,
 //!   dot-product, GPU packing, GPU clustering, random, FGD), under the FGD paper's protocol;
 //!   allocation ratio, fragmentation, every placement (`gpuwise.pack/v1`).
+//! - [`consolidate`]: a fleet's GPUs, each one's peak memory and p95 utilization a workload,
+//!   packed onto fewer GPUs of their model, against a lower bound (`gpuwise.consolidate/v1`).
+//! - [`mig`]: MIG instances placed at the legal positions of A100, H100 and H200 GPUs.
 //! - [`jobs`]: job lists (the Microsoft ITP traces, a generic CSV with priorities,
 //!   interruptibility and allowed pools) and pools (`NAME=CAPACITY@PRICE`).
 //! - [`schedule`]: a job queue run over pools by a policy (FIFO, EDF, priority with preemption
@@ -15,6 +18,8 @@
 //!   (`gpuwise.schedule/v1`).
 
 pub mod cluster;
+pub mod consolidate;
 pub mod jobs;
+pub mod mig;
 pub mod place;
 pub mod schedule;

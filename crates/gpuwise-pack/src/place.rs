@@ -50,11 +50,13 @@ pub enum Policy {
     Random,
     /// Fragmentation gradient descent (Weng et al., ATC'23).
     Fgd,
+    /// MIG instances at legal positions (see [`crate::mig`]).
+    Mig,
 }
 
 impl Policy {
     /// Every policy, in the order the FGD paper lists its baselines (FGD last).
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::FirstFit,
         Self::Random,
         Self::DotProduct,
@@ -62,6 +64,7 @@ impl Policy {
         Self::GpuPacking,
         Self::BestFit,
         Self::Fgd,
+        Self::Mig,
     ];
 
     /// Its name on the command line.
@@ -75,6 +78,7 @@ impl Policy {
             Self::GpuClustering => "gpu-clustering",
             Self::Random => "random",
             Self::Fgd => "fgd",
+            Self::Mig => "mig",
         }
     }
 }
@@ -128,6 +132,9 @@ pub struct Placement {
     /// GPU indices on the node: the one a share uses, the ones a whole-GPU workload takes,
     /// none for a CPU-only one.
     pub gpus: Vec<u32>,
+    /// The MIG instance it got (the MIG policy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mig: Option<crate::mig::MigSlot>,
 }
 
 /// The outcome of a packing.
@@ -603,8 +610,8 @@ fn world(nodes: &[Node], models: &mut Vec<String>) -> Result<World, PackError> {
 /// The arrival order: shuffled or not, then pruned or extended by random copies until the
 /// GPU thousandths asked for reach `load` × capacity. As in the authors' simulator, copying
 /// stops at the first pick whose per-GPU share would pass the target.
-fn arrivals(
-    reqs: &[Req],
+pub(crate) fn arrivals(
+    sizes: &[(i64, i64)],
     p: &Protocol,
     capacity_milli: i64,
     rng: &mut fastrand::Rng,
@@ -620,18 +627,19 @@ fn arrivals(
         return order;
     };
     let target = load * capacity_milli as f64;
-    let mut total: i64 = reqs.iter().map(Req::total).sum();
+    let mut total: i64 = sizes.iter().map(|s| s.0).sum();
+    let extend = (total as f64) < target;
     while total as f64 > target && !order.is_empty() {
         let (i, _) = order.remove(rng.usize(..order.len()));
-        total -= reqs[i].total();
+        total -= sizes[i].0;
     }
     let mut copy = 0;
-    while (total as f64) < target {
+    while extend && (total as f64) < target {
         let i = by_name[rng.usize(..by_name.len())];
-        if (total + i64::from(reqs[i].milli)) as f64 > target {
+        if (total + sizes[i].1) as f64 > target {
             break;
         }
-        total += reqs[i].total();
+        total += sizes[i].0;
         order.push((i, Some(copy)));
         copy += 1;
     }
@@ -660,6 +668,7 @@ fn choose(
             Policy::GpuPacking => gpu_packing(n, r),
             Policy::GpuClustering => gpu_clustering(n, r, w.scale),
             Policy::Fgd => memo.score(n.state, r, &w.typical),
+            Policy::Mig => return None,
         };
         let better = match best {
             None => true,
@@ -730,15 +739,54 @@ fn place(w: &mut World, memo: &mut Memo, node: usize, r: &Req, gpus: &[u32]) {
     w.nodes[node].state = state;
 }
 
-/// Place `pods` on `nodes` by `policy` under `protocol`.
+/// A packing with nothing placed yet.
+pub(crate) fn empty(policy: Policy, protocol: &Protocol, nodes: usize, capacity: i64) -> Packing {
+    Packing {
+        schema: SCHEMA,
+        policy,
+        load: protocol.load,
+        seed: protocol.seed,
+        nodes,
+        cluster_gpus: (capacity / 1000) as u64,
+        pods: 0,
+        placed_pods: 0,
+        failed_pods: 0,
+        failed_by_kind: BTreeMap::new(),
+        arrived_gpu_milli: 0,
+        allocated_gpu_milli: 0,
+        arrived_pct: 0.0,
+        allocation_ratio_pct: 0.0,
+        unallocated_gpus: 0.0,
+        fragmentation_pct: 0.0,
+        fragmented_gpus: 0.0,
+        typical_shapes: 0,
+        unchecked: Vec::new(),
+        placements: Vec::new(),
+    }
+}
+
+/// The name of a workload or of its `copy`-th copy.
+pub(crate) fn copy_name(name: &str, copy: Option<u32>) -> String {
+    match copy {
+        None => name.to_owned(),
+        Some(c) => format!("{name}-copy-{c}"),
+    }
+}
+
+/// Place `pods` on `nodes` by `policy` under `protocol`; `mig` gives the MIG profiles of each
+/// GPU model (used by the MIG policy only).
 pub fn run(
     nodes: &[Node],
     pods: &[Pod],
     policy: Policy,
     protocol: &Protocol,
+    mig: &crate::mig::MigCatalog,
 ) -> Result<Packing, PackError> {
     if pods.is_empty() {
         return Err(PackError::NoPods);
+    }
+    if policy == Policy::Mig {
+        return crate::mig::run(nodes, pods, mig, protocol);
     }
     let mut models = Vec::new();
     let mut w = world(nodes, &mut models)?;
@@ -757,36 +805,19 @@ pub fn run(
     rng.shuffle(&mut w.rank);
     let mut by_name: Vec<usize> = (0..pods.len()).collect();
     by_name.sort_by(|&a, &b| pods[a].name.cmp(&pods[b].name));
-    let order = arrivals(&reqs, protocol, capacity, &mut rng, &by_name);
-    let mut out = Packing {
-        schema: SCHEMA,
-        policy,
-        load: protocol.load,
-        seed: protocol.seed,
-        nodes: nodes.len(),
-        cluster_gpus: (capacity / 1000) as u64,
-        pods: order.len(),
-        placed_pods: 0,
-        failed_pods: 0,
-        failed_by_kind: BTreeMap::new(),
-        arrived_gpu_milli: 0,
-        allocated_gpu_milli: 0,
-        arrived_pct: 0.0,
-        allocation_ratio_pct: 0.0,
-        unallocated_gpus: 0.0,
-        fragmentation_pct: 0.0,
-        fragmented_gpus: 0.0,
-        typical_shapes: w.typical.len(),
-        unchecked: w.unchecked.clone(),
-        placements: Vec::with_capacity(order.len()),
-    };
+    let sizes: Vec<(i64, i64)> = reqs
+        .iter()
+        .map(|r| (r.total(), i64::from(r.milli)))
+        .collect();
+    let order = arrivals(&sizes, protocol, capacity, &mut rng, &by_name);
+    let mut out = empty(policy, protocol, nodes.len(), capacity);
+    out.pods = order.len();
+    out.typical_shapes = w.typical.len();
+    out.unchecked.clone_from(&w.unchecked);
     for (i, copy) in order {
         let r = &reqs[i];
         out.arrived_gpu_milli += r.total();
-        let name = match copy {
-            None => pods[i].name.clone(),
-            Some(c) => format!("{}-copy-{c}", pods[i].name),
-        };
+        let name = copy_name(&pods[i].name, copy);
         let Some(node) = choose(&w, &mut memo, policy, r, &mut rng) else {
             out.failed_pods += 1;
             *out.failed_by_kind.entry(pods[i].kind()).or_default() += 1;
@@ -794,6 +825,7 @@ pub fn run(
                 pod: name,
                 node: None,
                 gpus: Vec::new(),
+                mig: None,
             });
             continue;
         };
@@ -805,6 +837,7 @@ pub fn run(
             pod: name,
             node: Some(w.names[node].clone()),
             gpus,
+            mig: None,
         });
     }
     finish(&mut out, &w, &memo, capacity);
@@ -834,4 +867,300 @@ fn finish(out: &mut Packing, w: &World, memo: &Memo, capacity: i64) {
     } else {
         0.0
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, cpu: i64, gpus: u32, model: &str) -> Node {
+        Node {
+            name: name.into(),
+            cpu_milli: Some(cpu),
+            memory_mib: Some(1 << 20),
+            gpus,
+            model: model.into(),
+        }
+    }
+
+    fn pod(name: &str, cpu: i64, num_gpu: u32, gpu_milli: u32) -> Pod {
+        Pod {
+            name: name.into(),
+            cpu_milli: cpu,
+            memory_mib: 1024,
+            num_gpu,
+            gpu_milli,
+            gpu_spec: Vec::new(),
+            mig_profile: None,
+        }
+    }
+
+    fn pack(nodes: &[Node], pods: &[Pod], policy: Policy, seed: u64) -> Packing {
+        let p = Protocol {
+            seed,
+            ..Protocol::default()
+        };
+        run(nodes, pods, policy, &p, &crate::mig::MigCatalog::new()).expect("packed")
+    }
+
+    fn at(p: &Packing) -> Vec<(Option<&str>, Vec<u32>)> {
+        p.placements
+            .iter()
+            .map(|x| (x.node.as_deref(), x.gpus.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn best_fit_scores_by_hand() {
+        // Scale: 32 cores, 8 GPUs. A 4-core 1-GPU pod leaves 28 cores and 3 GPUs on `small`
+        // (score ⌊100 × (1 − (0.5 × 28/32 + 0.5 × 3/8))⌋ = 37) and 7 GPUs on `big` (12).
+        let nodes = [node("big", 32_000, 8, "T4"), node("small", 32_000, 4, "T4")];
+        let sc = Scale {
+            cpu: 32_000.0,
+            gpu: 8000,
+        };
+        let r = Req {
+            cpu: 4000,
+            mem: 0,
+            num: 1,
+            milli: 1000,
+            mask: None,
+            shape: 0,
+        };
+        let st = |g: usize| NodeSt {
+            cpu: 32_000,
+            mem: 0,
+            gpus: vec![1000; g],
+            model: Some(0),
+            kinds: Vec::new(),
+            state: 0,
+        };
+        assert_eq!(best_fit(&st(4), &r, sc), 37);
+        assert_eq!(best_fit(&st(8), &r, sc), 12);
+        let p = pack(&nodes, &[pod("a", 4000, 1, 1000)], Policy::BestFit, 1);
+        assert_eq!(at(&p)[0].0, Some("small"));
+    }
+
+    #[test]
+    fn shares_go_to_the_tightest_gpu_that_fits() {
+        let pods = [
+            pod("p1", 100, 1, 600),
+            pod("p2", 100, 1, 300),
+            pod("p3", 100, 1, 500),
+        ];
+        let p = pack(&[node("n", 8000, 2, "T4")], &pods, Policy::BestFit, 1);
+        assert_eq!(
+            at(&p),
+            [
+                (Some("n"), vec![0]),
+                (Some("n"), vec![0]),
+                (Some("n"), vec![1])
+            ]
+        );
+        assert_eq!(p.allocated_gpu_milli, 1400);
+        assert!((p.allocation_ratio_pct - 70.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fgd_scores_by_hand() {
+        // The list: three 2-GPU pods and one 1-GPU pod, so the typical workload is a 2-GPU pod
+        // (p = 3/4) or a 1-GPU one (1/4). Putting the 1-GPU pod on the 1-GPU node removes its
+        // fragment (750 thousandths: the 2-GPU pods can never use it): ⌊100 σ(0.75)⌋ = 67; on
+        // the 2-GPU node it creates one: ⌊100 σ(−0.75)⌋ = 32.
+        let pods = [
+            pod("a", 0, 1, 1000),
+            pod("b", 0, 2, 1000),
+            pod("c", 0, 2, 1000),
+            pod("d", 0, 2, 1000),
+        ];
+        let nodes = [node("two", 8000, 2, "T4"), node("one", 8000, 1, "T4")];
+        let mut models = Vec::new();
+        let mut shapes = HashMap::new();
+        let reqs = requests(&pods, &mut models, &mut shapes, &[]).expect("requests");
+        let typical = typical(&reqs, &shapes, 95.0);
+        assert_eq!(typical.len(), 2);
+        assert!((typical[0].p - 0.75).abs() < 1e-12 && typical[0].num == 2);
+        assert!((frag(Some(0), 8000, &[1000], &typical) - 750.0).abs() < 1e-9);
+        assert_eq!(frag(Some(0), 8000, &[1000, 1000], &typical), 0.0);
+        assert_eq!(fgd(Some(0), 8000, &[1000], &reqs[0], &typical, 750.0).0, 67);
+        assert_eq!(
+            fgd(Some(0), 8000, &[1000, 1000], &reqs[0], &typical, 0.0).0,
+            32
+        );
+        let p = pack(&nodes, &pods, Policy::Fgd, 3);
+        assert_eq!(at(&p)[0], (Some("one"), vec![0]));
+        assert_eq!(at(&p)[1], (Some("two"), vec![0, 1]));
+        assert_eq!(p.failed_pods, 2);
+        assert_eq!(p.failed_by_kind["2-gpu"], 2);
+        assert!((p.allocation_ratio_pct - 100.0).abs() < 1e-9);
+        assert_eq!(p.fragmentation_pct, 0.0, "nothing idle");
+    }
+
+    #[test]
+    fn packing_and_clustering_by_hand() {
+        let nodes = [node("x", 64_000, 2, "T4"), node("y", 64_000, 2, "T4")];
+        // GPU packing: the second share joins the first one's GPU (score 100 − 70/10 = 93
+        // against 31 for the untouched node).
+        let p = pack(
+            &nodes,
+            &[pod("s1", 100, 1, 300), pod("s2", 100, 1, 300)],
+            Policy::GpuPacking,
+            5,
+        );
+        assert_eq!(at(&p)[0], at(&p)[1]);
+        // GPU clustering: a whole-GPU pod avoids the node running a share (0 + 25 × 7/8 …)
+        // for the untouched one (25 + …).
+        let p = pack(
+            &nodes,
+            &[pod("s1", 100, 1, 300), pod("w", 100, 1, 1000)],
+            Policy::GpuClustering,
+            5,
+        );
+        assert_ne!(at(&p)[0].0, at(&p)[1].0);
+    }
+
+    #[test]
+    fn first_fit_keeps_list_order_and_ties_follow_a_seeded_node_order() {
+        let nodes: Vec<Node> = (0..6)
+            .map(|i| node(&format!("n{i}"), 8000, 1, "T4"))
+            .collect();
+        let p = pack(&nodes, &[pod("a", 100, 1, 1000)], Policy::FirstFit, 9);
+        assert_eq!(at(&p)[0].0, Some("n0"));
+        // Six equal nodes: best-fit's choice follows the seeded order, so seeds differ.
+        let chosen: std::collections::BTreeSet<String> = (0..20)
+            .map(|s| {
+                pack(&nodes, &[pod("a", 100, 1, 1000)], Policy::BestFit, s).placements[0]
+                    .node
+                    .clone()
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert!(chosen.len() > 2, "{chosen:?}");
+    }
+
+    #[test]
+    fn the_load_protocol_extends_and_prunes_to_the_target() {
+        let nodes: Vec<Node> = (0..4)
+            .map(|i| node(&format!("n{i}"), 64_000, 4, "T4"))
+            .collect();
+        let pods: Vec<Pod> = (0..10)
+            .map(|i| pod(&format!("p{i}"), 1000, 1, 100 * (i % 9 + 1)))
+            .collect();
+        for (load, seed) in [(1.3, 1), (0.1, 2), (2.0, 3)] {
+            let p = run(
+                &nodes,
+                &pods,
+                Policy::Fgd,
+                &Protocol {
+                    load: Some(load),
+                    seed,
+                    shuffle: true,
+                    ..Protocol::default()
+                },
+                &crate::mig::MigCatalog::new(),
+            )
+            .expect("packed");
+            let target = load * 16_000.0;
+            let arrived = p.arrived_gpu_milli as f64;
+            assert!(arrived <= target, "{load}: {arrived} > {target}");
+            assert!(target - arrived < 1000.0, "{load}: {arrived} ≪ {target}");
+            assert_eq!(p.pods, p.placements.len());
+            assert!(p.placements.iter().any(|x| x.pod.contains("-copy-")) == (load > 0.5));
+        }
+    }
+
+    /// Random clusters and lists, every policy: replaying the placements, no node passes its
+    /// CPU or memory, no GPU passes 1000 thousandths, models are respected, every workload has
+    /// the GPUs it asked for, and a workload failed only when no node had room at that moment.
+    #[test]
+    fn placements_replay_within_capacity_for_every_policy() {
+        let mut rng = fastrand::Rng::with_seed(11);
+        let models = ["T4", "V100", "A10"];
+        for round in 0..12 {
+            let nodes: Vec<Node> = (0..rng.usize(1..12))
+                .map(|i| {
+                    let g = [0, 1, 2, 4, 8][rng.usize(..5)];
+                    node(
+                        &format!("n{i}"),
+                        rng.i64(4..64) * 1000,
+                        g,
+                        if g == 0 { "" } else { models[rng.usize(..3)] },
+                    )
+                })
+                .collect();
+            let pods: Vec<Pod> = (0..rng.usize(1..80))
+                .map(|i| {
+                    let mut p = match rng.usize(..4) {
+                        0 => pod("", rng.i64(1..8) * 1000, 0, 0),
+                        1 => pod("", rng.i64(1..8) * 1000, 1, rng.u32(1..1000)),
+                        2 => pod("", rng.i64(1..8) * 1000, 1, 1000),
+                        _ => pod("", rng.i64(1..8) * 1000, [2, 4, 8][rng.usize(..3)], 1000),
+                    };
+                    p.name = format!("p{i:03}");
+                    p.memory_mib = rng.i64(1..400_000);
+                    if p.num_gpu > 0 && rng.bool() {
+                        p.gpu_spec = vec![models[rng.usize(..3)].to_owned()];
+                    }
+                    p
+                })
+                .collect();
+            for policy in Policy::ALL.into_iter().filter(|p| *p != Policy::Mig) {
+                let out = pack(&nodes, &pods, policy, round);
+                replay(&nodes, &pods, &out, policy);
+            }
+        }
+    }
+
+    fn replay(nodes: &[Node], pods: &[Pod], out: &Packing, policy: Policy) {
+        let mut cpu: Vec<i64> = nodes.iter().map(|n| n.cpu_milli.unwrap_or(0)).collect();
+        let mut mem: Vec<i64> = nodes.iter().map(|n| n.memory_mib.unwrap_or(0)).collect();
+        let mut gpus: Vec<Vec<i64>> = nodes.iter().map(|n| vec![1000; n.gpus as usize]).collect();
+        assert_eq!(out.placements.len(), pods.len());
+        let mut allocated = 0;
+        for (x, p) in out.placements.iter().zip(pods) {
+            assert_eq!(x.pod, p.name, "{policy:?}: list order kept");
+            let fits = |k: usize, gpus: &[Vec<i64>]| {
+                let n = &nodes[k];
+                cpu[k] >= p.cpu_milli
+                    && mem[k] >= p.memory_mib
+                    && (p.num_gpu == 0
+                        || ((p.gpu_spec.is_empty() || p.gpu_spec.contains(&n.model))
+                            && gpus[k]
+                                .iter()
+                                .filter(|&&g| g >= i64::from(p.gpu_milli))
+                                .count()
+                                >= p.num_gpu as usize))
+            };
+            let Some(name) = &x.node else {
+                assert!(
+                    (0..nodes.len()).all(|k| !fits(k, &gpus)),
+                    "{policy:?}: {} had room",
+                    p.name
+                );
+                continue;
+            };
+            let k = nodes
+                .iter()
+                .position(|n| &n.name == name)
+                .expect("a known node");
+            assert!(fits(k, &gpus), "{policy:?}: {} placed without room", p.name);
+            let want = if p.num_gpu == 0 {
+                0
+            } else {
+                p.num_gpu as usize
+            };
+            assert_eq!(x.gpus.len(), want, "{policy:?}: {}", p.name);
+            let distinct: std::collections::BTreeSet<u32> = x.gpus.iter().copied().collect();
+            assert_eq!(distinct.len(), x.gpus.len());
+            cpu[k] -= p.cpu_milli;
+            mem[k] -= p.memory_mib;
+            for &g in &x.gpus {
+                gpus[k][g as usize] -= i64::from(p.gpu_milli);
+                assert!(gpus[k][g as usize] >= 0, "{policy:?}: GPU over 1000");
+            }
+            allocated += p.total_milli();
+        }
+        assert_eq!(out.allocated_gpu_milli, allocated);
+        assert_eq!(out.placed_pods + out.failed_pods, pods.len());
+    }
 }

@@ -1,6 +1,7 @@
 //! The schedule of a job queue (`gpuwise schedule`) and a packing of workloads on nodes
 //! (`gpuwise pack`): table, Markdown, JSON, or their rows as CSV.
 
+use gpuwise_pack::consolidate::Consolidation;
 use gpuwise_pack::place::Packing;
 use gpuwise_pack::schedule::Schedule;
 
@@ -168,6 +169,81 @@ pub fn packing(p: &Packing, format: Format) -> String {
         _ => crate::section::render_text(
             "Packing",
             &packing_sections(p),
+            format,
+            &RenderOptions::default(),
+        ),
+    }
+}
+
+fn consolidation_sections(c: &Consolidation) -> Vec<Section> {
+    let money = |v: Option<f64>| v.map_or("– (no price)".into(), usd);
+    let mut rows: Vec<Vec<String>> = c
+        .models
+        .iter()
+        .map(|m| {
+            vec![
+                m.model.clone(),
+                m.devices.to_string(),
+                m.gpus_needed.to_string(),
+                m.lower_bound.to_string(),
+                m.freed.to_string(),
+                money(m.freed_usd_per_month),
+            ]
+        })
+        .collect();
+    rows.push(vec![
+        "all".into(),
+        c.devices.to_string(),
+        c.gpus_needed.to_string(),
+        c.lower_bound.to_string(),
+        c.freed.to_string(),
+        money(c.freed_usd_per_month),
+    ]);
+    vec![Section {
+        title: "Consolidation".into(),
+        note: Some(format!(
+            "Each GPU's peak memory and p95 utilization as one workload, packed first-fit \
+             decreasing onto GPUs of its model filled to {:.0} %. Bound: no packing needs \
+             fewer GPUs (summed shares, and workloads above half a GPU). Dollars: freed GPUs × \
+             the model's lowest price × 730 h.",
+            (1.0 - c.headroom) * 100.0
+        )),
+        headers: vec![
+            "MODEL",
+            "GPUS HELD",
+            "GPUS NEEDED",
+            "LOWER BOUND",
+            "FREED",
+            "FREED / MONTH",
+        ],
+        right: vec![1, 2, 3, 4, 5],
+        rows,
+    }]
+}
+
+/// Render a consolidation (`table`, `markdown`: per model; `json`: all; `csv`: one row per
+/// device).
+#[must_use]
+pub fn consolidation(c: &Consolidation, format: Format) -> String {
+    match format {
+        Format::Json => crate::json::pretty(c),
+        Format::Csv => {
+            let mut out = String::from("device,model,gpu,memory_share,compute_share\n");
+            for m in &c.moves {
+                out.push_str(&format!(
+                    "{},{},{},{:.4},{:.4}\n",
+                    crate::escape::csv(&m.device),
+                    crate::escape::csv(&m.model),
+                    m.gpu,
+                    m.memory,
+                    m.compute
+                ));
+            }
+            out
+        }
+        _ => crate::section::render_text(
+            "Consolidation",
+            &consolidation_sections(c),
             format,
             &RenderOptions::default(),
         ),

@@ -142,7 +142,10 @@ pub(crate) struct PackArgs {
     /// Pack the devices of a `gpuwise report --format json` onto fewer GPUs instead.
     #[arg(long, value_name = "REPORT_JSON", conflicts_with_all = ["workloads", "nodes", "load"])]
     pub consolidate: Option<PathBuf>,
-    /// Output format: table, json, markdown, csv (one row per workload).
+    /// With --consolidate: GPU capacity kept free on every GPU (0.1 packs to 90 %).
+    #[arg(long, default_value_t = 0.1, requires = "consolidate")]
+    pub headroom: f64,
+    /// Output format: table, json, markdown, csv (one row per workload or device).
     #[arg(long, short = 'f', env = "GPUWISE_FORMAT", value_name = "FORMAT")]
     pub format: Option<String>,
     /// Write to FILE (whole or not at all) instead of stdout.

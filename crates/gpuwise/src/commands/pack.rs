@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use gpuwise_pack::cluster;
+use gpuwise_pack::consolidate::{self, Item};
+use gpuwise_pack::mig::{self, MigCatalog};
 use gpuwise_pack::place::{self, Policy, Protocol};
 use gpuwise_render::Format;
 
@@ -36,6 +38,20 @@ pub(crate) fn run(a: &PackArgs) -> anyhow::Result<ExitCode> {
             "--load: {load} is not a share above 0 (1.3 = 130 %)"
         );
     }
+    if let Some(report) = &a.consolidate {
+        anyhow::ensure!(
+            (0.0..0.95).contains(&a.headroom),
+            "--headroom: {} is not a share from 0 to 0.95",
+            a.headroom
+        );
+        let items = report_items(report)?;
+        let c = consolidate::run(&items, a.headroom);
+        emit(
+            &gpuwise_render::pack::consolidation(&c, format),
+            a.output.as_ref(),
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let (Some(workloads), Some(nodes)) = (&a.workloads, &a.nodes) else {
         anyhow::bail!("give WORKLOADS and --nodes, or --consolidate REPORT_JSON");
     };
@@ -48,7 +64,7 @@ pub(crate) fn run(a: &PackArgs) -> anyhow::Result<ExitCode> {
         shuffle: a.shuffle,
         ..Protocol::default()
     };
-    let p = place::run(&nodes, &pods, policy, &protocol)?;
+    let p = place::run(&nodes, &pods, policy, &protocol, &mig_catalog(&nodes))?;
     if p.failed_pods > 0 {
         printer::warn(&format!(
             "{} of {} workload(s) found no node with room",
@@ -60,4 +76,98 @@ pub(crate) fn run(a: &PackArgs) -> anyhow::Result<ExitCode> {
         a.output.as_ref(),
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The MIG profiles of the nodes' GPU models, from the built-in catalog: memory slices are the
+/// profile's share of the GPU's memory in eighths. Models the catalog does not know, and the
+/// A30 (4 compute slices, other positions), have none.
+fn mig_catalog(nodes: &[cluster::Node]) -> MigCatalog {
+    let catalog = gpuwise_catalog::Catalog::builtin();
+    let mut out = MigCatalog::new();
+    for n in nodes.iter().filter(|n| n.gpus > 0) {
+        if out.contains_key(&n.model) {
+            continue;
+        }
+        let Some(gpu) = catalog.resolve(&n.model) else {
+            continue;
+        };
+        if gpu.mig_slices() != Some(7) {
+            continue;
+        }
+        let profiles = gpu
+            .mig_profiles
+            .iter()
+            .filter_map(|p| {
+                let memory = (8.0 * p.memory_gb / gpu.memory_gb).round().clamp(1.0, 8.0) as u8;
+                let compute = u8::try_from(p.compute_slices).ok()?;
+                (!mig::starts(compute, memory).is_empty()).then(|| mig::MigProfile {
+                    name: p.name.clone(),
+                    compute,
+                    memory,
+                    max_instances: u8::try_from(p.max_instances).unwrap_or(u8::MAX),
+                })
+            })
+            .collect();
+        out.insert(n.model.clone(), profiles);
+    }
+    out
+}
+
+/// Each device of a `gpuwise report --format json` as a workload: its peak memory share and
+/// p95 utilization. Devices without either figure, and MIG instances (already a slice), are
+/// skipped and counted: an unknown share is never taken as zero.
+fn report_items(path: &std::path::Path) -> anyhow::Result<Vec<Item>> {
+    let name = path.display().to_string();
+    let v: serde_json::Value = serde_json::from_str(&fs_err::read_to_string(path)?)
+        .map_err(|e| anyhow!("{name}: not JSON: {e}"))?;
+    let schema = v.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+    anyhow::ensure!(
+        schema.starts_with("gpuwise.report/"),
+        "{name}: not a `gpuwise report --format json` (schema `{schema}`)"
+    );
+    let devices = v
+        .get("devices")
+        .and_then(|d| d.as_array())
+        .ok_or_else(|| anyhow!("{name}: no `devices` list"))?;
+    let mut items = Vec::new();
+    let mut skipped: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for d in devices {
+        let num = |k: &str| d.get(k).and_then(serde_json::Value::as_f64);
+        let text = |k: &str| d.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+        if d.get("mig_profile").is_some_and(|m| !m.is_null()) {
+            *skipped.entry("a MIG instance").or_default() += 1;
+            continue;
+        }
+        let memory = match (num("peak_memory_used_mib"), num("memory_total_mib")) {
+            (Some(used), Some(total)) if total > 0.0 => (used / total).clamp(0.0, 1.0),
+            _ => {
+                *skipped.entry("peak or total memory unknown").or_default() += 1;
+                continue;
+            }
+        };
+        let Some(p95) = num("p95_utilization_pct") else {
+            *skipped.entry("p95 utilization unknown").or_default() += 1;
+            continue;
+        };
+        let (Some(id), Some(model)) = (text("id"), text("model").or_else(|| text("model_name")))
+        else {
+            *skipped.entry("no id or model").or_default() += 1;
+            continue;
+        };
+        items.push(Item {
+            id,
+            model,
+            memory,
+            compute: (p95 / 100.0).clamp(0.0, 1.0),
+            usd_per_gpu_hour: num("usd_per_gpu_hour"),
+        });
+    }
+    for (why, n) in &skipped {
+        printer::warn(&format!("{name}: {n} device(s) skipped: {why}"));
+    }
+    anyhow::ensure!(
+        !items.is_empty(),
+        "{name}: no device with peak memory and p95 utilization"
+    );
+    Ok(items)
 }
