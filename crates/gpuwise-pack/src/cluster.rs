@@ -110,6 +110,24 @@ fn bad(origin: &str, message: impl Into<String>) -> ClusterError {
     }
 }
 
+fn missing(origin: &str, cols: &[(Option<usize>, &str)]) -> ClusterError {
+    let names: Vec<&str> = cols
+        .iter()
+        .filter(|(i, _)| i.is_none())
+        .map(|(_, n)| *n)
+        .collect();
+    bad(origin, format!("header lacks {}", names.join(" and ")))
+}
+
+/// ` (rows skipped: why ×n, …)`, or nothing.
+fn skips(skipped: &BTreeMap<String, u64>) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = skipped.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+    format!(" (rows skipped: {})", list.join(", "))
+}
+
 struct Header {
     cols: Vec<String>,
 }
@@ -120,22 +138,25 @@ impl Header {
     }
 }
 
-/// The header and the data lines (blank lines dropped).
+/// The header and the rows (blank lines dropped; quoted fields may hold commas; a row the
+/// CSV reader rejects becomes an empty row, skipped for its missing name).
 fn split(text: &str, origin: &str) -> Result<(Header, Vec<Vec<String>>), ClusterError> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    let (_, header) = lines
-        .next()
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(text.trim_start_matches('\u{feff}').as_bytes());
+    let mut rows = reader.records().map(|r| {
+        r.map(|rec| rec.iter().map(str::to_owned).collect::<Vec<String>>())
+            .unwrap_or_default()
+    });
+    let header = rows
+        .by_ref()
+        .find(|r| r.iter().any(|f| !f.is_empty()))
         .ok_or_else(|| bad(origin, "empty: no header"))?;
-    let cols = header
-        .trim_start_matches('\u{feff}')
-        .split(',')
-        .map(|c| c.trim().to_ascii_lowercase())
-        .collect();
-    let rows = lines
-        .map(|(_, l)| l.split(',').map(|f| f.trim().to_owned()).collect())
+    let cols = header.iter().map(|c| c.to_ascii_lowercase()).collect();
+    let rows = rows
+        .filter(|r| r.is_empty() || r.iter().any(|f| !f.is_empty()))
         .collect();
     Ok((Header { cols }, rows))
 }
@@ -165,11 +186,15 @@ fn models(v: Option<&str>) -> Vec<String> {
 /// Read a node list.
 pub fn parse_nodes(text: &str, origin: &str) -> Result<Read<Node>, ClusterError> {
     let (h, rows) = split(text, origin)?;
-    let (Some(name), Some(gpus)) = (
+    let (name, gpus) = (
         h.find(&["sn", "name", "node"]),
         h.find(&["gpu", "gpus", "num_gpu"]),
-    ) else {
-        return Err(bad(origin, "header lacks sn (or name) and gpu (or gpus)"));
+    );
+    let (Some(name), Some(gpus)) = (name, gpus) else {
+        return Err(missing(
+            origin,
+            &[(name, "sn (or name)"), (gpus, "gpu (or gpus)")],
+        ));
     };
     let (cpu, mem, model) = (
         h.find(&["cpu_milli"]),
@@ -209,7 +234,10 @@ pub fn parse_nodes(text: &str, origin: &str) -> Result<Read<Node>, ClusterError>
         return Err(bad(origin, format!("node `{}` is listed twice", dup.name)));
     }
     if out.items.is_empty() {
-        return Err(bad(origin, "no node with a name and a GPU count"));
+        return Err(bad(
+            origin,
+            format!("no usable node{}", skips(&out.skipped)),
+        ));
     }
     Ok(out)
 }
@@ -228,11 +256,15 @@ struct PodCols {
 /// Read a workload list.
 pub fn parse_pods(text: &str, origin: &str) -> Result<Read<Pod>, ClusterError> {
     let (h, rows) = split(text, origin)?;
-    let (Some(name), Some(gpus)) = (
+    let (name, gpus) = (
         h.find(&["name", "pod", "workload"]),
         h.find(&["num_gpu", "gpus"]),
-    ) else {
-        return Err(bad(origin, "header lacks name and num_gpu (or gpus)"));
+    );
+    let (Some(name), Some(gpus)) = (name, gpus) else {
+        return Err(missing(
+            origin,
+            &[(name, "name"), (gpus, "num_gpu (or gpus)")],
+        ));
     };
     let c = PodCols {
         name,
@@ -252,7 +284,10 @@ pub fn parse_pods(text: &str, origin: &str) -> Result<Read<Pod>, ClusterError> {
         }
     }
     if out.items.is_empty() {
-        return Err(bad(origin, "no workload with a name and a GPU count"));
+        return Err(bad(
+            origin,
+            format!("no usable workload{}", skips(&out.skipped)),
+        ));
     }
     Ok(out)
 }
@@ -336,6 +371,17 @@ mod tests {
         assert_eq!(p.items[0].gpu_milli, 250);
         assert_eq!(p.items[1].gpu_milli, 1000);
         assert_eq!(p.items[1].cpu_milli, 0);
+    }
+
+    #[test]
+    fn quoted_names_keep_their_commas() {
+        let p = parse_pods(
+            "\u{feff}name,num_gpu,gpu_spec\n\"a, \"\"b\"\"\",1,\"T4|A10\"\n\n",
+            "q.csv",
+        )
+        .expect("read");
+        assert_eq!(p.items[0].name, "a, \"b\"");
+        assert_eq!(p.items[0].gpu_spec, ["T4", "A10"]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! (`gpuwise pack`): table, Markdown, JSON, or their rows as CSV.
 
 use gpuwise_pack::consolidate::Consolidation;
-use gpuwise_pack::place::Packing;
+use gpuwise_pack::place::{Packing, Policy};
 use gpuwise_pack::schedule::Schedule;
 
 use crate::section::Section;
@@ -122,11 +122,19 @@ fn packing_sections(p: &Packing) -> Vec<Section> {
     }
     let mut out = vec![Section {
         title: format!("Packing ({})", p.policy.name()),
-        note: Some(format!(
-            "Load: {load}; seed {}. Fragmentation: idle GPU capacity the typical workload \
-             ({} most frequent shapes) cannot use.",
-            p.seed, p.typical_shapes
-        )),
+        note: Some(if p.policy == Policy::Mig {
+            format!(
+                "Load: {load}; seed {}. MIG: GPU capacity counted in compute slices (sevenths); \
+                 fragmentation: free slices on GPUs where none of the {} profiles asked for fits.",
+                p.seed, p.typical_shapes
+            )
+        } else {
+            format!(
+                "Load: {load}; seed {}. Fragmentation: idle GPU capacity the typical workload \
+                 ({} most frequent shapes) cannot use.",
+                p.seed, p.typical_shapes
+            )
+        }),
         headers: vec!["FIGURE", "VALUE"],
         right: vec![1],
         rows,

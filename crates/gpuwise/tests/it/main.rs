@@ -13,6 +13,7 @@ mod graph;
 mod hostile;
 mod ledger;
 mod messy;
+mod pack;
 mod plan;
 mod planted;
 mod prometheus;
