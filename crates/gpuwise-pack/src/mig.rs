@@ -309,7 +309,7 @@ fn place_one(st: &mut [MigNode], rank: &[u32], pod: &Pod) -> Option<Spot> {
 }
 
 /// Totals; fragmentation: free compute slices on GPUs where no profile the list asks for fits
-/// any more, over all free compute slices.
+/// any more, over all compute slices (and over the free ones).
 fn finish(
     out: &mut Packing,
     st: &[MigNode],
@@ -350,7 +350,8 @@ fn finish(
     out.allocation_ratio_pct = 100.0 * placed as f64 / capacity as f64;
     out.unallocated_gpus = (capacity - placed) as f64 / 7.0;
     out.fragmented_gpus = stranded as f64 / 7.0;
-    out.fragmentation_pct = if idle > 0 {
+    out.fragmentation_pct = 100.0 * stranded as f64 / capacity as f64;
+    out.fragmentation_of_idle_pct = if idle > 0 {
         100.0 * stranded as f64 / idle as f64
     } else {
         0.0

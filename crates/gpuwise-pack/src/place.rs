@@ -170,11 +170,14 @@ pub struct Packing {
     pub allocation_ratio_pct: f64,
     /// GPU capacity not placed, in GPUs.
     pub unallocated_gpus: f64,
-    /// Idle GPU capacity the typical workload cannot use, over all idle GPU capacity, in
-    /// percent (the paper's fragmentation ratio); 0 when nothing is idle.
+    /// Idle GPU capacity the typical workload cannot use, over the cluster's GPU capacity, in
+    /// percent (the paper's fragmentation measure, its Fig. 7a).
     pub fragmentation_pct: f64,
-    /// That fragmented capacity, in GPUs (the paper's fragmentation amount).
+    /// That fragmented capacity, in GPUs.
     pub fragmented_gpus: f64,
+    /// That fragmented capacity over all idle GPU capacity, in percent (the paper's
+    /// fragmentation ratio, Fig. 7b); 0 when nothing is idle.
+    pub fragmentation_of_idle_pct: f64,
     /// Workload shapes counted as typical for the fragmentation measure.
     pub typical_shapes: usize,
     /// Resources the node list did not give and that were therefore not checked.
@@ -759,6 +762,7 @@ pub(crate) fn empty(policy: Policy, protocol: &Protocol, nodes: usize, capacity:
         unallocated_gpus: 0.0,
         fragmentation_pct: 0.0,
         fragmented_gpus: 0.0,
+        fragmentation_of_idle_pct: 0.0,
         typical_shapes: 0,
         unchecked: Vec::new(),
         placements: Vec::new(),
@@ -852,6 +856,13 @@ fn finish(out: &mut Packing, w: &World, memo: &Memo, capacity: i64) {
             0.0
         }
     };
+    let pct_f = |m: f64| {
+        if capacity > 0 {
+            100.0 * m / capacity as f64
+        } else {
+            0.0
+        }
+    };
     out.arrived_pct = pct(out.arrived_gpu_milli);
     out.allocation_ratio_pct = pct(out.allocated_gpu_milli);
     out.unallocated_gpus = (capacity - out.allocated_gpu_milli) as f64 / 1000.0;
@@ -862,7 +873,8 @@ fn finish(out: &mut Packing, w: &World, memo: &Memo, capacity: i64) {
         .sum();
     let idle: i64 = w.nodes.iter().map(NodeSt::total_left).sum();
     out.fragmented_gpus = frag / 1000.0;
-    out.fragmentation_pct = if idle > 0 {
+    out.fragmentation_pct = pct_f(frag);
+    out.fragmentation_of_idle_pct = if idle > 0 {
         100.0 * frag / idle as f64
     } else {
         0.0
@@ -993,7 +1005,8 @@ mod tests {
         assert_eq!(p.failed_pods, 2);
         assert_eq!(p.failed_by_kind["2-gpu"], 2);
         assert!((p.allocation_ratio_pct - 100.0).abs() < 1e-9);
-        assert_eq!(p.fragmentation_pct, 0.0, "nothing idle");
+        assert_eq!(p.fragmentation_pct, 0.0);
+        assert_eq!(p.fragmentation_of_idle_pct, 0.0, "nothing idle");
     }
 
     #[test]

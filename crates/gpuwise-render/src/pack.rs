@@ -110,10 +110,10 @@ fn packing_sections(p: &Packing) -> Vec<Section> {
             format!("{:.1}", p.unallocated_gpus),
         ],
         vec![
-            "fragmentation (of idle GPU capacity)".into(),
+            "fragmented GPU capacity".into(),
             format!(
-                "{:.2} % ({:.1} GPUs)",
-                p.fragmentation_pct, p.fragmented_gpus
+                "{:.2} % of the GPUs ({:.1} GPUs, {:.1} % of the idle capacity)",
+                p.fragmentation_pct, p.fragmented_gpus, p.fragmentation_of_idle_pct
             ),
         ],
     ];
