@@ -212,7 +212,7 @@ fn consolidation_sections(c: &Consolidation) -> Vec<Section> {
         note: Some(format!(
             "Each GPU's peak memory and p95 utilization as one workload, packed first-fit \
              decreasing onto GPUs of its model filled to {:.0} %. Bound: no packing needs \
-             fewer GPUs (summed shares, and workloads above half a GPU). Dollars: freed GPUs × \
+             fewer GPUs (Martello–Toth L2 on memory and on utilization). Dollars: freed GPUs × \
              the model's lowest price × 730 h.",
             (1.0 - c.headroom) * 100.0
         )),
