@@ -140,7 +140,7 @@ pub(crate) struct PackArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Pack the devices of a `gpuwise report --format json` onto fewer GPUs instead.
-    #[arg(long, value_name = "REPORT_JSON", conflicts_with_all = ["workloads", "nodes", "load"])]
+    #[arg(long, value_name = "REPORT_JSON", conflicts_with_all = ["workloads", "nodes", "load", "shuffle", "seed", "policy"])]
     pub consolidate: Option<PathBuf>,
     /// With --consolidate: GPU capacity kept free on every GPU (0.1 packs to 90 %).
     #[arg(long, default_value_t = 0.1, requires = "consolidate")]

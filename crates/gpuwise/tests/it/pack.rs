@@ -367,6 +367,16 @@ fn the_bad_pack_corpus_gives_clear_errors() {
     let o = run(&["pack", "--consolidate", &file("report-not-a-report.json")]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("not a `gpuwise report"), "{}", o.stderr);
+    // A flag that cannot apply to a consolidation is refused, not ignored.
+    let o = run(&[
+        "pack",
+        "--consolidate",
+        &file("report-unknown-memory.json"),
+        "--policy",
+        "fgd",
+    ]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("--policy"), "{}", o.stderr);
     for bad in [["--policy", "tetris"], ["--load", "0"]] {
         let o = run(&["pack", &good_pods, "--nodes", &good_nodes, bad[0], bad[1]]);
         assert_eq!(o.code, 2, "{bad:?}");
