@@ -86,6 +86,20 @@ pub enum PerfError {
         /// Which figure.
         what: String,
     },
+    /// No inference engine gpuwise knows has kernels for the weight format on the GPU.
+    #[error(
+        "{gpu}: no {precision} kernels for {architecture} in vLLM's supported-hardware table (try --precision {instead})"
+    )]
+    NoKernels {
+        /// GPU.
+        gpu: String,
+        /// Its architecture.
+        architecture: String,
+        /// The precision asked.
+        precision: String,
+        /// What runs there instead.
+        instead: &'static str,
+    },
     /// The GPU's architecture has no tensor-core path for the precision.
     #[error("{gpu}: {architecture} has no {precision} arithmetic (try --precision {instead})")]
     Unsupported {
@@ -98,6 +112,46 @@ pub enum PerfError {
         /// What the architecture runs instead.
         instead: &'static str,
     },
+}
+
+/// The weight formats that need kernels of their own, and the accelerators that have none:
+/// vLLM's table of supported hardware for quantization (docs.vllm.ai, "Supported Hardware",
+/// unchanged from v0.9 to v0.15, 2025–2026) lists AWQ and GPTQ (4-bit, and GPTQ's 8-bit) and
+/// bitsandbytes (NF4) on NVIDIA GPUs from Volta on only — not on AMD GPUs, Intel Gaudi or
+/// Google TPU — and GGUF on NVIDIA and AMD GPUs but not on Gaudi or TPU. What to try instead,
+/// or `None` where kernels exist or gpuwise does not know (older NVIDIA GPUs, which vLLM does
+/// not run on at all, are left to the price and figure checks).
+fn no_kernels(architecture: &str, p: Precision) -> Option<&'static str> {
+    let amd = architecture.starts_with("CDNA") || architecture.starts_with("RDNA");
+    let other = architecture.starts_with("Gaudi") || architecture.starts_with("TPU");
+    match p {
+        Precision::Int8 if amd => Some("q8_0"),
+        Precision::Int4 { .. } | Precision::Nf4 if amd => Some("q4_k_m"),
+        Precision::Int8
+        | Precision::Int4 { .. }
+        | Precision::Nf4
+        | Precision::Q8_0
+        | Precision::Q4_0
+        | Precision::Q4KM
+            if other =>
+        {
+            Some("bf16")
+        }
+        _ => None,
+    }
+}
+
+/// An error when the weight format has no kernels on `hw` ([`no_kernels`]).
+fn kernels(hw: &Hardware, p: Precision) -> Result<(), PerfError> {
+    match no_kernels(&hw.architecture, p) {
+        Some(instead) => Err(PerfError::NoKernels {
+            gpu: hw.name.clone(),
+            architecture: hw.architecture.clone(),
+            precision: p.name(),
+            instead,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// What an architecture runs instead of a precision it has no arithmetic for: bf16 arrived with
@@ -161,6 +215,7 @@ fn peak(hw: &Hardware, p: Precision) -> Result<f64, PerfError> {
 
 /// Training (and LoRA / QLoRA) throughput.
 pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train, PerfError> {
+    kernels(hw, s.precision)?;
     let w = &s.workload;
     let nominal = peak(hw, compute_precision(s.precision))?;
     let n = m.matmul_params();
@@ -304,6 +359,7 @@ fn weight_bytes_read(m: &Model, s: &Setup, batch: f64) -> f64 {
 
 /// Effective memory bandwidth (bytes/s) and compute (FLOP/s) of inference on `hw`.
 fn infer_rates(s: &Setup, hw: &Hardware, c: &Constants) -> Result<(f64, f64), PerfError> {
+    kernels(hw, s.precision)?;
     let bw = hw.bandwidth.ok_or_else(|| PerfError::Missing {
         gpu: hw.name.clone(),
         what: "memory bandwidth".to_owned(),
@@ -595,6 +651,30 @@ mod tests {
         );
         let s = setup(&m, &[("mode", "train"), ("precision", "amp_fp16")]);
         assert!(train(&m, &s, &hw("V100-SXM2-32GB"), &Constants::default()).is_ok());
+    }
+
+    #[test]
+    fn weight_formats_without_kernels_are_refused_with_what_runs_instead() {
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let c = Constants::default();
+        let int4 = setup(&m, &[("mode", "infer"), ("precision", "int4")]);
+        let e = infer(&m, &int4, &hw("MI300X"), &c).expect_err("no AWQ/GPTQ on CDNA 3");
+        assert_eq!(
+            e.to_string(),
+            "MI300X: no int4_g128 kernels for CDNA 3 in vLLM's supported-hardware table (try --precision q4_k_m)"
+        );
+        // What it suggests runs there; GPTQ runs on Volta.
+        let gguf = setup(&m, &[("mode", "infer"), ("precision", "q4_k_m")]);
+        assert!(infer(&m, &gguf, &hw("MI300X"), &c).is_ok());
+        assert!(infer(&m, &int4, &hw("V100-SXM2-32GB"), &c).is_ok());
+        let qlora = setup(&m, &[("mode", "qlora")]);
+        assert!(matches!(
+            train(&m, &qlora, &hw("MI300X"), &c),
+            Err(PerfError::NoKernels { .. })
+        ));
+        assert_eq!(no_kernels("TPU v5e", Precision::Q4KM), Some("bf16"));
+        assert_eq!(no_kernels("Hopper", Precision::Nf4), None);
+        assert_eq!(no_kernels("CDNA 3", Precision::Fp8), None);
     }
 
     #[test]
