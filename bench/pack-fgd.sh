@@ -34,22 +34,45 @@ names = {"01-Random": "random", "02-DotProd": "dot-product", "03-GpuClustering":
          "04-GpuPacking": "gpu-packing", "05-BestFit": "best-fit", "06-FGD": "fgd"}
 alloc = {(r["workload"], names[r["sc_policy"]]): (float(r["gpu_alloc_pct_at_130_mean"]), float(r["std"]))
          for r in csv.DictReader(open(published / "alloc_at_130pct_summary.csv"))}
-frag_runs = {}
-for r in csv.DictReader(open(published / "analysis_frag_discrete.csv")):
-    frag_runs.setdefault((r["workload"], names[r["sc_policy"]]), []).append(float(r["130"]))
+
+def curves(name):
+    """Published mean curve per (list, policy): x → mean over seeds."""
+    acc = {}
+    for r in csv.DictReader(open(published / name)):
+        key = (r["workload"], names[r["sc_policy"]])
+        for x in range(131):
+            if r.get(str(x)):
+                acc.setdefault(key, {}).setdefault(x, []).append(float(r[str(x)]))
+    return {k: {x: statistics.mean(v) for x, v in c.items()} for k, c in acc.items()}
+
+pub_alloc, pub_frag = curves("analysis_allo_discrete.csv"), curves("analysis_frag_discrete.csv")
 runs = {}
 for f in out.glob("*.json"):
     list_, policy, _seed, _ = f.name.split(".")
-    d = json.load(open(f))
-    runs.setdefault((list_, policy), []).append((d["allocation_ratio_pct"], d["fragmentation_pct"]))
-print("| list | policy | allocation: gpuwise | published | difference | fragmentation: gpuwise | published | difference |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
-for (list_, policy), v in sorted(runs.items(), key=lambda kv: (kv[0][0], list(names.values()).index(kv[0][1]))):
-    a = [x[0] for x in v]
-    fr = [x[1] for x in v]
-    m, s = statistics.mean(a), statistics.stdev(a)
-    fm = statistics.mean(fr)
-    pm, ps = alloc.get((list_, policy), (float("nan"), float("nan")))
-    pf = statistics.mean(frag_runs[(list_, policy)]) if (list_, policy) in frag_runs else float("nan")
-    print(f"| {list_} | {policy} | {m:.2f} ± {s:.2f} | {pm:.2f} ± {ps:.2f} | {m - pm:+.2f} | {fm:.2f} | {pf:.2f} | {fm - pf:+.2f} |")
+    runs.setdefault((list_, policy), []).append(json.load(open(f)))
+
+def ours(rs, field):
+    acc = {}
+    for r in rs:
+        for p in r["curve"]:
+            acc.setdefault(p["arrived_pct"], []).append(p[field])
+    return {x: statistics.mean(v) for x, v in acc.items()}
+
+def worst(mine, theirs):
+    common = [x for x in theirs if x in mine]
+    return max(abs(mine[x] - theirs[x]) for x in common) if common else float("nan")
+
+print("| list | policy | allocation at 130 %: gpuwise | published | difference | fragmentation at 130 %: gpuwise | published | difference | curves, 0–130 %: largest difference (allocation / fragmentation) |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+order = list(names.values())
+for (list_, policy), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
+    key = (list_, policy)
+    a = [r["allocation_ratio_pct"] for r in rs]
+    m, sd = statistics.mean(a), statistics.stdev(a)
+    fm = statistics.mean(r["fragmentation_pct"] for r in rs)
+    pm, ps = alloc.get(key, (float("nan"), float("nan")))
+    pf = pub_frag.get(key, {}).get(130, float("nan"))
+    wa = worst(ours(rs, "allocation_ratio_pct"), pub_alloc.get(key, {}))
+    wf = worst(ours(rs, "fragmentation_pct"), pub_frag.get(key, {}))
+    print(f"| {list_} | {policy} | {m:.2f} ± {sd:.2f} | {pm:.2f} ± {ps:.2f} | {m - pm:+.2f} | {fm:.2f} | {pf:.2f} | {fm - pf:+.2f} | {wa:.2f} / {wf:.2f} |")
 PY

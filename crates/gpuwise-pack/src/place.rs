@@ -182,8 +182,65 @@ pub struct Packing {
     pub typical_shapes: usize,
     /// Resources the node list did not give and that were therefore not checked.
     pub unchecked: Vec<&'static str>,
+    /// Allocation and fragmentation as the arrivals grow (the paper's Fig. 7a and 9a curves):
+    /// per whole percent of the cluster's GPUs asked for so far, the mean over the arrivals
+    /// that brought it to that percent (a percent no arrival lands on takes its neighbours'),
+    /// as the authors' analysis script does. Empty under the MIG policy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<CurvePoint>,
     /// Every workload, in arrival order.
     pub placements: Vec<Placement>,
+}
+
+/// One point of the curve.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct CurvePoint {
+    /// GPUs asked for so far, in whole percent of the cluster's.
+    pub arrived_pct: u32,
+    /// Allocation ratio then, in percent.
+    pub allocation_ratio_pct: f64,
+    /// Fragmented GPU capacity then, in percent of the cluster's.
+    pub fragmentation_pct: f64,
+}
+
+/// Sums per whole arrived percent, for [`CurvePoint`]s.
+#[derive(Default)]
+struct Curve {
+    bins: BTreeMap<i64, (f64, f64, u32)>,
+}
+
+impl Curve {
+    fn add(&mut self, arrived: i64, allocated: i64, frag: f64, capacity: i64) {
+        if capacity <= 0 {
+            return;
+        }
+        let cap = capacity as f64;
+        let bin = (100.0 * arrived as f64 / cap).round() as i64;
+        let e = self.bins.entry(bin).or_default();
+        e.0 += 100.0 * allocated as f64 / cap;
+        e.1 += 100.0 * frag / cap;
+        e.2 += 1;
+    }
+
+    fn points(&self) -> Vec<CurvePoint> {
+        let Some(&last) = self.bins.keys().next_back() else {
+            return Vec::new();
+        };
+        (0..=last.max(0))
+            .filter_map(|x| {
+                let near: Vec<&(f64, f64, u32)> = match self.bins.get(&x) {
+                    Some(b) => vec![b],
+                    None => (x - 1..=x + 1).filter_map(|y| self.bins.get(&y)).collect(),
+                };
+                let n: u32 = near.iter().map(|b| b.2).sum();
+                (n > 0).then(|| CurvePoint {
+                    arrived_pct: u32::try_from(x).unwrap_or(0),
+                    allocation_ratio_pct: near.iter().map(|b| b.0).sum::<f64>() / f64::from(n),
+                    fragmentation_pct: near.iter().map(|b| b.1).sum::<f64>() / f64::from(n),
+                })
+            })
+            .collect()
+    }
 }
 
 /// A workload that cannot be placed by any node list.
@@ -765,6 +822,7 @@ pub(crate) fn empty(policy: Policy, protocol: &Protocol, nodes: usize, capacity:
         fragmentation_of_idle_pct: 0.0,
         typical_shapes: 0,
         unchecked: Vec::new(),
+        curve: Vec::new(),
         placements: Vec::new(),
     }
 }
@@ -818,11 +876,23 @@ pub fn run(
     out.pods = order.len();
     out.typical_shapes = w.typical.len();
     out.unchecked.clone_from(&w.unchecked);
+    let mut curve = Curve::default();
+    let mut frag: f64 = w
+        .nodes
+        .iter()
+        .map(|n| memo.states[n.state as usize].0)
+        .sum();
     for (i, copy) in order {
         let r = &reqs[i];
         out.arrived_gpu_milli += r.total();
         let name = copy_name(&pods[i].name, copy);
         let Some(node) = choose(&w, &mut memo, policy, r, &mut rng) else {
+            curve.add(
+                out.arrived_gpu_milli,
+                out.allocated_gpu_milli,
+                frag,
+                capacity,
+            );
             out.failed_pods += 1;
             *out.failed_by_kind.entry(pods[i].kind()).or_default() += 1;
             out.placements.push(Placement {
@@ -834,9 +904,17 @@ pub fn run(
             continue;
         };
         let gpus = take_gpus(&w, &memo, policy, node, r, &mut rng);
+        frag -= memo.states[w.nodes[node].state as usize].0;
         place(&mut w, &mut memo, node, r, &gpus);
+        frag += memo.states[w.nodes[node].state as usize].0;
         out.placed_pods += 1;
         out.allocated_gpu_milli += r.total();
+        curve.add(
+            out.arrived_gpu_milli,
+            out.allocated_gpu_milli,
+            frag,
+            capacity,
+        );
         out.placements.push(Placement {
             pod: name,
             node: Some(w.names[node].clone()),
@@ -845,6 +923,7 @@ pub fn run(
         });
     }
     finish(&mut out, &w, &memo, capacity);
+    out.curve = curve.points();
     Ok(out)
 }
 
