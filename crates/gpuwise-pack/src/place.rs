@@ -4,8 +4,10 @@
 //! model, and GPUs: a share of one GPU needs a GPU with that much left, a whole-GPU workload
 //! needs that many untouched GPUs). Among the nodes with room the policy scores each one, as
 //! the Kubernetes scheduler plugins of Weng et al.'s simulator do (integer scores, 0–100), and
-//! the highest wins; equal scores are broken at random, as the Kubernetes framework does.
-//! Nothing leaves: this is the arrivals-only protocol of the FGD paper (ATC'23).
+//! the highest wins; equal scores go to the node first in a seeded random order of the nodes,
+//! as in their simulator (its scheduler breaks ties by node name, and every node's name starts
+//! with a seeded random rank). Nothing leaves: this is the arrivals-only protocol of the FGD
+//! paper (ATC'23).
 //!
 //! - `first-fit`: the first node in list order, the first GPU that fits.
 //! - `best-fit`: the least CPU and GPU left after placing, each over the largest node's.
@@ -20,9 +22,9 @@
 //!
 //! All but `random`, `fgd` and `first-fit` put a share on the GPU with the least room that fits.
 //!
-//! The protocol of the paper: the list is shuffled (seeded), then pruned or extended by random
-//! copies of its workloads until the GPUs asked for reach `load` × the cluster's GPUs; the
-//! allocation ratio is the GPU capacity placed over the cluster's.
+//! The protocol of the paper ([`Protocol`]): the list is shuffled (seeded), then pruned or
+//! extended by random copies of its workloads until the GPUs asked for reach `load` × the
+//! cluster's GPUs; the allocation ratio is the GPU capacity placed over the cluster's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
@@ -243,14 +245,14 @@ impl Curve {
     }
 }
 
-/// A workload that cannot be placed by any node list.
+/// Why a packing cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PackError {
     /// Too many GPU models for the model bitmask.
     #[error("more than 64 GPU models among the nodes and workloads")]
     TooManyModels,
-    /// The cluster holds no GPU while a load is asked for.
-    #[error("--load needs a cluster with GPUs")]
+    /// The cluster holds no GPU while a load (or MIG) needs some.
+    #[error("the node list has no GPUs (a load, and the MIG policy, count in GPUs)")]
     NoGpus,
     /// Nothing to place.
     #[error("no workloads to place")]

@@ -64,7 +64,14 @@ pub(crate) fn run(a: &PackArgs) -> anyhow::Result<ExitCode> {
         shuffle: a.shuffle,
         ..Protocol::default()
     };
-    let p = place::run(&nodes, &pods, policy, &protocol, &mig_catalog(&nodes))?;
+    let mig = mig_catalog(&nodes);
+    if policy == Policy::Mig && mig.is_empty() {
+        printer::warn(
+            "--policy mig: no node's GPU model has MIG profiles in the catalog \
+             (A100, H100, H200; `gpuwise catalog gpus`): only whole-GPU and CPU-only workloads can be placed",
+        );
+    }
+    let p = place::run(&nodes, &pods, policy, &protocol, &mig)?;
     if p.failed_pods > 0 {
         printer::warn(&format!(
             "{} of {} workload(s) found no node with room",
