@@ -105,7 +105,7 @@ pub(crate) struct ScheduleArgs {
 }
 
 const PACK_EXAMPLES: &str = "Examples:
-  gpuwise pack openb_pod_list_default.csv --nodes openb_node_list_gpu_node.csv --policy fgd --load 1.3 --shuffle
+  gpuwise pack openb_pod_list_default.csv --nodes openb_node_list_gpu_node.csv --load 1.3 --shuffle
   gpuwise pack workloads.csv --nodes nodes.csv --policy best-fit --format json
   gpuwise pack requests.csv --nodes a100s.csv --policy mig
   gpuwise pack --consolidate report.json --format markdown
