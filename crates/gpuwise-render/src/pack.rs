@@ -139,6 +139,33 @@ fn packing_sections(p: &Packing) -> Vec<Section> {
         right: vec![1],
         rows,
     }];
+    let steps: Vec<&gpuwise_pack::place::CurvePoint> = p
+        .curve
+        .iter()
+        .filter(|c| c.arrived_pct > 0 && c.arrived_pct % 10 == 0)
+        .collect();
+    if steps.len() > 1 {
+        out.push(Section {
+            title: "As the load grew".into(),
+            note: Some(
+                "GPUs asked for so far (percent of the cluster's), and what was placed and \
+                 fragmented then."
+                    .into(),
+            ),
+            headers: vec!["ASKED", "ALLOCATED", "FRAGMENTED"],
+            right: vec![0, 1, 2],
+            rows: steps
+                .iter()
+                .map(|c| {
+                    vec![
+                        format!("{} %", c.arrived_pct),
+                        format!("{:.2} %", c.allocation_ratio_pct),
+                        format!("{:.2} %", c.fragmentation_pct),
+                    ]
+                })
+                .collect(),
+        });
+    }
     if !p.failed_by_kind.is_empty() {
         out.push(Section {
             title: "Workloads without room, by kind".into(),
