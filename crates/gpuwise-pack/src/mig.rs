@@ -217,7 +217,7 @@ pub fn run(
             (s, s.min(7))
         })
         .collect();
-    let order = place::arrivals(&sizes, protocol, capacity, &mut rng, &by_name);
+    let order = place::arrivals(&sizes, protocol, capacity, &mut rng, &by_name)?;
     let mut out = place::empty(Policy::Mig, protocol, nodes.len(), capacity * 1000 / 7);
     out.pods = order.len();
     let (mut arrived, mut placed) = (0i64, 0i64);

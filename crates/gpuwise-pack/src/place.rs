@@ -257,7 +257,21 @@ pub enum PackError {
     /// Nothing to place.
     #[error("no workloads to place")]
     NoPods,
+    /// A load asked of a list whose workloads ask for no GPU: no number of copies reaches it.
+    #[error(
+        "--load: no workload in the list asks for a GPU, so no number of copies reaches a GPU load"
+    )]
+    NoGpuWork,
+    /// Reaching the load would take more copies than the engine takes.
+    #[error(
+        "--load: reaching it would take more than {0} workloads (the list's are too small for the cluster)"
+    )]
+    TooManyArrivals(usize),
 }
+
+/// The most workloads a load may bring (copies included): ten million, about a gigabyte of
+/// placements.
+pub const MAX_ARRIVALS: usize = 10_000_000;
 
 /// A workload as the engine sees it.
 #[derive(Clone, Debug)]
@@ -678,7 +692,7 @@ pub(crate) fn arrivals(
     capacity_milli: i64,
     rng: &mut fastrand::Rng,
     by_name: &[usize],
-) -> Vec<(usize, Option<u32>)> {
+) -> Result<Vec<(usize, Option<u32>)>, PackError> {
     let mut order: Vec<(usize, Option<u32>)> = by_name.iter().map(|&i| (i, None)).collect();
     if p.shuffle {
         rng.shuffle(&mut order);
@@ -686,8 +700,11 @@ pub(crate) fn arrivals(
         order.sort_by_key(|&(i, _)| i);
     }
     let Some(load) = p.load else {
-        return order;
+        return Ok(order);
     };
+    if sizes.iter().all(|s| s.0 <= 0) {
+        return Err(PackError::NoGpuWork);
+    }
     let target = load * capacity_milli as f64;
     let mut total: i64 = sizes.iter().map(|s| s.0).sum();
     let extend = (total as f64) < target;
@@ -704,8 +721,11 @@ pub(crate) fn arrivals(
         total += sizes[i].0;
         order.push((i, Some(copy)));
         copy += 1;
+        if order.len() > MAX_ARRIVALS {
+            return Err(PackError::TooManyArrivals(MAX_ARRIVALS));
+        }
     }
-    order
+    Ok(order)
 }
 
 /// The node a policy picks for a workload, among those with room (`None`: none has room).
@@ -873,7 +893,7 @@ pub fn run(
         .iter()
         .map(|r| (r.total(), i64::from(r.milli)))
         .collect();
-    let order = arrivals(&sizes, protocol, capacity, &mut rng, &by_name);
+    let order = arrivals(&sizes, protocol, capacity, &mut rng, &by_name)?;
     let mut out = empty(policy, protocol, nodes.len(), capacity);
     out.pods = order.len();
     out.typical_shapes = w.typical.len();

@@ -387,6 +387,21 @@ fn the_bad_pack_corpus_gives_clear_errors() {
     ]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("--policy"), "{}", o.stderr);
+    // A load no copies can reach is an error, not an endless loop.
+    let o = run(&[
+        "pack",
+        &file("pods-cpu-only.csv"),
+        "--nodes",
+        &good_nodes,
+        "--load",
+        "1.3",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no workload in the list asks for a GPU"),
+        "{}",
+        o.stderr
+    );
     for bad in [["--policy", "tetris"], ["--load", "0"]] {
         let o = run(&["pack", &good_pods, "--nodes", &good_nodes, bad[0], bad[1]]);
         assert_eq!(o.code, 2, "{bad:?}");
