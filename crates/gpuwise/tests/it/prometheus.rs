@@ -99,8 +99,44 @@ const WINDOW: [&str; 4] = [
     "2026-01-12T00:00:00Z",
 ];
 
+/// Drop whole scrapes (every metric of a GPU at one time) from an exposition file in place: one
+/// in 29 per GPU, never two in a row — what a collector that now and then misses a scrape
+/// leaves. The same rule on the files and on what Prometheus is fed keeps them the same data.
+fn miss_scrapes(path: &Path, ts_in_seconds: bool, interval_ms: i64) {
+    use std::io::{BufRead, Write};
+    let tmp = path.with_extension("tmp");
+    {
+        let input = std::io::BufReader::new(std::fs::File::open(path).expect("open"));
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp).expect("create"));
+        for line in input.lines() {
+            let line = line.expect("line");
+            let drop = !line.starts_with('#')
+                && line.split_once("UUID=\"").is_some_and(|(_, rest)| {
+                    let uuid = rest.split('"').next().unwrap_or("");
+                    let ts: f64 = line
+                        .rsplit(' ')
+                        .next()
+                        .and_then(|t| t.parse().ok())
+                        .expect("a timestamp");
+                    let ts_ms = if ts_in_seconds { ts * 1000.0 } else { ts } as i64;
+                    let salt: i64 = uuid.bytes().map(i64::from).sum();
+                    (ts_ms / interval_ms + salt) % 29 == 0
+                });
+            if !drop {
+                writeln!(out, "{line}").expect("write");
+            }
+        }
+    }
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
 impl Fixture {
     fn new() -> Self {
+        Self::with(false)
+    }
+
+    /// The fleet; with `missed`, every GPU misses one scrape in 29 (files and store alike).
+    fn with(missed: bool) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let om = dir.path().join("om");
         let files = dir.path().join("files");
@@ -126,6 +162,17 @@ impl Fixture {
         };
         gen_args(&om, "openmetrics");
         gen_args(&files, "dcgm");
+        if missed {
+            miss_scrapes(&om.join("fleet.om.txt"), true, 120_000);
+            for e in std::fs::read_dir(&files)
+                .expect("files")
+                .filter_map(Result::ok)
+            {
+                if e.path().extension().is_some_and(|x| x == "prom") {
+                    miss_scrapes(&e.path(), false, 120_000);
+                }
+            }
+        }
         let backfill = Command::new("promtool")
             .args([
                 "tsdb",
@@ -245,6 +292,46 @@ fn pushdown_and_raw_match_the_files() {
 
     serve_asks_the_store(&fx, &pushed);
     secrets_selector_and_errors(fx);
+}
+
+/// A collector that misses scrapes: the scrape interval is still found (the median interval,
+/// not the span over the count, which a missed scrape in 29 stretched from 120 s to 124 s and
+/// took every subquery off the samples' grid), and the pushdown still matches the files.
+#[test]
+fn missed_scrapes_keep_the_interval_and_the_figures() {
+    if !tools() {
+        return;
+    }
+    let fx = Fixture::with(true);
+    let pushed = by_id(&fx.report(&[]));
+    let want = by_id(&fx.files_report(&[]));
+    assert_eq!(pushed.len(), want.len());
+    let mut idle = (0.0, 0.0);
+    for (id, w) in &want {
+        let g = &pushed[id];
+        assert_eq!(g["sampling_interval_s"], 120.0, "{id}");
+        assert!(
+            f(&w["samples"]) < 7.0 * 24.0 * 30.0,
+            "{id}: scrapes were missed"
+        );
+        for k in ["gpu_hours", "mean_utilization_pct"] {
+            assert!(
+                close(f(&g[k]), f(&w[k]), 0.001),
+                "{id} {k}: {} vs {}",
+                g[k],
+                w[k]
+            );
+        }
+        idle.0 += f(&g["idle_hours"]);
+        idle.1 += f(&w["idle_hours"]);
+    }
+    assert!(idle.1 > 1.0, "the fleet has idle time to compare");
+    assert!(
+        close(idle.0, idle.1, 0.01),
+        "idle hours: pushdown {} vs files {}",
+        idle.0,
+        idle.1
+    );
 }
 
 /// `serve --prometheus` answers a window with what `report --prometheus` finds for it; a store
