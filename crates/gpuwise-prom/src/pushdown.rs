@@ -12,8 +12,8 @@
 //! | samples, GPU-hours | `count_over_time(U W)` × S |
 //! | mean, max, p50, p95 | `avg_over_time`, `max_over_time`, `quantile_over_time(0.5 / 0.95, U W)` |
 //! | hours in utilization bands | `sum_over_time((U < bool 5) W)`, 25, 50, 85 |
-//! | idle-episode samples (summed from the hourly counts) | a sample is in an episode when some run of L/S consecutive real samples below the threshold contains it: with I = `(U < bool 5) * (time() − timestamp(U) < bool S)`, `sum_over_time(max_over_time((min_over_time(I[L−S:S]) * (count_over_time(I[L−S:S]) >= bool L/S))[L−S:S]) W)` evaluated L−S later |
-//! | held idle | the same × `(FB_USED offset L−S >= bool 1024)` |
+//! | idle-episode samples (summed from the hourly counts) | a sample is in an episode when some run of L/S consecutive points below the threshold contains it: with I = `(U < bool 5)`, E = `max_over_time((min_over_time(I[L−S:S]) * (count_over_time(I[L−S:S]) >= bool L/S))[L−S:S])` summed per hour, evaluated L−S later |
+//! | held idle | packed with the idle count in the same hourly query: `E × (1 + H × 2²⁰)` with H = `(FB_USED offset L−S >= bool 1024)` (0 where the memory metric is missing), so E is evaluated once for both |
 //! | memory, power, PROF activity | `max/avg/quantile_over_time` of the metric |
 //! | hourly timeline, hour of week | the same counts as range queries with a 1 h step |
 //!
@@ -162,7 +162,8 @@ struct Acc {
     tensor: Option<f64>,
     dram: Option<f64>,
     gr: bool,
-    hours: BTreeMap<EpochMs, (f64, f64, f64)>,
+    /// Per hour: samples, mean utilization, idle-episode samples, of them with memory held.
+    hours: BTreeMap<EpochMs, (f64, f64, f64, f64)>,
 }
 
 fn last_value(s: &Series) -> Option<f64> {
@@ -358,6 +359,7 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
     // window's samples): one evaluation of the nested expression instead of two.
     for acc in c.devs.values_mut() {
         acc.idle = acc.hours.values().map(|h| h.2).sum();
+        acc.held = acc.hours.values().map(|h| h.3).sum();
     }
     for metric in ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE"] {
         if !c
@@ -402,9 +404,8 @@ struct Exprs {
     w: String,
     /// `L − S`: how long after a sample its idle episode is known, ms.
     l: i64,
-    /// E: a sample in an idle episode (evaluated `L − S` later).
-    e: String,
-    /// E while the device holds memory.
+    /// E (a sample in an idle episode, evaluated `L − S` later) and E with memory held, packed
+    /// into one number: `E × (1 + held × HELD_SCALE)`.
     e_held: String,
 }
 
@@ -433,18 +434,27 @@ impl Exprs {
         );
         let e = format!("max_over_time({b}[{l}ms:{s}ms])");
         let fb = q.metric("DCGM_FI_DEV_FB_USED");
-        let e_held = format!("({e} * ({fb} offset {l}ms >= bool {held}))");
-        Self {
-            util,
-            w,
-            l,
-            e,
-            e_held,
-        }
+        // E and E with memory held in one number per point: E × (1 + held × 2²⁰), so the
+        // store evaluates the nested E once for both. A device without the memory metric
+        // counts as not held: `or` a zero carrying the device's labels wherever E can exist
+        // (E at p needs a utilization point in [p − 2(L − S), p]; plus the 5-minute lookback).
+        let span = 2 * l + 300_000;
+        let zero = format!(
+            "(max_over_time({}[{span}ms]) * 0 or max_over_time({}[{span}ms]) * 0)",
+            q.metric("DCGM_FI_PROF_GR_ENGINE_ACTIVE"),
+            q.metric("DCGM_FI_DEV_GPU_UTIL")
+        );
+        let e_held =
+            format!("({e} * (1 + (({fb} offset {l}ms >= bool {held}) or {zero}) * {HELD_SCALE}))");
+        Self { util, w, l, e_held }
     }
 }
 
 type Set = fn(&mut Acc, f64);
+
+/// The scale that packs held-idle counts above idle counts in one hourly number: an hour holds
+/// fewer than 2²⁰ samples at any interval of 4 ms or more.
+const HELD_SCALE: f64 = 1_048_576.0;
 
 /// The window's instant queries (at the window's end, or `L − S` later for idle figures) and
 /// where each answer goes.
@@ -469,12 +479,8 @@ fn window_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
 /// Utilization over the window: mean, max, p50, p95, band counts, held-idle samples, first
 /// and last sample.
 fn utilization_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
-    let Exprs {
-        util, w, l, e_held, ..
-    } = x;
-    let (util, w, l, e_held) = (util.as_str(), w.as_str(), *l, e_held.as_str());
+    let (util, w) = (x.util.as_str(), x.w.as_str());
     let end = q.end_ms;
-    let later = end + l;
     vec![
         (format!("avg_over_time({util}{w})"), end, |a, v| {
             a.mean = Some(v)
@@ -524,9 +530,6 @@ fn utilization_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
             end,
             |a, v| a.below[3] = v,
         ),
-        (format!("sum_over_time({e_held}{w})"), later, |a, v| {
-            a.held = v
-        }),
         (
             format!("min_over_time(timestamp({util}){w})"),
             end,
@@ -675,7 +678,7 @@ impl Collect<'_> {
 
     /// Hourly: counts and means of [H − 1h, H) evaluated at H − S, idle counts L − S later.
     fn hourly(&mut self, q: &Query, x: &Exprs, s: i64) -> Result<(), PromError> {
-        let (util, e, l) = (&x.util, &x.e, x.l);
+        let (util, e_held, l) = (&x.util, &x.e_held, x.l);
         let hour = gpuwise_core::HOUR_MS;
         let first_hour = q.start_ms.div_euclid(hour) * hour;
         let last_hour = q.end_ms.div_euclid(hour) * hour;
@@ -683,7 +686,7 @@ impl Collect<'_> {
         let ranges: [(String, i64, usize); 3] = [
             (format!("count_over_time({util}{hw})"), hour - s, 0),
             (format!("avg_over_time({util}{hw})"), hour - s, 1),
-            (format!("sum_over_time({e}{hw})"), hour - s + l, 2),
+            (format!("sum_over_time({e_held}{hw})"), hour - s + l, 2),
         ];
         for (promql, shift, slot) in ranges {
             let r =
@@ -710,7 +713,12 @@ impl Collect<'_> {
                     match slot {
                         0 => e.0 = *v,
                         1 => e.1 = *v,
-                        _ => e.2 = *v,
+                        _ => {
+                            // Whole counts: E × (1 + held × HELD_SCALE) summed over the hour.
+                            let held = (v / HELD_SCALE).floor();
+                            e.2 = v - held * HELD_SCALE;
+                            e.3 = held;
+                        }
                     }
                 }
             }
@@ -778,9 +786,10 @@ fn plausible(a: &mut Acc, window_samples: f64, step_ms: i64) -> Result<Vec<Strin
         }
     }
     let per_hour = 3_600_000.0 / step_ms as f64 + 1.0;
-    for (start, (n, mean, idle)) in &a.hours {
+    for (start, (n, mean, idle, held)) in &a.hours {
         if !(0.0..=per_hour * 1.001 + 1.0).contains(n)
             || !(0.0..=n * 1.001 + 1.0).contains(idle)
+            || !(0.0..=idle + 0.5).contains(held)
             || !(0.0..=100.0).contains(mean)
         {
             return Err(format!(
@@ -852,7 +861,7 @@ fn hours_and_episodes(a: &Acc, s: i64, sh: f64) -> (Vec<HourPoint>, Vec<Episode>
     let mut hourly = Vec::new();
     let mut episodes: Vec<Episode> = Vec::new();
     let held_share = if a.idle > 0.0 { a.held / a.idle } else { 0.0 };
-    for (&start, &(n, mean, idle)) in &a.hours {
+    for (&start, &(n, mean, idle, _)) in &a.hours {
         let covered = n * sh;
         if covered <= 0.0 {
             continue;
@@ -1109,7 +1118,7 @@ mod tests {
             n: 100.0,
             ..Acc::default()
         };
-        a.hours.insert(0, (1_000.0, 50.0, 0.0));
+        a.hours.insert(0, (1_000.0, 50.0, 0.0, 0.0));
         assert!(plausible(&mut a, window, 30_000).is_err());
     }
 }

@@ -261,12 +261,15 @@ fn pushdown_and_raw_match_the_files() {
                     w[k]
                 );
             }
-            // Idle hours within 1 % (or one sample, 2 minutes, for devices with little idle).
-            let (gi, wi) = (f(&g["idle_hours"]), f(&w["idle_hours"]));
-            assert!(
-                (gi - wi).abs() <= (0.01 * wi).max(2.0 / 60.0),
-                "{name} {id} idle: {gi} vs {wi}"
-            );
+            // Idle and held-idle hours within 1 % (or one sample, 2 minutes, for devices with
+            // little idle).
+            for k in ["idle_hours", "held_idle_hours"] {
+                let (gi, wi) = (f(&g[k]), f(&w[k]));
+                assert!(
+                    (gi - wi).abs() <= (0.01 * wi).max(2.0 / 60.0),
+                    "{name} {id} {k}: {gi} vs {wi}"
+                );
+            }
             assert_eq!(g["class"], w["class"], "{name} {id}");
         }
     }
