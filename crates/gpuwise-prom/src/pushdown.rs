@@ -413,7 +413,12 @@ impl Exprs {
     fn new(q: &Query, s: i64) -> Self {
         let util = q.util();
         let w_ms = (q.end_ms - q.start_ms).max(1000);
-        let w = format!("[{w_ms}ms:{s}ms]");
+        // Every subquery range is half a step short of a whole number of steps, so that it
+        // holds the same points whether the store closes the range at its start (Prometheus 2)
+        // or leaves it open (Prometheus 3, VictoriaMetrics): [w − S/2 : S] at the end holds
+        // the points after the start up to the end, as many as the file path has intervals.
+        let half = s / 2;
+        let w = format!("[{}ms:{s}ms]", w_ms - half);
         let l = i64::try_from(q.profile.min_idle_episode_ms)
             .unwrap_or(600_000)
             .max(s)
@@ -430,9 +435,10 @@ impl Exprs {
         let n = l / s + 1;
         let i = format!("({util} < bool {thr})");
         let b = format!(
-            "(min_over_time({i}[{l}ms:{s}ms]) * (count_over_time({i}[{l}ms:{s}ms]) >= bool {n}))"
+            "(min_over_time({i}[{r}ms:{s}ms]) * (count_over_time({i}[{r}ms:{s}ms]) >= bool {n}))",
+            r = l + half
         );
-        let e = format!("max_over_time({b}[{l}ms:{s}ms])");
+        let e = format!("max_over_time({b}[{}ms:{s}ms])", l + half);
         let fb = q.metric("DCGM_FI_DEV_FB_USED");
         // E and E with memory held in one number per point: E × (1 + held × 2²⁰), so the
         // store evaluates the nested E once for both. A device without the memory metric
@@ -676,19 +682,31 @@ impl Collect<'_> {
         Ok(n)
     }
 
-    /// Hourly: counts and means of [H − 1h, H) evaluated at H − S, idle counts L − S later.
+    /// Hourly: counts and means of the hour's points (H to H + 1h − S), idle counts L − S
+    /// later. Each is asked at whole hours (some stores, VictoriaMetrics among them, move a
+    /// range query's start to a multiple of its step) with the subquery offset back to when it
+    /// is due.
     fn hourly(&mut self, q: &Query, x: &Exprs, s: i64) -> Result<(), PromError> {
         let (util, e_held, l) = (&x.util, &x.e_held, x.l);
         let hour = gpuwise_core::HOUR_MS;
         let first_hour = q.start_ms.div_euclid(hour) * hour;
         let last_hour = q.end_ms.div_euclid(hour) * hour;
-        let hw = format!("[{}ms:{s}ms]", hour - s);
-        let ranges: [(String, i64, usize); 3] = [
-            (format!("count_over_time({util}{hw})"), hour - s, 0),
-            (format!("avg_over_time({util}{hw})"), hour - s, 1),
-            (format!("sum_over_time({e_held}{hw})"), hour - s + l, 2),
+        let hw = format!("[{}ms:{s}ms]", hour - s / 2);
+        let ranges: [(&str, &str, i64, usize); 3] = [
+            ("count_over_time", util, hour - s, 0),
+            ("avg_over_time", util, hour - s, 1),
+            ("sum_over_time", e_held, hour - s + l, 2),
         ];
-        for (promql, shift, slot) in ranges {
+        for (func, inner, due, slot) in ranges {
+            // Asked at H + `at` (a whole number of hours), looking back `at − due`.
+            let at = (due + hour - 1).div_euclid(hour) * hour;
+            let back = at - due;
+            let promql = if back > 0 {
+                format!("{func}({inner}{hw} offset {back}ms)")
+            } else {
+                format!("{func}({inner}{hw})")
+            };
+            let shift = at;
             let r =
                 self.client
                     .query_range(&promql, first_hour + shift, last_hour + shift, hour)?;
