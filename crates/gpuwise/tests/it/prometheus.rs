@@ -1,7 +1,8 @@
 //! `--prometheus`: a real Prometheus server (Debian's `prometheus` 2.42, installed by
 //! `.ci/run`), backfilled with a generated fleet by `promtool`, read by pushdown and by
-//! `--raw`, each checked against the file-based report of the same data. The server is stopped
-//! when the test ends, passes or fails.
+//! `--raw`, each checked against the file-based report of the same data; the same fleet with
+//! missed scrapes; and the same fleet in VictoriaMetrics (Debian's `victoria-metrics`), loaded
+//! through its import API. Servers are stopped when the test ends, passes or fails.
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -130,6 +131,45 @@ fn miss_scrapes(path: &Path, ts_in_seconds: bool, interval_ms: i64) {
     std::fs::rename(&tmp, path).expect("rename");
 }
 
+/// A week of 12 generated GPUs at 2 minutes under `dir`, as OpenMetrics (`om/`, for a store)
+/// and as DCGM files (`files/`); with `missed`, every GPU misses one scrape in 29 in both.
+fn generate(dir: &Path, missed: bool) -> (std::path::PathBuf, std::path::PathBuf) {
+    let om = dir.join("om");
+    let files = dir.join("files");
+    let gen_args = |out: &Path, format: &str| {
+        let o = run(&[
+            "generate",
+            "--out",
+            &out.display().to_string(),
+            "--gpus",
+            "12",
+            "--days",
+            "7",
+            "--interval",
+            "2m",
+            "--seed",
+            "7",
+            "--format",
+            format,
+        ]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    };
+    gen_args(&om, "openmetrics");
+    gen_args(&files, "dcgm");
+    if missed {
+        miss_scrapes(&om.join("fleet.om.txt"), true, 120_000);
+        for e in std::fs::read_dir(&files)
+            .expect("files")
+            .filter_map(Result::ok)
+        {
+            if e.path().extension().is_some_and(|x| x == "prom") {
+                miss_scrapes(&e.path(), false, 120_000);
+            }
+        }
+    }
+    (om, files)
+}
+
 impl Fixture {
     fn new() -> Self {
         Self::with(false)
@@ -138,41 +178,9 @@ impl Fixture {
     /// The fleet; with `missed`, every GPU misses one scrape in 29 (files and store alike).
     fn with(missed: bool) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let om = dir.path().join("om");
-        let files = dir.path().join("files");
+        let (om, files) = generate(dir.path(), missed);
         let data = dir.path().join("tsdb");
         std::fs::create_dir_all(&data).expect("tsdb dir");
-        let gen_args = |out: &Path, format: &str| {
-            let o = run(&[
-                "generate",
-                "--out",
-                &out.display().to_string(),
-                "--gpus",
-                "12",
-                "--days",
-                "7",
-                "--interval",
-                "2m",
-                "--seed",
-                "7",
-                "--format",
-                format,
-            ]);
-            assert_eq!(o.code, 0, "{}", o.stderr);
-        };
-        gen_args(&om, "openmetrics");
-        gen_args(&files, "dcgm");
-        if missed {
-            miss_scrapes(&om.join("fleet.om.txt"), true, 120_000);
-            for e in std::fs::read_dir(&files)
-                .expect("files")
-                .filter_map(Result::ok)
-            {
-                if e.path().extension().is_some_and(|x| x == "prom") {
-                    miss_scrapes(&e.path(), false, 120_000);
-                }
-            }
-        }
         let backfill = Command::new("promtool")
             .args([
                 "tsdb",
@@ -212,21 +220,26 @@ impl Fixture {
 
     /// `report` over the DCGM files, as JSON.
     fn files_report(&self, extra: &[&str]) -> serde_json::Value {
-        let file_inputs: Vec<String> = std::fs::read_dir(&self.files)
-            .expect("files")
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| !p.ends_with("truth.json"))
-            .map(|p| p.display().to_string())
-            .collect();
-        let mut fa = vec!["report"];
-        fa.extend(file_inputs.iter().map(String::as_str));
-        fa.extend_from_slice(&["--format", "json", "--no-progress"]);
-        fa.extend_from_slice(extra);
-        let o = run(&fa);
-        assert_eq!(o.code, 0, "{}", o.stderr);
-        serde_json::from_str(&o.stdout).expect("JSON")
+        files_report(&self.files, extra)
     }
+}
+
+/// `report` over the DCGM files in `dir`, as JSON.
+fn files_report(dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let file_inputs: Vec<String> = std::fs::read_dir(dir)
+        .expect("files")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| !p.ends_with("truth.json"))
+        .map(|p| p.display().to_string())
+        .collect();
+    let mut fa = vec!["report"];
+    fa.extend(file_inputs.iter().map(String::as_str));
+    fa.extend_from_slice(&["--format", "json", "--no-progress"]);
+    fa.extend_from_slice(extra);
+    let o = run(&fa);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    serde_json::from_str(&o.stdout).expect("JSON")
 }
 
 fn by_id(r: &serde_json::Value) -> std::collections::BTreeMap<String, serde_json::Value> {
@@ -447,4 +460,130 @@ fn secrets_selector_and_errors(fx: Fixture) {
     let o = run(&a);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("cannot reach"), "{}", o.stderr);
+}
+
+/// VictoriaMetrics (Debian's `victoria-metrics`, installed by `.ci/run`), or a skip (a
+/// failure under CI). It answers `-version`, not `--version`.
+fn victoria_metrics() -> bool {
+    let ok = Command::new("victoria-metrics")
+        .arg("-version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "victoria-metrics must be installed in CI (.ci/run installs Debian's `victoria-metrics`)"
+    );
+    eprintln!("skipping: victoria-metrics not installed (apt-get install victoria-metrics)");
+    false
+}
+
+/// POST a file to a loopback server; the status line.
+fn http_post_file(port: u16, path: &str, file: &Path) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    let len = std::fs::metadata(file).expect("file").len();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("headers");
+    std::io::copy(&mut std::fs::File::open(file).expect("open"), &mut s).expect("body");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("response");
+    out.lines().next().unwrap_or_default().to_owned()
+}
+
+/// The same fleet in VictoriaMetrics, loaded through its import API: pushdown and `--raw`
+/// give the file path's figures (MetricsQL leaves a range open at its start and moves a range
+/// query's start to a multiple of its step; the pushdown's queries are written to mean the
+/// same thing to both engines).
+#[test]
+fn victoria_metrics_gives_the_file_figures() {
+    if !victoria_metrics() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (om, files) = generate(dir.path(), false);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let child = Command::new("victoria-metrics")
+        .arg(format!(
+            "-storageDataPath={}",
+            dir.path().join("vm").display()
+        ))
+        .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+        .args([
+            "-retentionPeriod=100y",
+            "-search.latencyOffset=0s",
+            "-loggerLevel=ERROR",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("victoria-metrics starts");
+    let _server = Server { child, port };
+    let t0 = Instant::now();
+    while !http_get(port, "/health").is_some_and(|r| r.contains("OK")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "victoria-metrics is not up"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let status = http_post_file(port, "/api/v1/import/prometheus", &om.join("fleet.om.txt"));
+    assert!(status.contains(" 204"), "import: {status}");
+    let _ = http_get(port, "/internal/force_flush");
+    // Every GPU searchable.
+    let probe =
+        "/api/v1/query?query=count(count_over_time(DCGM_FI_DEV_GPU_UTIL%5B8d%5D))&time=1768176000";
+    while !http_get(port, probe).is_some_and(|r| r.contains("\"12\"")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the import is not searchable"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let url = format!("http://127.0.0.1:{port}");
+    let report = |extra: &[&str]| {
+        let mut a = vec!["report", "--prometheus", &url];
+        a.extend_from_slice(&WINDOW);
+        a.extend_from_slice(&["--format", "json", "--no-progress"]);
+        a.extend_from_slice(extra);
+        let o = run(&a);
+        assert_eq!(o.code, 0, "{a:?}: {}", o.stderr);
+        by_id(&serde_json::from_str(&o.stdout).expect("JSON"))
+    };
+    let want = by_id(&files_report(&files, &[]));
+    assert_eq!(want.len(), 12);
+    for (name, got) in [("pushdown", report(&[])), ("raw", report(&["--raw"]))] {
+        assert_eq!(got.len(), want.len(), "{name}: every device");
+        for (id, w) in &want {
+            let g = &got[id];
+            assert_eq!(g["sampling_interval_s"], 120.0, "{name} {id}");
+            for k in ["gpu_hours", "mean_utilization_pct"] {
+                assert!(
+                    close(f(&g[k]), f(&w[k]), 0.001),
+                    "{name} {id} {k}: {} vs {}",
+                    g[k],
+                    w[k]
+                );
+            }
+            for k in ["idle_hours", "held_idle_hours"] {
+                let (gi, wi) = (f(&g[k]), f(&w[k]));
+                assert!(
+                    (gi - wi).abs() <= (0.01 * wi).max(2.0 / 60.0),
+                    "{name} {id} {k}: {gi} vs {wi}"
+                );
+            }
+            assert_eq!(g["class"], w["class"], "{name} {id}");
+        }
+    }
 }
