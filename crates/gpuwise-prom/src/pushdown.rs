@@ -10,7 +10,8 @@
 //! | figure | PromQL (U the utilization, W = `[w:S]`) |
 //! |---|---|
 //! | samples, GPU-hours | `count_over_time(U W)` × S |
-//! | mean, max, p50, p95 | `avg_over_time`, `max_over_time`, `quantile_over_time(0.5 / 0.95, U W)` |
+//! | mean, p50, p95 | `avg_over_time`, `quantile_over_time(0.5 / 0.95, U W)` |
+//! | max | `max_over_time(GR[w]) * 100 or max_over_time(GPU_UTIL[w])`, natively over the raw samples |
 //! | hours in utilization bands | `sum_over_time(((U < bool 5) + (U < bool 25) × 2²⁶) W)`, and 50 with 85: two counts packed per query |
 //! | idle-episode samples (summed from the hourly counts) | a sample is in an episode when some run of L/S consecutive points below the threshold contains it: with I = `(U < bool 5)`, E = `max_over_time((min_over_time(I[L−S:S]) * (count_over_time(I[L−S:S]) >= bool L/S))[L−S:S])` summed per hour, evaluated L−S later |
 //! | held idle | packed with the idle count in the same hourly query: `E × (1 + H × 2²⁰)` with H = `(FB_USED offset L−S >= bool 1024)` (0 where the memory metric is missing), so E is evaluated once for both |
@@ -498,13 +499,22 @@ fn window_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
 fn utilization_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
     let (util, w) = (x.util.as_str(), x.w.as_str());
     let end = q.end_ms;
+    let span = (q.end_ms - q.start_ms).max(1000);
     vec![
         (format!("avg_over_time({util}{w})"), end, |a, v| {
             a.mean = Some(v)
         }),
-        (format!("max_over_time({util}{w})"), end, |a, v| {
-            a.max = Some(v)
-        }),
+        // The largest sample is the largest point however the points are weighted: asked of
+        // each metric's raw samples (a native range, no subquery), `or` as in U.
+        (
+            format!(
+                "(max_over_time({}[{span}ms]) * 100 or max_over_time({}[{span}ms]))",
+                q.metric("DCGM_FI_PROF_GR_ENGINE_ACTIVE"),
+                q.metric("DCGM_FI_DEV_GPU_UTIL")
+            ),
+            end,
+            |a, v| a.max = Some(v),
+        ),
         (
             format!("quantile_over_time(0.5, {util}{w})"),
             end,
