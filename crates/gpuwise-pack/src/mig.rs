@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cluster::{Node, Pod};
-use crate::place::{self, PackError, Packing, Placement, Policy, Protocol};
+use crate::place::{self, PackError, Packing, Policy, Protocol};
 
 /// A MIG profile of one GPU model.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -228,24 +228,9 @@ pub fn run(
         match place_one(&mut st, &rank, pod) {
             Some((node, gpus, slot, used)) => {
                 placed += used;
-                out.placed_pods += 1;
-                out.placements.push(Placement {
-                    pod: name,
-                    node: Some(nodes[node].name.clone()),
-                    gpus,
-                    mig: slot,
-                });
+                out.placed(name, &nodes[node].name, gpus, slot);
             }
-            None => {
-                out.failed_pods += 1;
-                *out.failed_by_kind.entry(pod.kind()).or_default() += 1;
-                out.placements.push(Placement {
-                    pod: name,
-                    node: None,
-                    gpus: Vec::new(),
-                    mig: None,
-                });
-            }
+            None => out.failed(name, pod.kind()),
         }
     }
     finish(&mut out, &st, pods, arrived, placed, capacity);

@@ -849,6 +849,37 @@ pub(crate) fn empty(policy: Policy, protocol: &Protocol, nodes: usize, capacity:
     }
 }
 
+impl Packing {
+    /// Record a workload placed on `node`.
+    pub(crate) fn placed(
+        &mut self,
+        pod: String,
+        node: &str,
+        gpus: Vec<u32>,
+        mig: Option<crate::mig::MigSlot>,
+    ) {
+        self.placed_pods += 1;
+        self.placements.push(Placement {
+            pod,
+            node: Some(node.to_owned()),
+            gpus,
+            mig,
+        });
+    }
+
+    /// Record a workload no node had room for, counted by its kind.
+    pub(crate) fn failed(&mut self, pod: String, kind: String) {
+        self.failed_pods += 1;
+        *self.failed_by_kind.entry(kind).or_default() += 1;
+        self.placements.push(Placement {
+            pod,
+            node: None,
+            gpus: Vec::new(),
+            mig: None,
+        });
+    }
+}
+
 /// The name of a workload or of its `copy`-th copy.
 pub(crate) fn copy_name(name: &str, copy: Option<u32>) -> String {
     match copy {
@@ -915,21 +946,13 @@ pub fn run(
                 frag,
                 capacity,
             );
-            out.failed_pods += 1;
-            *out.failed_by_kind.entry(pods[i].kind()).or_default() += 1;
-            out.placements.push(Placement {
-                pod: name,
-                node: None,
-                gpus: Vec::new(),
-                mig: None,
-            });
+            out.failed(name, pods[i].kind());
             continue;
         };
         let gpus = take_gpus(&w, &memo, policy, node, r, &mut rng);
         frag -= memo.states[w.nodes[node].state as usize].0;
         place(&mut w, &mut memo, node, r, &gpus);
         frag += memo.states[w.nodes[node].state as usize].0;
-        out.placed_pods += 1;
         out.allocated_gpu_milli += r.total();
         curve.add(
             out.arrived_gpu_milli,
@@ -937,12 +960,7 @@ pub fn run(
             frag,
             capacity,
         );
-        out.placements.push(Placement {
-            pod: name,
-            node: Some(w.names[node].clone()),
-            gpus,
-            mig: None,
-        });
+        out.placed(name, &w.names[node], gpus, None);
     }
     finish(&mut out, &w, &memo, capacity);
     out.curve = curve.points();

@@ -242,6 +242,34 @@ fn files_report(dir: &Path, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&o.stdout).expect("JSON")
 }
 
+type Devices = std::collections::BTreeMap<String, serde_json::Value>;
+
+/// Every device of a store's report against the file report's: GPU-hours and mean utilization
+/// within `rel`, idle and held-idle hours within 1 % (or one sample, 2 minutes, for devices with
+/// little idle), the same class.
+fn like_the_files(name: &str, got: &Devices, want: &Devices, rel: f64) {
+    assert_eq!(got.len(), want.len(), "{name}: every device");
+    for (id, w) in want {
+        let g = &got[id];
+        for k in ["gpu_hours", "mean_utilization_pct"] {
+            assert!(
+                close(f(&g[k]), f(&w[k]), rel),
+                "{name} {id} {k}: {} vs {}",
+                g[k],
+                w[k]
+            );
+        }
+        for k in ["idle_hours", "held_idle_hours"] {
+            let (gi, wi) = (f(&g[k]), f(&w[k]));
+            assert!(
+                (gi - wi).abs() <= (0.01 * wi).max(2.0 / 60.0),
+                "{name} {id} {k}: {gi} vs {wi}"
+            );
+        }
+        assert_eq!(g["class"], w["class"], "{name} {id}");
+    }
+}
+
 fn by_id(r: &serde_json::Value) -> std::collections::BTreeMap<String, serde_json::Value> {
     r["devices"]
         .as_array()
@@ -263,28 +291,7 @@ fn pushdown_and_raw_match_the_files() {
     let want = by_id(&from_files);
     assert_eq!(want.len(), 12);
     for (name, got) in [("pushdown", by_id(&pushed)), ("raw", by_id(&raw))] {
-        assert_eq!(got.len(), want.len(), "{name}: every device");
-        for (id, w) in &want {
-            let g = &got[id];
-            for k in ["gpu_hours", "mean_utilization_pct"] {
-                assert!(
-                    close(f(&g[k]), f(&w[k]), 0.01),
-                    "{name} {id} {k}: {} vs {}",
-                    g[k],
-                    w[k]
-                );
-            }
-            // Idle and held-idle hours within 1 % (or one sample, 2 minutes, for devices with
-            // little idle).
-            for k in ["idle_hours", "held_idle_hours"] {
-                let (gi, wi) = (f(&g[k]), f(&w[k]));
-                assert!(
-                    (gi - wi).abs() <= (0.01 * wi).max(2.0 / 60.0),
-                    "{name} {id} {k}: {gi} vs {wi}"
-                );
-            }
-            assert_eq!(g["class"], w["class"], "{name} {id}");
-        }
+        like_the_files(name, &got, &want, 0.01);
     }
     // Over the sample budget, the same devices come back from 16 shards.
     let sharded = by_id(&fx.report(&["--sample-budget", "1000"]));
@@ -564,26 +571,9 @@ fn victoria_metrics_gives_the_file_figures() {
     let want = by_id(&files_report(&files, &[]));
     assert_eq!(want.len(), 12);
     for (name, got) in [("pushdown", report(&[])), ("raw", report(&["--raw"]))] {
-        assert_eq!(got.len(), want.len(), "{name}: every device");
-        for (id, w) in &want {
-            let g = &got[id];
+        for (id, g) in &got {
             assert_eq!(g["sampling_interval_s"], 120.0, "{name} {id}");
-            for k in ["gpu_hours", "mean_utilization_pct"] {
-                assert!(
-                    close(f(&g[k]), f(&w[k]), 0.001),
-                    "{name} {id} {k}: {} vs {}",
-                    g[k],
-                    w[k]
-                );
-            }
-            for k in ["idle_hours", "held_idle_hours"] {
-                let (gi, wi) = (f(&g[k]), f(&w[k]));
-                assert!(
-                    (gi - wi).abs() <= (0.01 * wi).max(2.0 / 60.0),
-                    "{name} {id} {k}: {gi} vs {wi}"
-                );
-            }
-            assert_eq!(g["class"], w["class"], "{name} {id}");
         }
+        like_the_files(name, &got, &want, 0.001);
     }
 }
