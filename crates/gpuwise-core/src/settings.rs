@@ -35,7 +35,7 @@ pub const LATEST_PLAUSIBLE_MS: EpochMs = 4_102_444_800_000;
 /// Upper edges of the report's utilization bands, in percent: `[0, 5)`, `[5, 25)`, `[25, 50)`,
 /// `[50, 85)`, `[85, 100]`. The one definition every path uses: the file readers count the
 /// hours below each edge in the exact histogram (to its 0.1 % resolution), the Prometheus
-/// pushdown asks the store for `sum_over_time((U < bool EDGE)[w])`.
+/// pushdown asks the store for `count_over_time((U < EDGE)[w:S])`.
 pub const UTIL_BAND_EDGES_PCT: [f32; 4] = [5.0, 25.0, 50.0, 85.0];
 
 impl Default for ProfileSettings {

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | [`api`] | Prometheus HTTP API responses (vector, matrix, scalar) into typed series |
 //! | [`client`] | the HTTP client: auth, headers, CA, retries, chunking, credentials redacted |
+//! | [`plan`] | the pushdown's PromQL as text (pure): the window's points and their hours, thresholds in a metric's unit, the idle-episode expressions |
 //! | [`pushdown`] | PromQL window and hourly aggregates → the same per-device statistics the file readers give; `--raw` re-encodes pulled samples for the DCGM reader |
 //!
 //! An edge (it talks to a network); it builds on `gpuwise-sources` for the DCGM reader and the
@@ -14,4 +15,5 @@
 
 pub mod api;
 pub mod client;
+pub mod plan;
 pub mod pushdown;

@@ -1,26 +1,26 @@
 //! Fleet telemetry from a Prometheus-compatible store, by pushing the aggregation down.
 //!
-//! Instead of pulling every sample, gpuwise asks the store for per-series summaries over the
-//! window (instant queries at the window's end) and for hourly summaries (range queries with a
-//! one-hour step), then builds the same per-device statistics the file readers produce. The
-//! utilization signal is `DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100` where a device has it, else
-//! `DCGM_FI_DEV_GPU_UTIL`, as in the file reader. Subqueries run at the scrape interval `S`,
-//! so counts are exact sample counts, not samples of samples:
+//! Instead of pulling every sample, gpuwise asks the store for per-series summaries: per clock
+//! hour (range queries with a one-hour step; the window's partial first and last hours as
+//! instant queries) and over the window (instant queries at its last point), then builds the
+//! same per-device statistics the file readers produce. The points are the store's evaluations
+//! at the scrape interval S on the grid of multiples of S, from the window's start to before
+//! its end ([`Grid`]): the point at t is the last sample at or before t, standing for the
+//! interval t to t + S, as the file reader holds a sample until the next one.
 //!
-//! | figure | PromQL (U the utilization, W = `[w:S]`) |
-//! |---|---|
-//! | samples, GPU-hours | `count_over_time(U W)` × S |
-//! | mean, p50, p95 | `avg_over_time`, `quantile_over_time(0.5 / 0.95, U W)` |
-//! | max | `max_over_time(GR[w]) * 100 or max_over_time(GPU_UTIL[w])`, natively over the raw samples |
-//! | hours in utilization bands | `sum_over_time((U < bool 5) W)`, 25, 50, 85 (packing two counts in one query was tried: 2.1 s against 0.75 s each) |
-//! | idle-episode samples (summed from the hourly counts) | a sample is in an episode when some run of L/S consecutive points below the threshold contains it: with I = `(U < bool 5)`, E = `max_over_time((min_over_time(I[L−S:S]) * (count_over_time(I[L−S:S]) >= bool L/S))[L−S:S])` summed per hour, evaluated L−S later |
-//! | held idle | packed with the idle count in the same hourly query: `E × (1 + H × 2²⁰)` with H = `(FB_USED offset L−S >= bool 1024)` (0 where the memory metric is missing), so E is evaluated once for both |
-//! | memory, power, PROF activity | `max/avg/quantile_over_time` of the metric |
-//! | hourly timeline, hour of week | the same counts as range queries with a 1 h step |
+//! 1. Each device's points per hour of `DCGM_FI_PROF_GR_ENGINE_ACTIVE` and of
+//!    `DCGM_FI_DEV_GPU_UTIL` decide where its utilization is read from ([`Source`]): one
+//!    metric where it can, both point by point (`GR * 100 or UTIL * 1`, ten times the store's
+//!    work) only for a device whose GR points differ from its UTIL points.
+//! 2. Per source: hourly means, idle-episode and held-idle points; over the window p50, p95,
+//!    band counts (filters on the metric, thresholds in its unit: [`crate::plan`]) and the max.
+//! 3. Memory, power and profiling activity, natively or over the bare metric's points.
 //!
-//! Idle episodes themselves are known only per hour (runs of hours with idle time); their
-//! total is exact. `--raw` pulls the samples with `query_range` at the scrape interval and
-//! reads them with the DCGM reader instead.
+//! Window totals are sums of the hours, which partition the window's points. Up to
+//! four queries are in flight. Idle episodes themselves are known only per hour (runs
+//! of hours with idle time); their total is exact. `--raw` pulls the samples with
+//! `query_range` at the scrape interval and reads them with the DCGM reader instead. The
+//! queries, their costs and the engines' differences: docs/prometheus.md.
 
 use std::collections::BTreeMap;
 
@@ -29,8 +29,9 @@ use gpuwise_core::sample::UtilSource;
 use gpuwise_core::settings::{ProfileSettings, UTIL_BAND_EDGES_PCT};
 use gpuwise_core::{DeviceInfo, DeviceKey, EpochMs};
 
-use crate::api::Series;
+use crate::api::{Response, Series};
 use crate::client::{Client, PromError};
+use crate::plan::{GR, Grid, Piece, Signal, Source, UTIL};
 
 /// Queries sent, with what each pulled: `(query, series, points)`.
 pub type QueryLog = Vec<(String, usize, usize)>;
@@ -80,15 +81,6 @@ impl Query {
 
     fn metric(&self, name: &str) -> String {
         format!("{name}{{{}}}", self.matchers)
-    }
-
-    /// The utilization expression.
-    fn util(&self) -> String {
-        format!(
-            "({} * 100 or {})",
-            self.metric("DCGM_FI_PROF_GR_ENGINE_ACTIVE"),
-            self.metric("DCGM_FI_DEV_GPU_UTIL")
-        )
     }
 }
 
@@ -163,8 +155,59 @@ struct Acc {
     tensor: Option<f64>,
     dram: Option<f64>,
     gr: bool,
-    /// Per hour: samples, mean utilization, idle-episode samples, of them with memory held.
-    hours: BTreeMap<EpochMs, (f64, f64, f64, f64)>,
+    /// Where its utilization is read from.
+    source: Option<Source>,
+    /// Per hour.
+    hours: BTreeMap<EpochMs, Hour>,
+}
+
+/// One hour of a device: points of each metric, then of its utilization, their mean, the
+/// points in idle episodes and of them those with memory held.
+#[derive(Clone, Copy, Debug, Default)]
+struct Hour {
+    gr: f64,
+    util: f64,
+    n: f64,
+    mean: f64,
+    idle: f64,
+    held: f64,
+}
+
+impl Hour {
+    fn set(&mut self, slot: Slot, v: f64) {
+        *match slot {
+            Slot::GrPoints => &mut self.gr,
+            Slot::UtilPoints => &mut self.util,
+            Slot::Points => &mut self.n,
+            Slot::Mean => &mut self.mean,
+            Slot::Idle => &mut self.idle,
+            Slot::Held => &mut self.held,
+        } = v;
+    }
+}
+
+impl Acc {
+    /// The window's figures from its hours (which partition its points): points, mean, idle
+    /// and held-idle points; the first and last sample from the first and last hour's counts,
+    /// taken as unbroken at the inner end (exact for a device that comes and stays, else
+    /// within that hour; the last sample ends the last point's interval).
+    fn total(&mut self, s: i64) {
+        self.n = self.hours.values().map(|h| h.n).sum();
+        let weighted: f64 = self.hours.values().map(|h| h.n * h.mean).sum();
+        self.mean = (self.n > 0.0).then(|| weighted / self.n);
+        self.idle = self.hours.values().map(|h| h.idle).sum();
+        self.held = self.hours.values().map(|h| h.held).sum();
+        let with_points = || self.hours.iter().filter(|(_, h)| h.n > 0.0);
+        let step = s as f64;
+        let hour = gpuwise_core::HOUR_MS as f64;
+        if let (Some((&h0, f)), Some((&h1, l))) = (with_points().next(), with_points().next_back())
+        {
+            let first = h0 as f64 + hour - f.n * step;
+            let last = (h1 as f64 + (l.n - 1.0) * step).max(first + (f.n - 1.0) * step);
+            self.first = Some(first / 1000.0);
+            self.last = Some((last.min(h1 as f64 + hour - step) + step) / 1000.0);
+        }
+    }
 }
 
 fn last_value(s: &Series) -> Option<f64> {
@@ -330,21 +373,34 @@ pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
 }
 
 fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError> {
-    let x = Exprs::new(q, s);
+    let grid = Grid::new(q.start_ms, q.end_ms, s);
+    let hours = grid.hours();
     let mut c = Collect {
         client,
         queries: Vec::new(),
         warnings: Vec::new(),
         devs: BTreeMap::new(),
+        present: 0,
     };
-    let found = c.instant(
-        format!("count_over_time({}{})", x.util, x.w),
-        q.end_ms,
-        |a, v| a.n = v,
-    )?;
-    if found == 0 {
+    // Each metric's points per hour, for every device: which metric a device is read from
+    // depends on them.
+    let mut counts = Vec::new();
+    for (metric, slot) in [(GR, Slot::GrPoints), (UTIL, Slot::UtilPoints)] {
+        counts.extend(hourly(
+            &grid,
+            &hours,
+            "count_over_time",
+            &q.metric(metric),
+            0,
+            None,
+            slot,
+        ));
+    }
+    c.run(counts)?;
+    let sources = choose_sources(&mut c.devs);
+    if sources.is_empty() {
         return Err(PromError::Config(format!(
-            "no GPU utilization series{}: neither DCGM_FI_PROF_GR_ENGINE_ACTIVE nor DCGM_FI_DEV_GPU_UTIL",
+            "no GPU utilization series{}: neither {GR} nor {UTIL}",
             if q.matchers.is_empty() {
                 String::new()
             } else {
@@ -352,16 +408,29 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
             }
         )));
     }
-    for (promql, at, set) in window_queries(q, &x) {
-        c.instant(promql, at, set)?;
+    let mut jobs = Vec::new();
+    for source in sources {
+        jobs.extend(signal_jobs(
+            q,
+            &grid,
+            &hours,
+            &Signal::new(source, &q.matchers),
+        ));
     }
-    c.hourly(q, &x, s)?;
-    // The idle-episode total is the sum of the hourly counts (the hours partition the
-    // window's samples): one evaluation of the nested expression instead of two.
-    for acc in c.devs.values_mut() {
-        acc.idle = acc.hours.values().map(|h| h.2).sum();
-        acc.held = acc.hours.values().map(|h| h.3).sum();
-    }
+    jobs.extend(device_jobs(q, &grid));
+    jobs.push(Job {
+        promql: format!(
+            "count by (__name__) ({{__name__=~\"{}\"{}{}}})",
+            RAW_METRICS.join("|"),
+            if q.matchers.is_empty() { "" } else { "," },
+            q.matchers
+        ),
+        ask: Ask::At(q.end_ms),
+        source: None,
+        put: Put::Present,
+        scale: 1.0,
+    });
+    c.run(jobs)?;
     for metric in ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE"] {
         if !c
             .queries
@@ -372,286 +441,316 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
                 .push(format!("{metric} is missing: its figures are left empty"));
         }
     }
-    let present = client.query(
-        &format!(
-            "count by (__name__) ({{__name__=~\"{}\"{}{}}})",
-            RAW_METRICS.join("|"),
-            if q.matchers.is_empty() { "" } else { "," },
-            q.matchers
-        ),
-        q.end_ms,
-    )?;
     let Collect {
         queries,
         mut warnings,
-        devs,
+        mut devs,
+        present,
         ..
     } = c;
+    for acc in devs.values_mut() {
+        acc.total(s);
+    }
     let profiles = plausible_profiles(devs, q, s, &mut warnings);
     Ok(Pushed {
         profiles,
         step_ms: s,
         queries,
         warnings,
-        metrics_present: present.series.len(),
+        metrics_present: present,
     })
 }
 
-/// The PromQL pieces of one pushdown at scrape interval `s`.
-struct Exprs {
-    /// The utilization expression `U`.
-    util: String,
-    /// The window as a subquery range at the scrape interval, `[w:S]`.
-    w: String,
-    /// `L − S`: how long after a sample its idle episode is known, ms.
-    l: i64,
-    /// E (a sample in an idle episode, evaluated `L − S` later) and E with memory held, packed
-    /// into one number: `E × (1 + held × HELD_SCALE)`.
-    e_held: String,
+/// One question to the store and where its answer goes.
+struct Job {
+    promql: String,
+    ask: Ask,
+    /// Which devices take the answer: those read from this source, or (`None`) every device.
+    source: Option<Source>,
+    put: Put,
+    /// What the answer is multiplied by (a ratio metric's 100).
+    scale: f64,
 }
 
-impl Exprs {
-    fn new(q: &Query, s: i64) -> Self {
-        let util = q.util();
-        let w_ms = (q.end_ms - q.start_ms).max(1000);
-        // Every subquery range is half a step short of a whole number of steps, so that it
-        // holds the same points whether the store closes the range at its start (Prometheus 2)
-        // or leaves it open (Prometheus 3, VictoriaMetrics): [w − S/2 : S] at the end holds
-        // the points after the start up to the end, as many as the file path has intervals.
-        let half = s / 2;
-        let w = format!("[{}ms:{s}ms]", w_ms - half);
-        let l = i64::try_from(q.profile.min_idle_episode_ms)
-            .unwrap_or(600_000)
-            .max(s)
-            - s;
-        let thr = q.profile.idle_threshold_pct;
-        let held = q.profile.held_idle_min_mib;
-        // I: the point below the threshold. A point is the last sample the store's lookback
-        // (5 minutes) finds, as the file path holds a sample's value over a gap of up to
-        // `max_gap` (5 minutes). (An earlier `time() - timestamp(U) < S` factor meant to keep
-        // only fresh samples was always 1: `timestamp` of an expression is the evaluation
-        // time; dropping it changed no figure and saved 30 % of the store's time.)
-        // B(u): the L/S points up to u are all I; E(t) = B somewhere in [t, t + L − S],
-        // evaluated L − S after t.
-        let n = l / s + 1;
-        let i = format!("({util} < bool {thr})");
-        let b = format!(
-            "(min_over_time({i}[{r}ms:{s}ms]) * (count_over_time({i}[{r}ms:{s}ms]) >= bool {n}))",
-            r = l + half
-        );
-        let e = format!("max_over_time({b}[{}ms:{s}ms])", l + half);
-        let fb = q.metric("DCGM_FI_DEV_FB_USED");
-        // E and E with memory held in one number per point: E × (1 + held × 2²⁰), so the
-        // store evaluates the nested E once for both. A device without the memory metric
-        // counts as not held: `or` a zero carrying the device's labels wherever E can exist
-        // (E at p needs a utilization point in [p − 2(L − S), p]; plus the 5-minute lookback).
-        let span = 2 * l + 300_000;
-        let zero = format!(
-            "(max_over_time({}[{span}ms]) * 0 or max_over_time({}[{span}ms]) * 0)",
-            q.metric("DCGM_FI_PROF_GR_ENGINE_ACTIVE"),
-            q.metric("DCGM_FI_DEV_GPU_UTIL")
-        );
-        let e_held =
-            format!("({e} * (1 + (({fb} offset {l}ms >= bool {held}) or {zero}) * {HELD_SCALE}))");
-        Self { util, w, l, e_held }
+/// When a job is asked.
+enum Ask {
+    /// An instant query at this time.
+    At(EpochMs),
+    /// A range query with a one-hour step over the whole hours `first..=last`, asked at each
+    /// hour + `shift` (the answer at `t` is the hour `t − shift`'s).
+    Hours {
+        first: EpochMs,
+        last: EpochMs,
+        shift: EpochMs,
+    },
+}
+
+/// Where an answer goes.
+enum Put {
+    /// A window figure.
+    Window(fn(&mut Acc, f64)),
+    /// An hour's figure: the hour of an instant query, or `None` for a range query's hours.
+    Hour(Slot, Option<EpochMs>),
+    /// One series per metric present (counted).
+    Present,
+}
+
+/// Which of an hour's figures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    GrPoints,
+    UtilPoints,
+    Points,
+    Mean,
+    Idle,
+    Held,
+}
+
+/// One figure for every hour of the window: the whole hours in one range query, asked at
+/// whole hours with the subquery offset back to when each is due (some stores,
+/// VictoriaMetrics among them, move a range query's start to a multiple of its step), and the
+/// window's partial first and last hours as instant queries with their own ranges. `delay`:
+/// how long after an hour's last point its figure is due (an idle episode is known `L − S`
+/// after its points).
+fn hourly(
+    grid: &Grid,
+    hours: &[Piece],
+    func: &str,
+    inner: &str,
+    delay: i64,
+    source: Option<Source>,
+    slot: Slot,
+) -> Vec<Job> {
+    let s = grid.s;
+    let whole: Vec<&Piece> = hours.iter().filter(|p| grid.is_whole(p)).collect();
+    // One range query when the whole hours are one run (always, when S divides the hour).
+    let contiguous = whole
+        .windows(2)
+        .all(|w| w[1].hour - w[0].hour == gpuwise_core::HOUR_MS);
+    let mut jobs = Vec::new();
+    let scale = 1.0;
+    if let (true, Some(first), Some(last)) = (contiguous, whole.first(), whole.last()) {
+        let due = gpuwise_core::HOUR_MS - s + delay;
+        let shift = (due + gpuwise_core::HOUR_MS - 1).div_euclid(gpuwise_core::HOUR_MS)
+            * gpuwise_core::HOUR_MS;
+        let back = shift - due;
+        let range = format!("[{}ms:{s}ms]", gpuwise_core::HOUR_MS - s / 2);
+        jobs.push(Job {
+            promql: if back > 0 {
+                format!("{func}({inner}{range} offset {back}ms)")
+            } else {
+                format!("{func}({inner}{range})")
+            },
+            ask: Ask::Hours {
+                first: first.hour,
+                last: last.hour,
+                shift,
+            },
+            source,
+            put: Put::Hour(slot, None),
+            scale,
+        });
     }
+    for p in hours.iter().filter(|p| !(contiguous && grid.is_whole(p))) {
+        jobs.push(Job {
+            promql: format!("{func}({inner}[{}ms:{s}ms])", p.range),
+            ask: Ask::At(p.at + delay),
+            source,
+            put: Put::Hour(slot, Some(p.hour)),
+            scale,
+        });
+    }
+    jobs
 }
 
-type Set = fn(&mut Acc, f64);
-
-/// The scale that packs held-idle counts above idle counts in one hourly number: an hour holds
-/// fewer than 2²⁰ samples at any interval of 4 ms or more.
-const HELD_SCALE: f64 = 1_048_576.0;
-
-/// The window's instant queries (at the window's end, or `L − S` later for idle figures) and
-/// where each answer goes.
-fn window_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
-    let mut instant = utilization_queries(q, x);
-    instant.extend(device_queries(q, x));
-    let (util, w) = (x.util.as_str(), x.w.as_str());
+/// The utilization figures of one source's devices: per hour the points' count (for
+/// [`Source::Either`]; the others have their metric's), mean, idle-episode and held-idle
+/// points; over the window p50, p95, the band counts and the maximum.
+fn signal_jobs(q: &Query, grid: &Grid, hours: &[Piece], sig: &Signal) -> Vec<Job> {
+    let (s, src) = (grid.s, Some(sig.source));
+    let l = i64::try_from(q.profile.min_idle_episode_ms)
+        .unwrap_or(600_000)
+        .max(s)
+        - s;
     let thr = q.profile.idle_threshold_pct;
-    let end = q.end_ms;
+    let mut jobs = Vec::new();
+    if sig.source == Source::Either {
+        jobs.extend(hourly(
+            grid,
+            hours,
+            "count_over_time",
+            &sig.expr,
+            0,
+            src,
+            Slot::Points,
+        ));
+    }
+    let mut mean = hourly(grid, hours, "avg_over_time", &sig.expr, 0, src, Slot::Mean);
+    for j in &mut mean {
+        j.scale = sig.scale;
+    }
+    jobs.extend(mean);
+    jobs.extend(hourly(
+        grid,
+        hours,
+        "count_over_time",
+        &sig.episodes(thr, l, s),
+        l,
+        src,
+        Slot::Idle,
+    ));
+    jobs.extend(hourly(
+        grid,
+        hours,
+        "count_over_time",
+        &sig.held_episodes(thr, l, s, &q.matchers, q.profile.held_idle_min_mib),
+        l,
+        src,
+        Slot::Held,
+    ));
+    let w = grid.window();
+    let window = |promql: String, put: fn(&mut Acc, f64), scale: f64| Job {
+        promql,
+        ask: Ask::At(grid.hi),
+        source: src,
+        put: Put::Window(put),
+        scale,
+    };
+    let expr = &sig.expr;
+    jobs.push(window(
+        format!("quantile_over_time(0.5, {expr}{w})"),
+        |a, v| a.p50 = Some(v),
+        sig.scale,
+    ));
+    jobs.push(window(
+        format!("quantile_over_time(0.95, {expr}{w})"),
+        |a, v| a.p95 = Some(v),
+        sig.scale,
+    ));
+    let bands: [fn(&mut Acc, f64); 4] = [
+        |a, v| a.below[0] = v,
+        |a, v| a.below[1] = v,
+        |a, v| a.below[2] = v,
+        |a, v| a.below[3] = v,
+    ];
+    for (edge, put) in UTIL_BAND_EDGES_PCT.into_iter().zip(bands) {
+        jobs.push(window(
+            format!("count_over_time({}{w})", sig.below(edge)),
+            put,
+            1.0,
+        ));
+    }
     // The idle threshold is its own question when it is not the first band's edge.
     #[allow(clippy::float_cmp)] // both are settings, compared as given
     if UTIL_BAND_EDGES_PCT[0] != thr {
-        instant.push((
-            format!("sum_over_time(({util} < bool {thr}){w})"),
-            end,
+        jobs.push(window(
+            format!("count_over_time({}{w})", sig.below(thr)),
             |a, v| a.below_idle = Some(v),
+            1.0,
         ));
     }
-    instant
-}
-
-/// Utilization over the window: mean, max, p50, p95, band counts, held-idle samples, first
-/// and last sample.
-fn utilization_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
-    let (util, w) = (x.util.as_str(), x.w.as_str());
-    let end = q.end_ms;
-    let span = (q.end_ms - q.start_ms).max(1000);
-    vec![
-        (format!("avg_over_time({util}{w})"), end, |a, v| {
-            a.mean = Some(v)
-        }),
-        // The largest sample is the largest point however the points are weighted: asked of
-        // each metric's raw samples (a native range, no subquery), `or` as in U.
-        (
-            format!(
-                "(max_over_time({}[{span}ms]) * 100 or max_over_time({}[{span}ms]))",
-                q.metric("DCGM_FI_PROF_GR_ENGINE_ACTIVE"),
-                q.metric("DCGM_FI_DEV_GPU_UTIL")
-            ),
-            end,
-            |a, v| a.max = Some(v),
-        ),
-        (
-            format!("quantile_over_time(0.5, {util}{w})"),
-            end,
-            |a, v| a.p50 = Some(v),
-        ),
-        (
-            format!("quantile_over_time(0.95, {util}{w})"),
-            end,
-            |a, v| a.p95 = Some(v),
-        ),
-        (
-            format!(
-                "sum_over_time(({util} < bool {}){w})",
-                UTIL_BAND_EDGES_PCT[0]
-            ),
-            end,
-            |a, v| a.below[0] = v,
-        ),
-        (
-            format!(
-                "sum_over_time(({util} < bool {}){w})",
-                UTIL_BAND_EDGES_PCT[1]
-            ),
-            end,
-            |a, v| a.below[1] = v,
-        ),
-        (
-            format!(
-                "sum_over_time(({util} < bool {}){w})",
-                UTIL_BAND_EDGES_PCT[2]
-            ),
-            end,
-            |a, v| a.below[2] = v,
-        ),
-        (
-            format!(
-                "sum_over_time(({util} < bool {}){w})",
-                UTIL_BAND_EDGES_PCT[3]
-            ),
-            end,
-            |a, v| a.below[3] = v,
-        ),
-        (
-            format!("min_over_time(timestamp({util}){w})"),
-            end,
-            |a, v| a.first = Some(v),
-        ),
-        (
-            format!("max_over_time(timestamp({util}){w})"),
-            end,
-            |a, v| a.last = Some(v),
-        ),
-    ]
+    // The largest sample is the largest point however the points are weighted: a single
+    // metric's is asked of its raw samples (a native range, no subquery).
+    let max = if sig.source == Source::Either {
+        format!("max_over_time({expr}{w})")
+    } else {
+        format!("max_over_time({expr}[{}ms])", grid.hi - grid.lo)
+    };
+    jobs.push(window(max, |a, v| a.max = Some(v), sig.scale));
+    jobs
 }
 
 /// Memory, power and profiling activity over the window (each left empty where the store has
-/// no such metric).
-fn device_queries(q: &Query, x: &Exprs) -> Vec<(String, EpochMs, Set)> {
-    let w = x.w.as_str();
-    let w_ms = (q.end_ms - q.start_ms).max(1000);
-    let end = q.end_ms;
-    let fb = q.metric("DCGM_FI_DEV_FB_USED");
+/// no such metric): maxima and quantiles natively over each metric's raw samples, means over
+/// its points (each sample weighted by how long it holds, as the file reader weighs it; a
+/// subquery over one bare metric costs about what the native function does).
+fn device_jobs(q: &Query, grid: &Grid) -> Vec<Job> {
+    let w_ms = grid.hi - grid.lo;
+    let w = grid.window();
+    let native = |func: &str, metric: &str| {
+        if func == "avg_over_time" {
+            format!("{func}({}{w})", q.metric(metric))
+        } else {
+            format!("{func}({}[{w_ms}ms])", q.metric(metric))
+        }
+    };
+    let window = |promql: String, put: fn(&mut Acc, f64), scale: f64| Job {
+        promql,
+        ask: Ask::At(grid.hi),
+        source: None,
+        put: Put::Window(put),
+        scale,
+    };
+    let fb = "DCGM_FI_DEV_FB_USED";
+    // Used + free is the device's memory less the driver's reservation: constant, but the sum
+    // of two metrics makes new label sets at every step, so it is asked every 10 scrapes.
+    let coarse = 10 * grid.s;
+    let coarse_w = (w_ms / coarse).max(1) * coarse;
     vec![
-        (format!("max_over_time({fb}[{w_ms}ms])"), end, |a, v| {
-            a.mem_peak = Some(v)
-        }),
-        (format!("avg_over_time({fb}[{w_ms}ms])"), end, |a, v| {
-            a.mem_mean = Some(v)
-        }),
-        (
-            format!("quantile_over_time(0.95, {fb}[{w_ms}ms])"),
-            end,
-            |a, v| a.mem_p95 = Some(v),
+        window(
+            native("max_over_time", fb),
+            |a, v| a.mem_peak = Some(v),
+            1.0,
         ),
-        (
+        window(
+            native("avg_over_time", fb),
+            |a, v| a.mem_mean = Some(v),
+            1.0,
+        ),
+        window(
+            format!("quantile_over_time(0.95, {}[{w_ms}ms])", q.metric(fb)),
+            |a, v| a.mem_p95 = Some(v),
+            1.0,
+        ),
+        window(
             format!(
-                "max_over_time(({fb} + {}){w})",
+                "max_over_time(({} + {})[{coarse_w}ms:{coarse}ms])",
+                q.metric(fb),
                 q.metric("DCGM_FI_DEV_FB_FREE")
             ),
-            end,
             |a, v| a.mem_total = Some(v),
+            1.0,
         ),
-        (
-            format!(
-                "avg_over_time({}[{w_ms}ms])",
-                q.metric("DCGM_FI_DEV_POWER_USAGE")
-            ),
-            end,
+        window(
+            native("avg_over_time", "DCGM_FI_DEV_POWER_USAGE"),
             |a, v| a.power_mean = Some(v),
+            1.0,
         ),
-        (
-            format!(
-                "max_over_time({}[{w_ms}ms])",
-                q.metric("DCGM_FI_DEV_POWER_USAGE")
-            ),
-            end,
+        window(
+            native("max_over_time", "DCGM_FI_DEV_POWER_USAGE"),
             |a, v| a.power_peak = Some(v),
+            1.0,
         ),
-        (
-            format!(
-                "max_over_time({}[{w_ms}ms])",
-                q.metric("DCGM_FI_DEV_POWER_MGMT_LIMIT")
-            ),
-            end,
+        window(
+            native("max_over_time", "DCGM_FI_DEV_POWER_MGMT_LIMIT"),
             |a, v| a.power_limit = Some(v),
+            1.0,
         ),
-        (
-            format!(
-                "avg_over_time({}[{w_ms}ms]) * 100",
-                q.metric("DCGM_FI_PROF_SM_ACTIVE")
-            ),
-            end,
+        window(
+            native("avg_over_time", "DCGM_FI_PROF_SM_ACTIVE"),
             |a, v| a.sm = Some(v),
+            100.0,
         ),
-        (
-            format!(
-                "avg_over_time({}[{w_ms}ms]) * 100",
-                q.metric("DCGM_FI_PROF_SM_OCCUPANCY")
-            ),
-            end,
+        window(
+            native("avg_over_time", "DCGM_FI_PROF_SM_OCCUPANCY"),
             |a, v| a.occ = Some(v),
+            100.0,
         ),
-        (
-            format!(
-                "avg_over_time({}[{w_ms}ms]) * 100",
-                q.metric("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
-            ),
-            end,
+        window(
+            native("avg_over_time", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"),
             |a, v| a.tensor = Some(v),
+            100.0,
         ),
-        (
-            format!(
-                "avg_over_time({}[{w_ms}ms]) * 100",
-                q.metric("DCGM_FI_PROF_DRAM_ACTIVE")
-            ),
-            end,
+        window(
+            native("avg_over_time", "DCGM_FI_PROF_DRAM_ACTIVE"),
             |a, v| a.dram = Some(v),
-        ),
-        (
-            format!(
-                "count_over_time({}[{w_ms}ms])",
-                q.metric("DCGM_FI_PROF_GR_ENGINE_ACTIVE")
-            ),
-            end,
-            |a, _| a.gr = true,
+            100.0,
         ),
     ]
 }
+
+/// How many queries are in flight at once: Prometheus evaluates each on one core.
+const PARALLEL: usize = 4;
 
 /// The queries' answers, per device, and what was asked.
 struct Collect<'c> {
@@ -659,100 +758,139 @@ struct Collect<'c> {
     queries: QueryLog,
     warnings: Vec<String>,
     devs: BTreeMap<DeviceKey, Acc>,
+    /// How many of [`RAW_METRICS`] have series.
+    present: usize,
 }
 
 impl Collect<'_> {
-    /// Run an instant query at `at` and hand each device's value to `set`. Returns the series.
-    fn instant(
-        &mut self,
-        promql: String,
-        at: EpochMs,
-        set: impl Fn(&mut Acc, f64),
-    ) -> Result<usize, PromError> {
-        let r = self.client.query(&promql, at)?;
-        for wmsg in &r.warnings {
-            self.warnings
-                .push(format!("partial result for `{promql}`: {wmsg}"));
-        }
-        let n = r.series.len();
-        self.queries.push((promql, n, n));
-        for series in &r.series {
-            let Some((key, info)) = device_of(&series.labels) else {
-                continue;
-            };
-            let Some(v) = last_value(series) else {
-                continue;
-            };
-            let acc = self.devs.entry(key).or_default();
-            if acc.info.is_none() {
-                acc.info = Some(info);
-            }
-            set(acc, v);
-        }
-        Ok(n)
-    }
-
-    /// Hourly: counts and means of the hour's points (H to H + 1h − S), idle counts L − S
-    /// later. Each is asked at whole hours (some stores, VictoriaMetrics among them, move a
-    /// range query's start to a multiple of its step) with the subquery offset back to when it
-    /// is due.
-    fn hourly(&mut self, q: &Query, x: &Exprs, s: i64) -> Result<(), PromError> {
-        let (util, e_held, l) = (&x.util, &x.e_held, x.l);
-        let hour = gpuwise_core::HOUR_MS;
-        let first_hour = q.start_ms.div_euclid(hour) * hour;
-        let last_hour = q.end_ms.div_euclid(hour) * hour;
-        let hw = format!("[{}ms:{s}ms]", hour - s / 2);
-        let ranges: [(&str, &str, i64, usize); 3] = [
-            ("count_over_time", util, hour - s, 0),
-            ("avg_over_time", util, hour - s, 1),
-            ("sum_over_time", e_held, hour - s + l, 2),
-        ];
-        for (func, inner, due, slot) in ranges {
-            // Asked at H + `at` (a whole number of hours), looking back `at − due`.
-            let at = (due + hour - 1).div_euclid(hour) * hour;
-            let back = at - due;
-            let promql = if back > 0 {
-                format!("{func}({inner}{hw} offset {back}ms)")
-            } else {
-                format!("{func}({inner}{hw})")
-            };
-            let shift = at;
-            let r =
-                self.client
-                    .query_range(&promql, first_hour + shift, last_hour + shift, hour)?;
-            for wmsg in &r.warnings {
-                self.warnings
-                    .push(format!("partial result for `{promql}`: {wmsg}"));
-            }
-            let points: usize = r.series.iter().map(|x| x.samples.len()).sum();
-            self.queries.push((promql, r.series.len(), points));
-            for series in &r.series {
-                let Some((key, _)) = device_of(&series.labels) else {
-                    continue;
-                };
-                let Some(acc) = self.devs.get_mut(&key) else {
-                    continue;
-                };
-                for (t, v) in &series.samples {
-                    if !v.is_finite() {
-                        continue;
-                    }
-                    let e = acc.hours.entry(t - shift).or_default();
-                    match slot {
-                        0 => e.0 = *v,
-                        1 => e.1 = *v,
-                        _ => {
-                            // Whole counts: E × (1 + held × HELD_SCALE) summed over the hour.
-                            let held = (v / HELD_SCALE).floor();
-                            e.2 = v - held * HELD_SCALE;
-                            e.3 = held;
+    /// Ask every job ([`PARALLEL`] at a time) and file the answers in the jobs' order.
+    fn run(&mut self, jobs: Vec<Job>) -> Result<(), PromError> {
+        let client = self.client;
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let slots: Vec<std::sync::Mutex<Option<Result<Response, PromError>>>> = (0..jobs.len())
+            .map(|_| std::sync::Mutex::new(None))
+            .collect();
+        std::thread::scope(|scope| {
+            for _ in 0..PARALLEL.min(jobs.len()) {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(job) = jobs.get(i) else { break };
+                        let r = match job.ask {
+                            Ask::At(t) => client.query(&job.promql, t),
+                            Ask::Hours { first, last, shift } => client.query_range(
+                                &job.promql,
+                                first + shift,
+                                last + shift,
+                                gpuwise_core::HOUR_MS,
+                            ),
+                        };
+                        let failed = r.is_err();
+                        if let Ok(mut slot) = slots[i].lock() {
+                            *slot = Some(r);
+                        }
+                        if failed {
+                            // The first error stops the others at their next job.
+                            next.store(jobs.len(), std::sync::atomic::Ordering::Relaxed);
                         }
                     }
-                }
+                });
+            }
+        });
+        for (job, slot) in jobs.into_iter().zip(slots) {
+            match slot.into_inner().ok().flatten() {
+                Some(Ok(r)) => self.file(job, &r),
+                Some(Err(e)) => return Err(e),
+                // Not asked: an earlier error stopped the run and is returned above.
+                None => {}
             }
         }
         Ok(())
     }
+
+    /// One answer into the devices' figures.
+    fn file(&mut self, job: Job, r: &Response) {
+        for wmsg in &r.warnings {
+            self.warnings
+                .push(format!("partial result for `{}`: {wmsg}", job.promql));
+        }
+        let points: usize = r.series.iter().map(|x| x.samples.len()).sum();
+        self.queries.push((job.promql, r.series.len(), points));
+        if matches!(job.put, Put::Present) {
+            self.present = r.series.len();
+            return;
+        }
+        for series in &r.series {
+            let Some((key, info)) = device_of(&series.labels) else {
+                continue;
+            };
+            // A source's answers go to its devices; the rest (metric counts, memory, power)
+            // to every device.
+            let acc = match job.source {
+                Some(source) => match self.devs.get_mut(&key) {
+                    Some(acc) if acc.source == Some(source) => acc,
+                    _ => continue,
+                },
+                None => self.devs.entry(key).or_default(),
+            };
+            if acc.info.is_none() {
+                acc.info = Some(info);
+            }
+            match &job.put {
+                Put::Window(set) => {
+                    if let Some(v) = last_value(series) {
+                        set(acc, v * job.scale);
+                    }
+                }
+                Put::Hour(slot, hour) => {
+                    let shift = match job.ask {
+                        Ask::Hours { shift, .. } => shift,
+                        Ask::At(_) => 0,
+                    };
+                    for (t, v) in &series.samples {
+                        if v.is_finite() {
+                            let h = hour.unwrap_or(t - shift);
+                            acc.hours.entry(h).or_default().set(*slot, v * job.scale);
+                        }
+                    }
+                }
+                Put::Present => {}
+            }
+        }
+    }
+}
+
+/// Which source each device is read from, by its metrics' points per hour: GR alone where
+/// it has the same count as UTIL in every hour (or UTIL has none), UTIL alone where GR has
+/// none, else both point by point. Returns the sources in use.
+fn choose_sources(devs: &mut BTreeMap<DeviceKey, Acc>) -> Vec<Source> {
+    let mut used = Vec::new();
+    for acc in devs.values_mut() {
+        let gr: f64 = acc.hours.values().map(|h| h.gr).sum();
+        let util: f64 = acc.hours.values().map(|h| h.util).sum();
+        #[allow(clippy::float_cmp)] // whole counts
+        let source = if gr <= 0.0 {
+            (util > 0.0).then_some(Source::Util)
+        } else if util <= 0.0 || acc.hours.values().all(|h| h.gr == h.util) {
+            Some(Source::Gr)
+        } else {
+            Some(Source::Either)
+        };
+        acc.gr = gr > 0.0;
+        acc.source = source;
+        for h in acc.hours.values_mut() {
+            h.n = match source {
+                Some(Source::Gr) => h.gr,
+                Some(Source::Util) => h.util,
+                _ => 0.0,
+            };
+        }
+        if let Some(s) = source.filter(|s| !used.contains(s)) {
+            used.push(s);
+        }
+    }
+    used.sort();
+    used
 }
 
 /// The devices with samples whose answers are plausible, as profiles; implausible values are
@@ -814,7 +952,17 @@ fn plausible(a: &mut Acc, window_samples: f64, step_ms: i64) -> Result<Vec<Strin
         }
     }
     let per_hour = 3_600_000.0 / step_ms as f64 + 1.0;
-    for (start, (n, mean, idle, held)) in &a.hours {
+    for (
+        start,
+        Hour {
+            n,
+            mean,
+            idle,
+            held,
+            ..
+        },
+    ) in &a.hours
+    {
         if !(0.0..=per_hour * 1.001 + 1.0).contains(n)
             || !(0.0..=n * 1.001 + 1.0).contains(idle)
             || !(0.0..=idle + 0.5).contains(held)
@@ -889,7 +1037,7 @@ fn hours_and_episodes(a: &Acc, s: i64, sh: f64) -> (Vec<HourPoint>, Vec<Episode>
     let mut hourly = Vec::new();
     let mut episodes: Vec<Episode> = Vec::new();
     let held_share = if a.idle > 0.0 { a.held / a.idle } else { 0.0 };
-    for (&start, &(n, mean, idle, _)) in &a.hours {
+    for (&start, &Hour { n, mean, idle, .. }) in &a.hours {
         let covered = n * sh;
         if covered <= 0.0 {
             continue;
@@ -1108,6 +1256,54 @@ mod tests {
     }
 
     #[test]
+    fn each_device_is_read_from_the_metric_its_points_allow() {
+        let key = |gpu: &str| DeviceKey {
+            host: "h".into(),
+            gpu: gpu.into(),
+            mig: None,
+        };
+        let hour = |gr: f64, util: f64| Hour {
+            gr,
+            util,
+            ..Hour::default()
+        };
+        let mut devs = BTreeMap::new();
+        for (gpu, hours) in [
+            // Both metrics, the same points: GR alone.
+            ("same", [hour(30.0, 30.0), hour(30.0, 30.0)]),
+            // GR missing for a while: both, point by point.
+            ("gap", [hour(30.0, 30.0), hour(10.0, 30.0)]),
+            // No GR: UTIL; no UTIL (a MIG instance): GR.
+            ("util", [hour(0.0, 30.0), hour(0.0, 29.0)]),
+            ("mig", [hour(30.0, 0.0), hour(30.0, 0.0)]),
+        ] {
+            let a = Acc {
+                hours: hours
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, h)| (i as i64, h))
+                    .collect(),
+                ..Acc::default()
+            };
+            devs.insert(key(gpu), a);
+        }
+        devs.insert(key("none"), Acc::default());
+        let used = choose_sources(&mut devs);
+        assert_eq!(used, vec![Source::Gr, Source::Util, Source::Either]);
+        let of = |gpu: &str| devs[&key(gpu)].source;
+        assert_eq!(of("same"), Some(Source::Gr));
+        assert_eq!(of("gap"), Some(Source::Either));
+        assert_eq!(of("util"), Some(Source::Util));
+        assert_eq!(of("mig"), Some(Source::Gr));
+        assert_eq!(of("none"), None);
+        // The chosen metric's counts are the device's; Either's come from its own query.
+        let n: Vec<f64> = devs[&key("util")].hours.values().map(|h| h.n).collect();
+        assert_eq!(n, vec![30.0, 29.0]);
+        assert!(devs[&key("gap")].hours.values().all(|h| h.n == 0.0));
+        assert!(devs[&key("mig")].gr && !devs[&key("util")].gr);
+    }
+
+    #[test]
     fn implausible_aggregates_are_left_empty_or_the_device_out() {
         // A week at 30 s holds 20,161 samples.
         let window = 7.0 * 86_400.0 / 30.0 + 1.0;
@@ -1146,7 +1342,14 @@ mod tests {
             n: 100.0,
             ..Acc::default()
         };
-        a.hours.insert(0, (1_000.0, 50.0, 0.0, 0.0));
+        a.hours.insert(
+            0,
+            Hour {
+                n: 1_000.0,
+                mean: 50.0,
+                ..Hour::default()
+            },
+        );
         assert!(plausible(&mut a, window, 30_000).is_err());
     }
 }
