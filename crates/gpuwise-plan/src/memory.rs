@@ -81,6 +81,15 @@ impl Memory {
         }
     }
 
+    /// A term that holds nothing on the GPU but says where its bytes are.
+    fn note(&mut self, name: &'static str, formula: String) {
+        self.terms.push(Term {
+            name,
+            bytes: 0.0,
+            formula,
+        });
+    }
+
     /// The largest term (what overflows first).
     #[must_use]
     pub fn largest(&self) -> Option<&Term> {
@@ -122,7 +131,7 @@ impl StateBytes {
     pub fn new(p: Precision, opt: Optimizer, hidden: f64, master_copy: bool) -> Self {
         let moments = |state_bytes: f64| match opt {
             Optimizer::AdamW | Optimizer::Adam => 2.0 * state_bytes,
-            Optimizer::Adam8bit => 2.0,
+            Optimizer::Adam8bit | Optimizer::PagedAdam8bit => 2.0,
             Optimizer::Adafactor => 2.0 * state_bytes / hidden.max(1.0),
             Optimizer::Sgd => state_bytes,
         };
@@ -189,6 +198,29 @@ pub fn estimate(model: &Model, s: &Setup, runtime: bool) -> Memory {
         total_bytes: 0.0,
     };
     match w.mode {
+        Mode::Train if w.cpu_offload => {
+            // FSDP's CPUOffload / ZeRO-Offload: the model states live in host memory; the GPU
+            // holds the layers gathered for use.
+            let mut states = Memory {
+                terms: Vec::new(),
+                total_bytes: 0.0,
+            };
+            training_states(model, s, &mut states);
+            for t in states.terms {
+                if matches!(t.name, "gathered_layers" | "unsharded_gradient") {
+                    mem.push(t.name, t.bytes, t.formula);
+                } else {
+                    mem.note(
+                        t.name,
+                        format!(
+                            "on the host (CPU offload): {:.2} GiB = {}",
+                            t.bytes / super::GIB,
+                            t.formula
+                        ),
+                    );
+                }
+            }
+        }
         Mode::Train => training_states(model, s, &mut mem),
         Mode::Lora | Mode::Qlora => {
             stored_weights(model, s, &mut mem, "frozen base: ");
@@ -227,11 +259,28 @@ fn stored_weights(model: &Model, s: &Setup, mem: &mut Memory, label: &str) {
             ),
         )
     };
+    // FSDP (ZeRO-3) shards every parameter, frozen ones too (torchtune's and PEFT's LoRA and
+    // QLoRA recipes across GPUs); the adapters stay whole (they are tiny).
+    let shard = if w.mode.trains() && w.zero >= 3 {
+        f64::from(s.dp)
+    } else {
+        1.0
+    };
     mem.push(
         "weights",
-        bytes / mp,
-        format!("{label}{formula} ÷ {mp} (tp × pp)"),
+        bytes / mp / shard,
+        format!(
+            "{label}{formula} ÷ {mp} (tp × pp){}",
+            if shard > 1.0 {
+                format!(" ÷ {shard} (FSDP / ZeRO-3 shards)")
+            } else {
+                String::new()
+            }
+        ),
     );
+    if w.mode.trains() {
+        gathered_layers(model, s, bytes / n.max(1.0), mem);
+    }
 }
 
 /// Full training: weights, gradients, master weights, optimizer moments and the autocast
@@ -240,7 +289,6 @@ fn training_states(model: &Model, s: &Setup, mem: &mut Memory) {
     let (w, p, n, mp) = (&s.workload, s.precision, model.params, s.model_parallel());
     let dp = f64::from(s.dp);
     let h = f64::from(model.hidden);
-    let emb = model.embedding_params() * if model.tied_embeddings { 1.0 } else { 2.0 };
     let master_copy = w.zero > 0
         || s.tp > 1
         || s.pp > 1
@@ -257,11 +305,26 @@ fn training_states(model: &Model, s: &Setup, mem: &mut Memory) {
             zero_note(w.zero, 3, dp)
         ),
     );
-    mem.push(
-        "gradients",
-        per(b.grads, 2),
-        format!("params × {} B ÷ tp·pp{}", b.grads, zero_note(w.zero, 2, dp)),
-    );
+    if w.optimizer_in_backward {
+        // Each parameter is updated as soon as its gradient is ready and the gradient freed:
+        // one tensor's gradient at a time, the largest being the embedding's.
+        let largest = f64::from(model.vocab) * h;
+        mem.push(
+            "gradients",
+            largest * b.grads / mp,
+            format!(
+                "optimizer in the backward pass: one tensor's gradient at a time, the largest \
+                 (embedding, {largest:.4e} params) × {} B ÷ tp·pp",
+                b.grads
+            ),
+        );
+    } else {
+        mem.push(
+            "gradients",
+            per(b.grads, 2),
+            format!("params × {} B ÷ tp·pp{}", b.grads, zero_note(w.zero, 2, dp)),
+        );
+    }
     mem.push(
         "master_weights",
         per(b.master, 1),
@@ -270,48 +333,93 @@ fn training_states(model: &Model, s: &Setup, mem: &mut Memory) {
             zero_note(w.zero, 1, dp)
         ),
     );
-    mem.push(
-        "optimizer",
-        per(b.optimizer, 1),
-        format!(
-            "params × {:.3} B ({:?} moments) ÷ tp·pp{}",
-            b.optimizer,
-            w.optimizer,
-            zero_note(w.zero, 1, dp)
-        ),
-    );
+    if w.optimizer == Optimizer::PagedAdam8bit {
+        mem.note(
+            "optimizer",
+            format!(
+                "params × 2 B (8-bit moments) = {:.2} GiB in CUDA unified memory (bitsandbytes' \
+                 paged optimizer): outside PyTorch's allocator, paged to host RAM when the GPU \
+                 is full, so not counted here (a step that pages moves them over PCIe; not in \
+                 the speed)",
+                per(2.0, 1) / super::GIB
+            ),
+        );
+    } else {
+        mem.push(
+            "optimizer",
+            per(b.optimizer, 1),
+            format!(
+                "params × {:.3} B ({:?} moments) ÷ tp·pp{}",
+                b.optimizer,
+                w.optimizer,
+                zero_note(w.zero, 1, dp)
+            ),
+        );
+    }
     mem.push(
         "cast_cache",
         n * b.cast_cache / mp,
         "params × 2 B: autocast's 16-bit copies of fp32 weights".to_owned(),
     );
-    if w.zero >= 3 && dp > 1.0 {
-        let layer = (n - emb) / f64::from(model.layers.max(1));
+    gathered_layers(model, s, 2.0, mem);
+    if w.zero >= 3 && s.dp > 1 && w.scope.as_deref() != Some("model_states_only") {
+        // A layer's gradient is whole on the GPU until it is reduce-scattered to the shards
+        // (and, with CPU offload, copied to the host).
         mem.push(
-            "gathered_layers",
-            2.0 * layer * 2.0 / mp,
-            "2 layers × layer params × 2 B: the unsharded layer in use and the next prefetched"
-                .to_owned(),
+            "unsharded_gradient",
+            layer_params(model) * b.grads / mp,
+            format!(
+                "1 layer × {:.4e} params × {} B: a layer's gradient before reduce-scatter",
+                layer_params(model),
+                b.grads
+            ),
         );
     }
+}
+
+/// Parameters of one transformer block (all but the embeddings, over the layers).
+fn layer_params(model: &Model) -> f64 {
+    let emb = model.embedding_params() * if model.tied_embeddings { 1.0 } else { 2.0 };
+    (model.params - emb) / f64::from(model.layers.max(1))
+}
+
+/// ZeRO-3 / FSDP gathers each layer's weights before using it: the layer in use and the next
+/// one, prefetched, unsharded at `bytes` per parameter (working buffers, not model states: the
+/// ZeRO paper's model-state figures leave them out).
+fn gathered_layers(model: &Model, s: &Setup, bytes: f64, mem: &mut Memory) {
+    let w = &s.workload;
+    if w.zero < 3 || s.dp <= 1 || w.scope.as_deref() == Some("model_states_only") {
+        return;
+    }
+    let layer = layer_params(model);
+    mem.push(
+        "gathered_layers",
+        2.0 * layer * bytes / s.model_parallel(),
+        format!(
+            "2 layers × layer params × {bytes} B: the unsharded layer in use and the next prefetched"
+        ),
+    );
 }
 
 /// LoRA / QLoRA adapters with their fp32 gradients and moments.
 fn adapters(model: &Model, s: &Setup, mem: &mut Memory) {
     let (w, mp) = (&s.workload, s.model_parallel());
     let h = f64::from(model.hidden);
-
     let adapters = lora_params(model, w.lora_rank);
     let b = StateBytes::new(Precision::Fp32, w.optimizer, h, false);
+    let per_param = b.weights + b.grads + b.optimizer;
+    // FSDP shards the adapters with everything else.
+    let shard = if w.zero >= 3 { f64::from(s.dp) } else { 1.0 };
     mem.push(
-            "adapters",
-            adapters * (b.weights + b.grads + b.optimizer) / mp,
-            format!(
-                "{adapters:.4e} adapter params (rank {} on every block linear) × {} B (fp32 weights, gradients, moments)",
-                w.lora_rank,
-                b.weights + b.grads + b.optimizer
-            ),
-        );
+        "adapters",
+        adapters * per_param / mp / shard,
+        format!(
+            "{adapters:.4e} adapter params (rank {} on every block linear) × {per_param} B (fp32 \
+             weights, gradients, moments) ÷ {mp} (tp × pp){}",
+            w.lora_rank,
+            zero_note(w.zero, 3, shard)
+        ),
+    );
 }
 
 /// Training activations (by checkpointing policy) and the loss's logits.
@@ -498,6 +606,93 @@ mod tests {
         close(states("3"), 16.0 * psi / 64.0);
         // The paper's own figure: 7.5B on 64 GPUs under ZeRO-1 is 31.4 GB.
         assert!((states("1") / 1e9 - 31.4).abs() < 0.05);
+    }
+
+    #[test]
+    fn model_states_scope_is_the_whole_total() {
+        // The paper's figures count model states only: under ZeRO-3 the gathered layers and a
+        // layer's whole gradient are working buffers, left out of that scope.
+        let m = Model::from_params("7.5b").expect("model");
+        let kv = [
+            ("mode", "train"),
+            ("precision", "amp_fp16"),
+            ("optimizer", "adam"),
+            ("dp", "64"),
+            ("zero", "3"),
+        ];
+        let mut scoped = kv.to_vec();
+        scoped.push(("scope", "model_states_only"));
+        let only = estimate(&m, &setup(&m, &scoped), false);
+        assert!((only.total_bytes / (16.0 * m.params / 64.0) - 1.0).abs() < 1e-12);
+        let whole = estimate(&m, &setup(&m, &kv), false);
+        assert!(whole.of(&["gathered_layers"]) > 0.0 && whole.of(&["unsharded_gradient"]) > 0.0);
+    }
+
+    #[test]
+    fn fsdp_shards_a_frozen_base_and_its_adapters() {
+        let m = Model::preset("llama-3.1-70b").expect("preset");
+        let one = |extra: &[(&'static str, &'static str)]| {
+            let mut kv = vec![("mode", "lora"), ("precision", "bf16"), ("lora_rank", "16")];
+            kv.extend_from_slice(extra);
+            estimate(&m, &setup(&m, &kv), false)
+        };
+        let alone = one(&[]);
+        let sharded = one(&[("dp", "8"), ("zero", "3")]);
+        for term in ["weights", "adapters"] {
+            let (a, b) = (alone.of(&[term]), sharded.of(&[term]));
+            assert!((a / b - 8.0).abs() < 1e-9, "{term}: {a} vs {b}");
+        }
+        // Two layers gathered at a time, 16-bit; no base gradients (the base is frozen).
+        let gathered = sharded.of(&["gathered_layers"]);
+        let layer = layer_params(&m) * 2.0;
+        assert!(
+            (gathered / (2.0 * layer) - 1.0).abs() < 0.02,
+            "{gathered} vs {layer}"
+        );
+        assert_eq!(sharded.of(&["unsharded_gradient", "gradients"]), 0.0);
+        // Data parallel without ZeRO-3 keeps the whole base on every GPU.
+        let replicated = one(&[("dp", "8"), ("zero", "2")]);
+        assert!((replicated.of(&["weights"]) - alone.of(&["weights"])).abs() < 1.0);
+    }
+
+    #[test]
+    fn paged_moments_optimizer_in_backward_and_cpu_offload() {
+        let m = Model::preset("llama-3.1-8b").expect("preset");
+        let est = |extra: &[(&'static str, &'static str)]| {
+            let mut kv = vec![("mode", "train"), ("precision", "bf16"), ("batch", "2")];
+            kv.extend_from_slice(extra);
+            estimate(&m, &setup(&m, &kv), false)
+        };
+        let plain = est(&[("optimizer", "adam8bit")]);
+        let paged = est(&[("optimizer", "paged_adamw8bit")]);
+        // The same 2 bytes per parameter, in unified memory: named, not counted on the GPU.
+        assert!((plain.of(&["optimizer"]) - 2.0 * m.params).abs() < 1.0);
+        let note = paged
+            .terms
+            .iter()
+            .find(|t| t.name == "optimizer")
+            .expect("named");
+        assert_eq!(note.bytes, 0.0);
+        assert!(note.formula.contains("unified memory"), "{}", note.formula);
+        assert!((plain.total_bytes - paged.total_bytes - 2.0 * m.params).abs() < 1.0);
+        // In the backward pass: one tensor's gradient, the embedding's.
+        let in_bwd = est(&[("optimizer", "adam8bit"), ("optimizer_in_bwd", "true")]);
+        let largest = f64::from(m.vocab) * f64::from(m.hidden) * 2.0;
+        assert!((in_bwd.of(&["gradients"]) - largest).abs() < 1.0);
+        // CPU offload under FSDP: the model states are on the host.
+        let off = est(&[
+            ("optimizer", "adamw"),
+            ("dp", "8"),
+            ("zero", "3"),
+            ("cpu_offload", "true"),
+        ]);
+        for t in &off.terms {
+            if ["weights", "gradients", "optimizer"].contains(&t.name) {
+                assert_eq!(t.bytes, 0.0, "{}", t.name);
+                assert!(t.formula.starts_with("on the host"), "{}", t.formula);
+            }
+        }
+        assert!(off.of(&["gathered_layers", "unsharded_gradient", "activations"]) > 0.0);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `plan validate`: the planner against measured numbers.
 //!
 //! Cases are rows `id,metric,measured,unit,workload,tolerance_pct,source,trust` (the format of
-//! shared/data/planner-calibration.csv); `workload` is `key=value;…`. Each case is estimated
+//! shared/data/planner-calibration.csv), optionally followed by `class` (the workload class a
+//! case stands for, reported together); `workload` is `key=value;…`. Each case is estimated
 //! with the same model and constants as `plan`; a case that cannot be estimated is kept with
 //! its reason and counts as outside its tolerance.
 
@@ -32,6 +33,8 @@ pub struct Case {
     pub source: String,
     /// How far it can be trusted.
     pub trust: String,
+    /// The workload class it stands for (empty when the file has no `class` column).
+    pub class: String,
 }
 
 /// Why the cases file could not be read.
@@ -48,7 +51,7 @@ pub enum CasesError {
         message: String,
     },
     /// Header.
-    #[error("{origin}: header must be `{HEADER}`, found `{found}`")]
+    #[error("{origin}: header must be `{HEADER}` (optionally `,class`), found `{found}`")]
     Header {
         /// File.
         origin: String,
@@ -94,12 +97,16 @@ pub fn parse_cases(text: &str, origin: &str) -> Result<Vec<Case>, CasesError> {
         .iter()
         .collect::<Vec<_>>()
         .join(",");
-    if header != HEADER {
+    let fields = if header == HEADER {
+        8
+    } else if header == format!("{HEADER},class") {
+        9
+    } else {
         return Err(CasesError::Header {
             origin: origin.to_owned(),
             found: header,
         });
-    }
+    };
     let mut out = Vec::new();
     for rec in r.records() {
         let rec = rec.map_err(|e| CasesError::Row {
@@ -113,8 +120,8 @@ pub fn parse_cases(text: &str, origin: &str) -> Result<Vec<Case>, CasesError> {
             line,
             message,
         };
-        if rec.len() != 8 {
-            return Err(err(format!("{} fields, expected 8", rec.len())));
+        if rec.len() != fields {
+            return Err(err(format!("{} fields, expected {fields}", rec.len())));
         }
         let num = |i: usize, name: &str| {
             rec[i]
@@ -133,6 +140,7 @@ pub fn parse_cases(text: &str, origin: &str) -> Result<Vec<Case>, CasesError> {
             tolerance_pct: num(5, "tolerance_pct")?,
             source: rec[6].to_owned(),
             trust: rec[7].to_owned(),
+            class: rec.get(8).unwrap_or_default().trim().to_owned(),
         });
     }
     Ok(out)
@@ -165,6 +173,9 @@ pub struct Outcome {
     pub ignored_keys: Vec<String>,
     /// Defaults and guesses that went into the estimate.
     pub assumptions: Vec<String>,
+    /// The workload class (absent when the file has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
 }
 
 fn model_of(kv: &[(String, String)]) -> Result<Model, String> {
@@ -233,7 +244,19 @@ fn gpu_of<'c>(
         .next()
         .unwrap_or("");
     let words: Vec<&str> = head.split_whitespace().collect();
-    (1..=words.len()).rev().find_map(|n| {
+    // Shorter and shorter prefixes ("A100 80GB" → "A100"), but never past a dropped model
+    // number: "RTX A6000" is not "RTX".
+    let model_number = |w: &str| {
+        let l = w.to_ascii_lowercase();
+        let unit = l.trim_start_matches(|c: char| c.is_ascii_digit());
+        let size = unit.len() < l.len() && ["g", "gb", "gib"].contains(&unit);
+        l.contains(|c: char| c.is_ascii_digit()) && !size
+    };
+    let shortest = (0..words.len())
+        .rev()
+        .find(|&i| model_number(words[i]))
+        .map_or(1, |i| i + 1);
+    (shortest..=words.len()).rev().find_map(|n| {
         let name = words[..n].join(" ");
         catalog.resolve_loose(&name).map(|(g, note)| {
             let from = format!("GPU from gpu_note: `{name}` → {}", g.name);
@@ -298,6 +321,7 @@ pub fn evaluate(case: &Case, catalog: &Catalog, c: &Constants) -> Outcome {
         gpu: None,
         ignored_keys: Vec::new(),
         assumptions: Vec::new(),
+        class: (!case.class.is_empty()).then(|| case.class.clone()),
     };
     match estimate_case(case, catalog, c, &mut out) {
         Ok(v) => {
@@ -433,6 +457,8 @@ pub struct Accuracy {
 pub struct Summary {
     /// Per metric, in first-seen order.
     pub metrics: Vec<Accuracy>,
+    /// Per workload class, in first-seen order (cases with a class only).
+    pub classes: Vec<Accuracy>,
     /// Memory metrics together.
     pub memory: Accuracy,
     /// Throughput metrics together.
@@ -474,9 +500,13 @@ fn accuracy(name: &str, outs: &[&Outcome]) -> Accuracy {
 #[must_use]
 pub fn summarize(outs: &[Outcome]) -> Summary {
     let mut names: Vec<&str> = Vec::new();
+    let mut classes: Vec<&str> = Vec::new();
     for o in outs {
         if !names.contains(&o.metric.as_str()) {
             names.push(&o.metric);
+        }
+        if let Some(c) = o.class.as_deref().filter(|c| !classes.contains(c)) {
+            classes.push(c);
         }
     }
     let pick = |f: &dyn Fn(&Outcome) -> bool| outs.iter().filter(|o| f(o)).collect::<Vec<_>>();
@@ -484,6 +514,10 @@ pub fn summarize(outs: &[Outcome]) -> Summary {
         metrics: names
             .iter()
             .map(|n| accuracy(n, &pick(&|o| o.metric == *n)))
+            .collect(),
+        classes: classes
+            .iter()
+            .map(|c| accuracy(c, &pick(&|o| o.class.as_deref() == Some(*c))))
             .collect(),
         memory: accuracy(
             "memory",
@@ -574,6 +608,14 @@ mod tests {
     #[test]
     fn summary_counts_unestimated_cases_as_outside() {
         let mk = |metric: &str, err: Option<f64>, ok: bool| Outcome {
+            class: Some(
+                if metric == "ttft_ms" {
+                    "serving"
+                } else {
+                    "weights"
+                }
+                .to_owned(),
+            ),
             id: "x".into(),
             metric: metric.into(),
             measured: 1.0,
@@ -598,5 +640,31 @@ mod tests {
         assert_eq!(s.memory.median_abs_error_pct, Some(11.0));
         assert_eq!(s.throughput.within, 1);
         assert_eq!(s.all.cases, 4);
+        // Per class, in first-seen order.
+        let classes: Vec<(&str, usize, usize)> = s
+            .classes
+            .iter()
+            .map(|a| (a.name.as_str(), a.cases, a.within))
+            .collect();
+        assert_eq!(classes, vec![("weights", 3, 1), ("serving", 1, 1)]);
+    }
+
+    #[test]
+    fn a_class_column_is_optional_and_a_model_number_is_never_dropped() {
+        let with = "id,metric,measured,unit,workload,tolerance_pct,source,trust,class\n\
+                    A,weights_memory,6.67,GiB,model=codellama-7b;mode=infer;precision=q8_0;\
+                    format=gguf;gpu_note=RTX A6000 48GB,5,src,high,gguf\n";
+        let cases = parse_cases(with, "c.csv").expect("parses");
+        assert_eq!(cases[0].class, "gguf");
+        let o = evaluate(&cases[0], &Catalog::builtin(), &Constants::default());
+        assert_eq!(o.class.as_deref(), Some("gguf"));
+        // "RTX A6000" is not in the catalog, and is not taken for the "RTX" family.
+        assert_eq!(o.gpu, None, "{o:?}");
+        let e = parse_cases(
+            "id,metric,measured,unit,workload,tolerance_pct,source,trust,class\nA,b,1,GiB,w,5,s,high\n",
+            "c.csv",
+        )
+        .expect_err("8 fields under a 9-column header");
+        assert!(e.to_string().contains("expected 9"), "{e}");
     }
 }

@@ -245,6 +245,10 @@ pub enum Optimizer {
     Adam,
     /// 8-bit Adam (bitsandbytes): two 8-bit moments.
     Adam8bit,
+    /// bitsandbytes' paged 8-bit AdamW: the same moments in CUDA unified memory, paged to host
+    /// RAM when the GPU runs short (torchtune's single-GPU full fine-tune default).
+    #[serde(rename = "paged_adamw8bit")]
+    PagedAdam8bit,
     /// Adafactor: factored second moment, no first moment (Hugging Face defaults).
     Adafactor,
     /// SGD with momentum: one buffer.
@@ -257,13 +261,14 @@ impl Optimizer {
         match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
             "adamw" | "adamwtorch" | "fusedadam" => Ok(Self::AdamW),
             "adam" => Ok(Self::Adam),
-            "adam8bit" | "adamw8bit" | "pagedadamw8bit" => Ok(Self::Adam8bit),
+            "adam8bit" | "adamw8bit" => Ok(Self::Adam8bit),
+            "pagedadamw8bit" | "pagedadam8bit" => Ok(Self::PagedAdam8bit),
             "adafactor" => Ok(Self::Adafactor),
             "sgd" => Ok(Self::Sgd),
             _ => Err(WorkloadError::Unknown {
                 what: "optimizer",
                 given: s.to_owned(),
-                expected: "adamw, adam, adam8bit, adafactor, sgd",
+                expected: "adamw, adam, adam8bit, paged_adamw8bit, adafactor, sgd",
             }),
         }
     }
@@ -327,6 +332,11 @@ pub struct Workload {
     pub context: Option<u32>,
     /// Activation checkpointing.
     pub checkpointing: Checkpointing,
+    /// The optimizer steps each parameter during the backward pass and frees its gradient
+    /// (torchtune's `optimizer_in_bwd`).
+    pub optimizer_in_backward: bool,
+    /// Model states in host memory (FSDP `CPUOffload`, DeepSpeed ZeRO-Offload).
+    pub cpu_offload: bool,
     /// Flash / memory-efficient attention (no s² buffers).
     pub flash_attention: bool,
     /// ZeRO stage (3 = FSDP full sharding).
@@ -378,6 +388,8 @@ impl Default for Workload {
             output: None,
             context: None,
             checkpointing: Checkpointing::None,
+            optimizer_in_backward: false,
+            cpu_offload: false,
             flash_attention: true,
             zero: 0,
             tp: 1,
@@ -463,6 +475,10 @@ impl Workload {
                 self.context = Some(uint(key, v)?);
             }
             "checkpointing" => self.checkpointing = Checkpointing::parse(v)?,
+            "optimizer_in_bwd" | "optimizer_in_backward" => {
+                self.optimizer_in_backward = boolean(key, v)?;
+            }
+            "cpu_offload" | "fsdp_cpu_offload" => self.cpu_offload = boolean(key, v)?,
             "flash_attention" => self.flash_attention = boolean(key, v)?,
             "zero" => {
                 let z = uint(key, v)?;

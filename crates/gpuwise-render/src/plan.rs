@@ -33,10 +33,7 @@ fn params(n: f64) -> String {
 }
 
 fn heading(format: Format, text: &str) -> String {
-    match format {
-        Format::Markdown => format!("\n## {text}\n\n"),
-        _ => format!("\n{text}\n"),
-    }
+    heading_at(format, 2, text)
 }
 
 /// One line describing a model.
@@ -321,10 +318,34 @@ fn left_out(plan: &Plan, format: Format, out: &mut String) {
     }
 }
 
+/// One cases file's outcomes and their summary.
+pub struct Validated<'a> {
+    /// The file's name (as shown: its last path component).
+    pub name: &'a str,
+    /// Its cases.
+    pub outcomes: &'a [Outcome],
+    /// Their summary.
+    pub summary: &'a Summary,
+}
+
 #[derive(Serialize)]
 struct ValidateJson<'a> {
     schema: &'static str,
-    cases: &'a [Outcome],
+    cases: Vec<CaseJson<'a>>,
+    summary: &'a Summary,
+    files: Vec<FileJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct CaseJson<'a> {
+    file: &'a str,
+    #[serde(flatten)]
+    outcome: &'a Outcome,
+}
+
+#[derive(Serialize)]
+struct FileJson<'a> {
+    file: &'a str,
     summary: &'a Summary,
 }
 
@@ -340,72 +361,66 @@ fn acc_row(a: &Accuracy) -> Vec<String> {
     ]
 }
 
-/// `plan validate` output.
-#[must_use]
-pub fn render_validation(outs: &[Outcome], summary: &Summary, format: Format) -> String {
-    if format == Format::Json {
-        return crate::json::pretty(&ValidateJson {
-            schema: VALIDATE_SCHEMA,
-            cases: outs,
-            summary,
-        });
+const CASE_HEADERS: [&str; 9] = [
+    "ID", "METRIC", "MEASURED", "ESTIMATE", "UNIT", "ERROR", "TOL", "WITHIN", "GPU",
+];
+
+fn case_row(o: &Outcome) -> Vec<String> {
+    vec![
+        o.id.clone(),
+        o.metric.clone(),
+        sig(o.measured),
+        o.estimate.map_or_else(|| "–".to_owned(), sig),
+        o.unit.clone(),
+        o.error_pct
+            .map_or_else(|| "–".to_owned(), |e| format!("{e:+.1}%")),
+        format!("±{}%", o.tolerance_pct),
+        match (&o.reason, o.within_tolerance) {
+            (Some(r), _) => format!("not estimated: {r}"),
+            (None, true) => "yes".to_owned(),
+            (None, false) => "no".to_owned(),
+        },
+        o.gpu.clone().unwrap_or_default(),
+    ]
+}
+
+/// A heading at `level` (2 = `##`) in markdown; a plain line otherwise.
+fn heading_at(format: Format, level: usize, text: &str) -> String {
+    match format {
+        Format::Markdown => format!("\n{} {text}\n\n", "#".repeat(level)),
+        _ => format!("\n{text}\n"),
     }
-    let rows: Vec<Vec<String>> = outs
-        .iter()
-        .map(|o| {
-            vec![
-                o.id.clone(),
-                o.metric.clone(),
-                sig(o.measured),
-                o.estimate.map_or_else(|| "–".to_owned(), sig),
-                o.unit.clone(),
-                o.error_pct
-                    .map_or_else(|| "–".to_owned(), |e| format!("{e:+.1}%")),
-                format!("±{}%", o.tolerance_pct),
-                match (&o.reason, o.within_tolerance) {
-                    (Some(r), _) => format!("not estimated: {r}"),
-                    (None, true) => "yes".to_owned(),
-                    (None, false) => "no".to_owned(),
-                },
-                o.gpu.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
-    let headers = [
-        "ID", "METRIC", "MEASURED", "ESTIMATE", "UNIT", "ERROR", "TOL", "WITHIN", "GPU",
-    ];
-    if format == Format::Csv {
-        return grid::render(&headers, &[2, 3, 5, 6], &rows, format);
+}
+
+const ACC_HEADERS: [&str; 6] = [
+    "METRIC",
+    "CASES",
+    "ESTIMATED",
+    "WITHIN",
+    "SHARE",
+    "MEDIAN ABS ERR",
+];
+
+/// One file's cases, classes, metrics and assumptions, with headings at `level`.
+fn file_block(v: &Validated, level: usize, format: Format) -> String {
+    let mut out = heading_at(format, level, "Cases");
+    let rows: Vec<Vec<String>> = v.outcomes.iter().map(case_row).collect();
+    out.push_str(&grid::render(&CASE_HEADERS, &[2, 3, 5, 6], &rows, format));
+    if !v.summary.classes.is_empty() {
+        out.push_str(&heading_at(format, level, "Per class"));
+        let rows: Vec<Vec<String>> = v.summary.classes.iter().map(acc_row).collect();
+        let mut headers = ACC_HEADERS;
+        headers[0] = "CLASS";
+        out.push_str(&grid::render(&headers, &[1, 2, 3, 4, 5], &rows, format));
     }
-    let mut out = String::new();
-    if format == Format::Markdown {
-        out.push_str(
-            "# Planner accuracy\n\nProduced by `gpuwise plan validate ../shared/data/planner-calibration.csv --format markdown`; \
-             a test checks this file against the command. Error = (estimate − measured) ÷ measured. \
-             A case without an estimate counts as outside its tolerance.\n",
-        );
-    }
-    out.push_str(&heading(format, "Cases"));
-    out.push_str(&grid::render(&headers, &[2, 3, 5, 6], &rows, format));
-    out.push_str(&heading(format, "Per metric"));
-    let mut acc: Vec<Vec<String>> = summary.metrics.iter().map(acc_row).collect();
-    acc.push(acc_row(&summary.memory));
-    acc.push(acc_row(&summary.throughput));
-    acc.push(acc_row(&summary.all));
-    out.push_str(&grid::render(
-        &[
-            "METRIC",
-            "CASES",
-            "ESTIMATED",
-            "WITHIN",
-            "SHARE",
-            "MEDIAN ABS ERR",
-        ],
-        &[1, 2, 3, 4, 5],
-        &acc,
-        format,
-    ));
-    let notes: Vec<Vec<String>> = outs
+    out.push_str(&heading_at(format, level, "Per metric"));
+    let mut acc: Vec<Vec<String>> = v.summary.metrics.iter().map(acc_row).collect();
+    acc.push(acc_row(&v.summary.memory));
+    acc.push(acc_row(&v.summary.throughput));
+    acc.push(acc_row(&v.summary.all));
+    out.push_str(&grid::render(&ACC_HEADERS, &[1, 2, 3, 4, 5], &acc, format));
+    let notes: Vec<Vec<String>> = v
+        .outcomes
         .iter()
         .filter(|o| !o.assumptions.is_empty() || !o.ignored_keys.is_empty())
         .map(|o| {
@@ -417,13 +432,76 @@ pub fn render_validation(outs: &[Outcome], summary: &Summary, format: Format) ->
         })
         .collect();
     if !notes.is_empty() {
-        out.push_str(&heading(format, "Assumptions per case"));
+        out.push_str(&heading_at(format, level, "Assumptions per case"));
         out.push_str(&grid::render(
             &["ID", "ASSUMED / IGNORED"],
             &[],
             &notes,
             format,
         ));
+    }
+    out
+}
+
+/// `plan validate` output for one or more cases files, file by file; `all` summarises them
+/// together (JSON only).
+#[must_use]
+pub fn render_validation(files: &[Validated], all: &Summary, format: Format) -> String {
+    if format == Format::Json {
+        return crate::json::pretty(&ValidateJson {
+            schema: VALIDATE_SCHEMA,
+            cases: files
+                .iter()
+                .flat_map(|v| {
+                    v.outcomes.iter().map(|o| CaseJson {
+                        file: v.name,
+                        outcome: o,
+                    })
+                })
+                .collect(),
+            summary: all,
+            files: files
+                .iter()
+                .map(|v| FileJson {
+                    file: v.name,
+                    summary: v.summary,
+                })
+                .collect(),
+        });
+    }
+    if format == Format::Csv {
+        let mut headers = vec!["FILE"];
+        headers.extend(CASE_HEADERS);
+        let rows: Vec<Vec<String>> = files
+            .iter()
+            .flat_map(|v| {
+                v.outcomes.iter().map(|o| {
+                    let mut row = vec![v.name.to_owned()];
+                    row.extend(case_row(o));
+                    row
+                })
+            })
+            .collect();
+        return grid::render(&headers, &[3, 4, 6, 7], &rows, format);
+    }
+    let mut out = String::new();
+    if format == Format::Markdown {
+        let names: Vec<&str> = files.iter().map(|v| v.name).collect();
+        out.push_str(&format!(
+            "# Planner accuracy\n\nProduced by `gpuwise plan validate {} --format markdown`; \
+             a test checks this file against the command. Error = (estimate − measured) ÷ \
+             measured. A case without an estimate counts as outside its tolerance.\n",
+            names.join(" ")
+        ));
+    }
+    if let [one] = files {
+        out.push_str(&file_block(one, 2, format));
+        return out;
+    }
+    // File by file: a calibration file (fitted) and a held-out one are not to be mixed.
+    for v in files {
+        out.push_str(&heading_at(format, 2, v.name));
+        out.push_str(&file_block(v, 3, format));
     }
     out
 }

@@ -890,8 +890,10 @@ pub(crate) enum PlanSub {
 
 #[derive(Debug, Args)]
 pub(crate) struct ValidateArgs {
-    /// Cases: `id,metric,measured,unit,workload,tolerance_pct,source,trust`.
-    pub cases: PathBuf,
+    /// Cases files: `id,metric,measured,unit,workload,tolerance_pct,source,trust[,class]`
+    /// (several are reported file by file, then together).
+    #[arg(required = true)]
+    pub cases: Vec<PathBuf>,
     /// Output format.
     #[arg(
         long,
@@ -946,7 +948,7 @@ pub(crate) struct PlanArgs {
     /// KV cache precision [default: 16-bit].
     #[arg(long)]
     pub kv_precision: Option<String>,
-    /// adamw, adam, adam8bit, adafactor, sgd [default: adamw].
+    /// adamw, adam, adam8bit, paged_adamw8bit, adafactor, sgd [default: adamw].
     #[arg(long)]
     pub optimizer: Option<String>,
     /// Micro-batch per GPU (training) or concurrent sequences (inference) [default: 1].
@@ -971,6 +973,14 @@ pub(crate) struct PlanArgs {
     /// none, selective or full [default: none].
     #[arg(long)]
     pub checkpointing: Option<String>,
+    /// Step each parameter in the backward pass and free its gradient (torchtune's
+    /// `optimizer_in_bwd`): true or false [default: false].
+    #[arg(long, value_name = "BOOL")]
+    pub optimizer_in_backward: Option<String>,
+    /// Keep weights, gradients and optimizer states in host memory (FSDP CPU offload,
+    /// DeepSpeed ZeRO-Offload): true or false [default: false].
+    #[arg(long, value_name = "BOOL")]
+    pub cpu_offload: Option<String>,
     /// true or false [default: true].
     #[arg(long, value_name = "BOOL")]
     pub flash_attention: Option<String>,

@@ -43,17 +43,37 @@ fn models(a: &ModelsArgs) -> anyhow::Result<ExitCode> {
 
 fn validate_cmd(a: &ValidateArgs) -> anyhow::Result<ExitCode> {
     let f = format(&a.format)?;
-    let origin = a.cases.display().to_string();
-    let text = fs_err::read_to_string(&a.cases)?;
-    let cases = validate::parse_cases(&text, &origin)?;
     let catalog = gpuwise_catalog::Catalog::builtin();
     let constants = Constants::default();
-    let outs: Vec<_> = cases
+    let mut files = Vec::new();
+    for path in &a.cases {
+        let origin = path.display().to_string();
+        let text = fs_err::read_to_string(path)?;
+        let cases = validate::parse_cases(&text, &origin)?;
+        let outs: Vec<_> = cases
+            .iter()
+            .map(|c| validate::evaluate(c, &catalog, &constants))
+            .collect();
+        let summary = validate::summarize(&outs);
+        let name = path
+            .file_name()
+            .map_or_else(|| origin.clone(), |n| n.to_string_lossy().into_owned());
+        files.push((name, outs, summary));
+    }
+    let every: Vec<_> = files
         .iter()
-        .map(|c| validate::evaluate(c, &catalog, &constants))
+        .flat_map(|(_, o, _)| o.iter().cloned())
         .collect();
-    let summary = validate::summarize(&outs);
-    emit(&render::render_validation(&outs, &summary, f), None)?;
+    let summary = validate::summarize(&every);
+    let shown: Vec<render::Validated> = files
+        .iter()
+        .map(|(name, outcomes, summary)| render::Validated {
+            name,
+            outcomes,
+            summary,
+        })
+        .collect();
+    emit(&render::render_validation(&shown, &summary, f), None)?;
     let mut code = ExitCode::SUCCESS;
     for (want, acc) in [
         (a.require_memory, &summary.memory),
@@ -143,7 +163,7 @@ fn model_and_workload(a: &PlanArgs) -> anyhow::Result<(Model, Workload, f64)> {
             printer::me()
         )
     })?;
-    let flags: [(&str, &Option<String>); 19] = [
+    let flags: [(&str, &Option<String>); 21] = [
         ("mode", &a.mode),
         ("precision", &a.precision),
         ("kv_precision", &a.kv_precision),
@@ -155,6 +175,8 @@ fn model_and_workload(a: &PlanArgs) -> anyhow::Result<(Model, Workload, f64)> {
         ("output_tokens", &a.output_tokens),
         ("context", &a.context),
         ("checkpointing", &a.checkpointing),
+        ("optimizer_in_backward", &a.optimizer_in_backward),
+        ("cpu_offload", &a.cpu_offload),
         ("flash_attention", &a.flash_attention),
         ("zero", &a.zero),
         ("tp", &a.tp),
@@ -203,6 +225,8 @@ fn flags_that_do_not_apply(a: &PlanArgs, mode: Mode) -> Vec<&'static str> {
         for (flag, v) in [
             ("--optimizer", &a.optimizer),
             ("--checkpointing", &a.checkpointing),
+            ("--optimizer-in-backward", &a.optimizer_in_backward),
+            ("--cpu-offload", &a.cpu_offload),
             ("--zero", &a.zero),
             ("--ga", &a.ga),
         ] {
