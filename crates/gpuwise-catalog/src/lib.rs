@@ -478,6 +478,32 @@ pub fn parse_instances(text: &str, origin: &str) -> Result<Vec<Instance>, Catalo
     Ok(out)
 }
 
+/// A machine's network bandwidth for traffic between machines (the data-parallel collectives
+/// of a training job spread over several), with its source.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Network {
+    /// Gbit/s per machine, all its NICs together.
+    pub gbps: f64,
+    /// Where the figure comes from.
+    pub source: String,
+    /// When it was read.
+    pub as_of: String,
+}
+
+/// The built-in `data/network.csv`: the inter-machine bandwidth of the multi-GPU instance
+/// types whose providers publish it. An instance missing here has no figure (never a guess).
+#[must_use]
+pub fn network(cloud: &str, instance_type: &str) -> Option<Network> {
+    let mut r = csv::Reader::from_reader(include_str!("../data/network.csv").as_bytes());
+    r.records().filter_map(Result::ok).find_map(|rec| {
+        (rec.get(0) == Some(cloud) && rec.get(1) == Some(instance_type)).then(|| Network {
+            gbps: rec.get(2).and_then(|v| v.parse().ok()).unwrap_or(0.0),
+            source: rec.get(3).unwrap_or_default().to_owned(),
+            as_of: rec.get(4).unwrap_or_default().to_owned(),
+        })
+    })
+}
+
 /// One row of `instances.csv` (14 fields) as an instance; the message says which field is
 /// wrong.
 fn instance_of(f: &[&str]) -> Result<Instance, String> {
@@ -1249,6 +1275,20 @@ impl Catalog {
         gpus: u32,
         one_machine: bool,
     ) -> Vec<Rental<'_>> {
+        self.rentals_where(gpu, pricing, gpus, one_machine, |_, _| true)
+    }
+
+    /// [`Self::rentals`] among the instances `keep` accepts for that many machines (a job
+    /// spread over machines needs a known network between them).
+    #[must_use]
+    pub fn rentals_where(
+        &self,
+        gpu: &str,
+        pricing: Option<Pricing>,
+        gpus: u32,
+        one_machine: bool,
+        keep: impl Fn(&Instance, u32) -> bool,
+    ) -> Vec<Rental<'_>> {
         let want = f64::from(gpus.max(1));
         let mut best: BTreeMap<(String, Pricing), Rental<'_>> = BTreeMap::new();
         for i in self
@@ -1261,6 +1301,9 @@ impl Catalog {
             }
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let machines = (want / i.gpu_count).ceil().max(1.0) as u32;
+            if !keep(i, machines) {
+                continue;
+            }
             for p in Pricing::ALL {
                 if pricing.is_some_and(|w| w != p) {
                     continue;
@@ -1497,6 +1540,31 @@ mod tests {
             e.contains("line 3") && e.contains("expected 14 fields"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn network_figures_name_multi_gpu_instances_with_a_source() {
+        let c = Catalog::builtin();
+        let text = include_str!("../data/network.csv");
+        let mut rows = 0;
+        for line in text.lines().skip(1) {
+            let mut f = line.splitn(3, ',');
+            let (cloud, ty) = (f.next().expect("cloud"), f.next().expect("type"));
+            let n = network(cloud, ty).expect("parses");
+            assert!(
+                n.gbps >= 10.0 && !n.source.is_empty() && n.as_of.len() == 10,
+                "{line}"
+            );
+            assert!(
+                c.instances
+                    .iter()
+                    .any(|i| i.cloud == cloud && i.instance_type == ty && i.gpu_count >= 4.0),
+                "{cloud} {ty} is a multi-GPU instance of the catalog"
+            );
+            rows += 1;
+        }
+        assert!(rows >= 8);
+        assert_eq!(network("aws", "g5.xlarge"), None, "no figure is a guess");
     }
 
     #[test]

@@ -283,17 +283,30 @@ fn stored_weights(model: &Model, s: &Setup, mem: &mut Memory, label: &str) {
     }
 }
 
-/// Full training: weights, gradients, master weights, optimizer moments and the autocast
-/// copies, sharded by ZeRO stage over data parallel; with ZeRO-3 the gathered layers.
-fn training_states(model: &Model, s: &Setup, mem: &mut Memory) {
-    let (w, p, n, mp) = (&s.workload, s.precision, model.params, s.model_parallel());
-    let dp = f64::from(s.dp);
-    let h = f64::from(model.hidden);
+/// Bytes per parameter of full training's model states in `s`: mixed precision keeps a master
+/// copy under ZeRO, tensor or pipeline parallel and the frameworks that always do.
+#[must_use]
+pub fn state_bytes(model: &Model, s: &Setup) -> StateBytes {
+    let w = &s.workload;
     let master_copy = w.zero > 0
         || s.tp > 1
         || s.pp > 1
         || w.framework_is(&["megatron", "deepspeed", "nemo", "torchtitan", "llm-foundry"]);
-    let b = StateBytes::new(p, w.optimizer, h, master_copy);
+    StateBytes::new(
+        s.precision,
+        w.optimizer,
+        f64::from(model.hidden),
+        master_copy,
+    )
+}
+
+/// Full training: weights, gradients, master weights, optimizer moments and the autocast
+/// copies, sharded by ZeRO stage over data parallel; with ZeRO-3 the gathered layers.
+fn training_states(model: &Model, s: &Setup, mem: &mut Memory) {
+    let (w, n, mp) = (&s.workload, model.params, s.model_parallel());
+    let dp = f64::from(s.dp);
+    let h = f64::from(model.hidden);
+    let b = state_bytes(model, s);
     let shard = |stage: u8| if w.zero >= stage { dp } else { 1.0 };
     let per = |x: f64, stage: u8| n * x / mp / shard(stage);
     mem.push(

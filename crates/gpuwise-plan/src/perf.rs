@@ -6,7 +6,10 @@
 //! selective `+ N` (every other matmul rerun). Tokens/s per GPU = peak × utilization × power
 //! factor ÷ hardware FLOPs per token, times the share of time not spent in tensor-parallel
 //! all-reduces (not overlapped) and in the pipeline bubble `(pp−1)/m` (1F1B). Data-parallel
-//! gradient reduction is assumed overlapped with the backward pass.
+//! traffic ([`dp_traffic_bytes`]) overlaps the compute (FSDP prefetches, DDP reduces buckets
+//! during the backward pass): a step takes the longer of the two, the traffic over the
+//! slowest link of the ring (NVLink or PCIe inside a machine, the machine's network share
+//! between machines; `gpuwise plan` prices each rental with its own).
 //!
 //! **Inference.** Prefill is compute-bound: `2·N` per prompt token plus causal attention
 //! `2·L·s·q` (q: query width). A decode step reads every weight once (the input embedding is a
@@ -301,6 +304,39 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
         gpu_hours,
         notes,
     })
+}
+
+/// Data-parallel traffic of one GPU per optimizer step, bytes. Ring collectives move
+/// (dp − 1)/dp of each buffer through every GPU. Under ZeRO-3 / FSDP, per micro-batch: the
+/// weights gathered for the forward pass and again for the backward pass (a frozen LoRA base
+/// in its stored format), and the trainable gradients reduce-scattered. Otherwise one
+/// all-reduce of the trainable gradients per step (ZeRO-1/2's reduce-scatter and all-gather
+/// move as much). Tensor and pipeline parallel ranks each carry their share.
+#[must_use]
+pub fn dp_traffic_bytes(m: &Model, s: &Setup) -> f64 {
+    if s.dp <= 1 || !s.workload.mode.trains() {
+        return 0.0;
+    }
+    let w = &s.workload;
+    let dp = f64::from(s.dp);
+    let ring = (dp - 1.0) / dp;
+    let (weight_b, trainable, grad_b) = if w.mode == Mode::Train {
+        let b = super::memory::state_bytes(m, s);
+        (b.weights, m.params, b.grads)
+    } else {
+        // LoRA / QLoRA: the base in its stored format, fp32 adapters.
+        (
+            s.precision.weight_bits() / 8.0,
+            super::memory::lora_params(m, w.lora_rank),
+            4.0,
+        )
+    };
+    let per = if w.zero >= 3 {
+        (2.0 * m.params * weight_b + trainable * grad_b) * f64::from(s.microbatches.max(1))
+    } else {
+        2.0 * trainable * grad_b
+    };
+    per * ring / s.model_parallel()
 }
 
 /// The arithmetic precision: weight-only formats compute in 16-bit (their

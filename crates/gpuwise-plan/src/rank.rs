@@ -47,6 +47,9 @@ pub struct Request {
     pub tokens: f64,
     /// Most GPUs per option.
     pub max_gpus: u32,
+    /// Network bandwidth per machine for options that span machines, Gbit/s (stated by the
+    /// user; else the catalog's figure for the instance type).
+    pub network_gbps: Option<f64>,
     /// Limits.
     pub constraints: Constraints,
     /// Constants.
@@ -83,6 +86,11 @@ pub struct PlanOption {
     pub gpu_memory_gib: f64,
     /// Tokens per second, all GPUs.
     pub tokens_per_s: f64,
+    /// The machines' network, Gbit/s each, when a training option spans machines.
+    pub network_gbps: Option<f64>,
+    /// Share of each training step spent waiting on data-parallel traffic (0 when it hides
+    /// behind the compute).
+    pub dp_comm_share: Option<f64>,
     /// Time per output token, ms (inference).
     pub tpot_ms: Option<f64>,
     /// Whether a decode step is `memory`- or `compute`-bound (inference).
@@ -239,28 +247,37 @@ fn gpu_options(
 ) -> Found {
     let hw = Hardware::from_spec(spec).with_overrides(&req.workload);
     // Whole instances: a cloud rents machines, so N GPUs cost the machines that hold them.
-    let rentals = |gpus: u32, one_machine: bool| -> Vec<gpuwise_catalog::Rental<'_>> {
+    // `networked`: the setup talks between data-parallel ranks, so a rental over several
+    // machines needs their network bandwidth (stated, or the catalog's).
+    let rentals = |gpus: u32, one_machine: bool, networked: bool| {
         catalog
-            .rentals(&spec.name, req.pricing, gpus, one_machine)
+            .rentals_where(&spec.name, req.pricing, gpus, one_machine, |i, machines| {
+                !networked
+                    || machines <= 1
+                    || req.network_gbps.is_some()
+                    || gpuwise_catalog::network(&i.cloud, &i.instance_type).is_some()
+            })
             .into_iter()
             .filter(|r| {
                 req.clouds
                     .as_ref()
                     .is_none_or(|c| c.iter().any(|x| x == &r.instance.cloud))
             })
-            .collect()
+            .collect::<Vec<gpuwise_catalog::Rental<'_>>>()
     };
     let mut found = Found {
         options: Vec::new(),
         unfit: None,
         skipped: None,
     };
-    if rentals(1, false).is_empty() {
+    if rentals(1, false, false).is_empty() {
         found.skipped = Some("no price in the catalog for the clouds and pricing asked".to_owned());
         return found;
     }
     let mut fitted = 0;
     let mut last: Option<(u32, Memory)> = None;
+    // Instance types left out of multi-machine options for want of a network figure.
+    let mut no_network: Vec<String> = Vec::new();
     for &count in counts {
         if fitted >= 3 {
             break;
@@ -288,42 +305,36 @@ fn gpu_options(
             }
         };
         fitted += 1;
-        let hours = req.tokens / speed.tokens_per_s / 3600.0;
         // Tensor and pipeline parallel GPUs talk every layer: one machine holds them all.
         let one_machine = s.tp * s.pp > 1;
-        for r in &rentals(s.gpus, one_machine) {
-            let inst = r.instance;
-            let total = hours * r.usd_per_hour;
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let gpus_billed = (f64::from(r.machines) * inst.gpu_count).round() as u32;
-            let mut o = PlanOption {
-                gpu: spec.name.clone(),
-                count: s.gpus,
-                cloud: inst.cloud.clone(),
-                instance_type: inst.instance_type.clone(),
-                region: inst.region.clone(),
-                pricing: r.pricing,
-                usd_per_gpu_hour: r.usd_per_hour / f64::from(gpus_billed.max(1)),
-                machines: r.machines,
-                gpus_billed,
-                price_as_of: inst.as_of.clone(),
-                memory_per_gpu_gib: mem.total_bytes / GIB,
-                gpu_memory_gib: hw.memory_bytes / GIB,
-                tokens_per_s: speed.tokens_per_s,
-                tpot_ms: speed.tpot_ms,
-                decode_bound: speed.decode_bound,
-                crossover_batch: speed.crossover_batch,
-                mfu: speed.mfu,
-                hours,
-                gpu_hours: hours * f64::from(gpus_billed),
-                total_usd: total,
-                usd_per_million_tokens: total / req.tokens * 1e6,
-                violates: Vec::new(),
-                pareto: false,
-            };
-            o.violates = violations(&o, &req.constraints);
-            found.options.push(o);
+        let networked = perf::dp_traffic_bytes(&req.model, &s) > 0.0;
+        let priced = rentals(s.gpus, one_machine, networked);
+        if priced.is_empty() && networked {
+            no_network.extend(
+                rentals(s.gpus, one_machine, false)
+                    .iter()
+                    .map(|r| r.instance.instance_type.clone()),
+            );
         }
+        let fit = Fitted {
+            s: &s,
+            mem: &mem,
+            speed: &speed,
+        };
+        found.options.extend(
+            priced
+                .iter()
+                .filter_map(|r| priced_option(req, spec, &hw, &fit, r)),
+        );
+    }
+    if found.options.is_empty() && found.skipped.is_none() && !no_network.is_empty() {
+        no_network.sort();
+        no_network.dedup();
+        found.skipped = Some(format!(
+            "only multi-machine options fit, and the catalog has no network bandwidth for {} \
+             (pass --network-gbps)",
+            no_network.join(", ")
+        ));
     }
     found.unfit = last
         .filter(|_| fitted == 0 && found.skipped.is_none())
@@ -335,6 +346,117 @@ fn gpu_options(
             overflow: mem.largest().map(|t| t.name.to_owned()).unwrap_or_default(),
         });
     found
+}
+
+/// A setup that fits, with its memory and speed before any data-parallel traffic.
+struct Fitted<'a> {
+    s: &'a Setup,
+    mem: &'a Memory,
+    speed: &'a Speed,
+}
+
+/// One priced option: `fit` on rental `r`, at the speed its links allow.
+fn priced_option(
+    req: &Request,
+    spec: &gpuwise_catalog::GpuSpec,
+    hw: &Hardware,
+    fit: &Fitted,
+    r: &gpuwise_catalog::Rental<'_>,
+) -> Option<PlanOption> {
+    let (s, speed, inst) = (fit.s, fit.speed, r.instance);
+    let links = over_links(req, s, hw, speed.tokens_per_s, r)?;
+    let hours = req.tokens / links.tokens_per_s / 3600.0;
+    let total = hours * r.usd_per_hour;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let gpus_billed = (f64::from(r.machines) * inst.gpu_count).round() as u32;
+    let mut o = PlanOption {
+        gpu: spec.name.clone(),
+        count: s.gpus,
+        cloud: inst.cloud.clone(),
+        instance_type: inst.instance_type.clone(),
+        region: inst.region.clone(),
+        pricing: r.pricing,
+        usd_per_gpu_hour: r.usd_per_hour / f64::from(gpus_billed.max(1)),
+        machines: r.machines,
+        gpus_billed,
+        price_as_of: inst.as_of.clone(),
+        memory_per_gpu_gib: fit.mem.total_bytes / GIB,
+        gpu_memory_gib: hw.memory_bytes / GIB,
+        tokens_per_s: links.tokens_per_s,
+        network_gbps: links.network_gbps,
+        dp_comm_share: links.comm_share,
+        tpot_ms: speed.tpot_ms,
+        decode_bound: speed.decode_bound,
+        crossover_batch: speed.crossover_batch,
+        // Waiting on the network lowers the utilization with the speed.
+        mfu: speed
+            .mfu
+            .map(|m| m * links.tokens_per_s / speed.tokens_per_s),
+        hours,
+        gpu_hours: hours * f64::from(gpus_billed),
+        total_usd: total,
+        usd_per_million_tokens: total / req.tokens * 1e6,
+        violates: Vec::new(),
+        pareto: false,
+    };
+    o.violates = violations(&o, &req.constraints);
+    Some(o)
+}
+
+/// A setup's speed on one rental's links.
+struct Links {
+    tokens_per_s: f64,
+    network_gbps: Option<f64>,
+    comm_share: Option<f64>,
+}
+
+/// Data-parallel training on a rental: each step takes the longer of its compute and its
+/// data-parallel traffic ([`perf::dp_traffic_bytes`]) over the slowest link of the ring — the
+/// GPUs' interconnect inside one machine; between machines also each GPU's share of the
+/// machine's network (`--network-gbps`, else the catalog's figure for the instance type;
+/// `None` when there is neither: no option is priced on a guessed network).
+fn over_links(
+    req: &Request,
+    s: &Setup,
+    hw: &Hardware,
+    compute_tokens_per_s: f64,
+    r: &gpuwise_catalog::Rental<'_>,
+) -> Option<Links> {
+    let compute_only = Links {
+        tokens_per_s: compute_tokens_per_s,
+        network_gbps: None,
+        comm_share: None,
+    };
+    let traffic = perf::dp_traffic_bytes(&req.model, s);
+    if traffic <= 0.0 {
+        return Some(compute_only);
+    }
+    let (link, network_gbps) = if r.machines <= 1 {
+        (hw.link_bytes_s, None)
+    } else {
+        let gbps = req.network_gbps.or_else(|| {
+            gpuwise_catalog::network(&r.instance.cloud, &r.instance.instance_type).map(|n| n.gbps)
+        })?;
+        let share = gbps * 1e9 / 8.0 / r.instance.gpu_count.max(1.0);
+        (
+            Some(hw.link_bytes_s.map_or(share, |l| l.min(share))),
+            Some(gbps),
+        )
+    };
+    // One machine without an interconnect figure: the traffic is taken as hidden.
+    let Some(link) = link else {
+        return Some(compute_only);
+    };
+    let step_tokens = f64::from(s.batch) * f64::from(s.seq) * f64::from(s.microbatches.max(1));
+    let all_tokens = step_tokens * f64::from(s.dp);
+    let compute_s = all_tokens / compute_tokens_per_s;
+    let comm_s = traffic / link;
+    let step_s = compute_s.max(comm_s);
+    Some(Links {
+        tokens_per_s: all_tokens / step_s,
+        network_gbps,
+        comm_share: Some((step_s - compute_s) / step_s),
+    })
 }
 
 /// How fast a setup runs: tokens per second of the whole setup, and the inference or training
@@ -471,6 +593,7 @@ mod tests {
             pricing: Some(Pricing::OnDemand),
             tokens,
             max_gpus: 8,
+            network_gbps: None,
             constraints: Constraints::default(),
             constants: Constants::default(),
         }
@@ -514,6 +637,104 @@ mod tests {
         );
         assert!(p.options.iter().all(|o| o.hours >= p.options[f].hours));
         assert!(p.options[p.balanced.expect("balanced")].pareto);
+    }
+
+    #[test]
+    fn training_over_machines_pays_for_its_network() {
+        let mut r = request(
+            &[
+                ("mode", "train"),
+                ("batch", "2"),
+                ("seq", "4096"),
+                ("checkpointing", "full"),
+            ],
+            1e9,
+        );
+        r.max_gpus = 64;
+        r.gpus = Some(vec!["A100-SXM4-80GB".to_owned()]);
+        let p = plan(&r, &Catalog::builtin());
+        assert!(!p.options.is_empty());
+        let cat = Catalog::builtin();
+        let hw = Hardware::from_spec(cat.resolve("A100-SXM4-80GB").expect("spec"));
+        for o in &p.options {
+            assert!(
+                o.machines > 1,
+                "70B full training does not fit one 8-GPU machine"
+            );
+            // Every multi-machine option has a published network figure, and its speed is
+            // the step's compute or its data-parallel traffic over the slower link,
+            // whichever is longer.
+            let net = cat_network(&o.cloud, &o.instance_type);
+            assert_eq!(o.network_gbps, Some(net), "{o:?}");
+            let mut w = r.workload.clone();
+            w.dp = Some(o.count);
+            w.zero = 3;
+            let s = Setup::new(&r.model, &w);
+            let compute = perf::train(&r.model, &s, &hw, &r.constants).expect("speed");
+            let per_gpu_net = net * 1e9 / 8.0 / 8.0;
+            let link = hw.link_bytes_s.expect("NVLink").min(per_gpu_net);
+            let tokens = 2.0 * 4096.0 * f64::from(o.count);
+            let step = (tokens / (compute.tokens_per_s_per_gpu * f64::from(o.count)))
+                .max(perf::dp_traffic_bytes(&r.model, &s) / link);
+            assert!(
+                (o.tokens_per_s / (tokens / step) - 1.0).abs() < 1e-9,
+                "{o:?}"
+            );
+        }
+        // 100 Gbit/s between 8-GPU machines leaves the GPUs waiting; 1.6 Tbit/s does not.
+        let wait = |gbps: f64| {
+            p.options
+                .iter()
+                .find(|o| o.network_gbps == Some(gbps))
+                .and_then(|o| o.dp_comm_share)
+                .expect("an option on that network")
+        };
+        assert!(wait(100.0) > 0.5 && wait(1600.0) < 0.01);
+        // A stated bandwidth prices the machines the catalog has no figure for (Lambda).
+        r.network_gbps = Some(800.0);
+        let stated = plan(&r, &Catalog::builtin());
+        assert!(
+            stated
+                .options
+                .iter()
+                .any(|o| o.cloud == "lambda" && o.network_gbps == Some(800.0))
+        );
+    }
+
+    fn cat_network(cloud: &str, instance: &str) -> f64 {
+        gpuwise_catalog::network(cloud, instance).map_or(f64::NAN, |n| n.gbps)
+    }
+
+    #[test]
+    fn data_parallel_traffic_follows_the_zero_stage() {
+        let m = Model::preset("llama-3-70b").expect("preset");
+        let setup = |kv: &[(&str, &str)]| {
+            let mut w = Workload::default();
+            for (k, v) in kv {
+                assert_eq!(w.set(k, v), Ok(true), "{k}");
+            }
+            Setup::new(&m, &w)
+        };
+        let n = m.params;
+        let ring = 15.0 / 16.0;
+        // FSDP: per micro-batch, 16-bit weights gathered twice and gradients reduce-scattered.
+        let fsdp = setup(&[("mode", "train"), ("dp", "16"), ("zero", "3"), ("ga", "4")]);
+        let want = (2.0 * n * 2.0 + n * 2.0) * 4.0 * ring;
+        assert!((perf::dp_traffic_bytes(&m, &fsdp) / want - 1.0).abs() < 1e-12);
+        // DDP under autocast: one all-reduce of fp32 gradients per step.
+        let ddp = setup(&[("mode", "train"), ("dp", "16"), ("ga", "4")]);
+        assert!((perf::dp_traffic_bytes(&m, &ddp) / (2.0 * n * 4.0 * ring) - 1.0).abs() < 1e-12);
+        // LoRA under FSDP: the frozen base gathered in its format, fp32 adapter gradients.
+        let lora = setup(&[("mode", "lora"), ("dp", "16"), ("zero", "3")]);
+        let adapters = memory::lora_params(&m, 8);
+        let want = (2.0 * n * 2.0 + adapters * 4.0) * ring;
+        assert!((perf::dp_traffic_bytes(&m, &lora) / want - 1.0).abs() < 1e-12);
+        // Nothing to send: one GPU, or inference replicas.
+        assert_eq!(
+            perf::dp_traffic_bytes(&m, &setup(&[("mode", "train")])),
+            0.0
+        );
+        assert_eq!(perf::dp_traffic_bytes(&m, &setup(&[("dp", "4")])), 0.0);
     }
 
     #[test]

@@ -76,10 +76,10 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
     }
     let rows = option_rows(plan);
     let headers = [
-        "#", "GPU", "N", "CLOUD", "INSTANCE", "PRICING", "$/GPU-H", "GIB/GPU", "TOK/S", "TPOT MS",
-        "HOURS", "TOTAL", "$/1M TOK", "BREAKS",
+        "#", "GPU", "N", "CLOUD", "INSTANCE", "PRICING", "$/GPU-H", "GIB/GPU", "TOK/S", "NET GBPS",
+        "WAIT %", "TPOT MS", "HOURS", "TOTAL", "$/1M TOK", "BREAKS",
     ];
-    let right = [2, 6, 7, 8, 9, 10, 11, 12];
+    let right = [2, 6, 7, 8, 9, 10, 11, 12, 13, 14];
     if format == Format::Csv {
         return grid::render(&headers, &right, &rows, format);
     }
@@ -97,7 +97,7 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
         .filter(|(i, _)| *i != 4)
         .map(|(_, h)| *h)
         .collect();
-    let right = [2, 5, 6, 7, 8, 9, 10, 11];
+    let right = [2, 5, 6, 7, 8, 9, 10, 11, 12, 13];
     let mut out = String::new();
     describe_plan(plan, format, &mut out);
     memory_table(plan, format, &mut out);
@@ -143,6 +143,10 @@ fn option_rows(plan: &Plan) -> Vec<Vec<String>> {
                 format!("{:.4}", o.usd_per_gpu_hour),
                 format!("{:.1}/{:.0}", o.memory_per_gpu_gib, o.gpu_memory_gib),
                 sig(o.tokens_per_s),
+                o.network_gbps
+                    .map_or_else(|| "–".to_owned(), |g| format!("{g:.0}")),
+                o.dp_comm_share
+                    .map_or_else(|| "–".to_owned(), |c| format!("{:.0}", c * 100.0)),
                 o.tpot_ms.map_or_else(|| "–".to_owned(), sig),
                 sig(o.hours),
                 usd(o.total_usd),

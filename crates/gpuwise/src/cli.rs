@@ -1014,6 +1014,11 @@ pub(crate) struct PlanArgs {
     /// Only this pricing model: on-demand, spot, 1y, 3y [default: all].
     #[arg(long)]
     pub pricing: Option<String>,
+    /// Network bandwidth of each machine, Gbit/s, for training options that span machines
+    /// [default: the catalog's figure for the instance type; without one such options are
+    /// not priced].
+    #[arg(long, value_name = "GBPS")]
+    pub network_gbps: Option<f64>,
     /// Most GPUs per option [default: 8 infer, 64 train].
     #[arg(long)]
     pub max_gpus: Option<u32>,

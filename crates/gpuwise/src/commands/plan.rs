@@ -222,6 +222,9 @@ fn flags_that_do_not_apply(a: &PlanArgs, mode: Mode) -> Vec<&'static str> {
             }
         }
     } else {
+        if a.network_gbps.is_some() {
+            out.push("--network-gbps (data-parallel training traffic between machines)");
+        }
         for (flag, v) in [
             ("--optimizer", &a.optimizer),
             ("--checkpointing", &a.checkpointing),
@@ -294,6 +297,7 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         max_gpus: a
             .max_gpus
             .unwrap_or(if w.mode == Mode::Infer { 8 } else { 64 }),
+        network_gbps: a.network_gbps,
         constraints: Constraints {
             max_latency_ms: a.max_latency_ms,
             min_tokens_per_s: a.min_tokens_per_s,

@@ -423,6 +423,44 @@ fn flags_that_do_not_apply_and_skips_by_reason() {
         o.stderr
     );
     assert!(o.stderr.contains("--prompt does not apply"), "{}", o.stderr);
+    // Training options across machines: a stated network is used and shown; in inference
+    // it does not apply.
+    let v = json(&[
+        "plan",
+        "--model",
+        "llama-3.1-70b",
+        "--mode",
+        "train",
+        "--batch",
+        "2",
+        "--checkpointing",
+        "full",
+        "--gpu",
+        "H100-SXM5-80GB",
+        "--network-gbps",
+        "100",
+        "--format",
+        "json",
+    ]);
+    let spread: Vec<&serde_json::Value> = v["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter(|o| o["machines"].as_u64() > Some(1))
+        .collect();
+    assert!(!spread.is_empty());
+    for o in spread {
+        assert_eq!(o["network_gbps"], 100.0, "{o}");
+        assert!(o["dp_comm_share"].as_f64().expect("share") > 0.5, "{o}");
+    }
+    let o = run(&["plan", "--params", "7b", "--network-gbps", "400"]);
+    assert!(
+        o.stderr.contains(
+            "--network-gbps (data-parallel training traffic between machines) does not apply"
+        ),
+        "{}",
+        o.stderr
+    );
     let o = run(&[
         "plan",
         "--model",
