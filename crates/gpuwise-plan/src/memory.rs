@@ -484,6 +484,18 @@ fn activations_and_loss(model: &Model, s: &Setup, mem: &mut Memory) {
     );
     let v = f64::from(model.vocab);
     let ab = p.activation_bytes();
+    if w.classification_head {
+        // A handful of labels per sequence or token, not the vocabulary: a few bytes.
+        mem.push(
+            "loss",
+            (ab + 12.0) * t * 2.0 / tp,
+            format!(
+                "classification head: 2 labels × {t} tokens at most × {} B (logits and fp32 copies)",
+                ab + 12.0
+            ),
+        );
+        return;
+    }
     let (per_token, how) = if w.framework_is(&["torchtune"]) {
         (ab + 12.0 / 8.0, "logits + fp32 loss in 8 chunks")
     } else {
@@ -706,6 +718,27 @@ mod tests {
             }
         }
         assert!(off.of(&["gathered_layers", "unsharded_gradient", "activations"]) > 0.0);
+    }
+
+    #[test]
+    fn a_classification_head_has_no_vocabulary_logits() {
+        let m = Model::preset("bert-large").expect("preset");
+        let est = |head: &'static str| {
+            let kv = [
+                ("mode", "train"),
+                ("precision", "fp32"),
+                ("batch", "8"),
+                ("seq", "512"),
+                ("task_head", head),
+            ];
+            estimate(&m, &setup(&m, &kv), false).of(&["loss"])
+        };
+        // 4 + 12 bytes of logits per token and vocabulary entry against 2 labels.
+        let tokens = 8.0 * 512.0;
+        assert!((est("mlm") - 16.0 * tokens * f64::from(m.vocab)).abs() < 1.0);
+        assert!((est("seq-classification") - 16.0 * tokens * 2.0).abs() < 1.0);
+        let mut w = crate::Workload::default();
+        assert!(w.set("task_head", "regression").is_err());
     }
 
     #[test]

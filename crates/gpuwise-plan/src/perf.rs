@@ -221,7 +221,12 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
     kernels(hw, s.precision)?;
     let w = &s.workload;
     let nominal = peak(hw, compute_precision(s.precision))?;
-    let n = m.matmul_params();
+    // A classification head has no projection onto the vocabulary.
+    let n = if w.classification_head {
+        (m.matmul_params() - m.embedding_params()).max(0.0)
+    } else {
+        m.matmul_params()
+    };
     let l = f64::from(m.layers);
     let h = f64::from(m.hidden);
     let seq = f64::from(s.seq);

@@ -337,6 +337,9 @@ pub struct Workload {
     pub optimizer_in_backward: bool,
     /// Model states in host memory (FSDP `CPUOffload`, DeepSpeed ZeRO-Offload).
     pub cpu_offload: bool,
+    /// The head trained on top: `false` a language-model head (logits over the vocabulary,
+    /// the default), `true` a classification head (a few labels per sequence or token).
+    pub classification_head: bool,
     /// Flash / memory-efficient attention (no s² buffers).
     pub flash_attention: bool,
     /// ZeRO stage (3 = FSDP full sharding).
@@ -390,6 +393,7 @@ impl Default for Workload {
             checkpointing: Checkpointing::None,
             optimizer_in_backward: false,
             cpu_offload: false,
+            classification_head: false,
             flash_attention: true,
             zero: 0,
             tp: 1,
@@ -479,6 +483,22 @@ impl Workload {
                 self.optimizer_in_backward = boolean(key, v)?;
             }
             "cpu_offload" | "fsdp_cpu_offload" => self.cpu_offload = boolean(key, v)?,
+            "task_head" => {
+                self.classification_head = match v {
+                    "lm" | "causal-lm" | "mlm" | "masked-lm" => false,
+                    "seq-classification"
+                    | "sequence-classification"
+                    | "token-classification"
+                    | "classification" => true,
+                    _ => {
+                        return Err(WorkloadError::Value {
+                            key: key.to_owned(),
+                            given: v.to_owned(),
+                            expected: "lm, mlm, seq-classification or token-classification",
+                        });
+                    }
+                };
+            }
             "flash_attention" => self.flash_attention = boolean(key, v)?,
             "zero" => {
                 let z = uint(key, v)?;

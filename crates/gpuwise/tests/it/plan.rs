@@ -98,8 +98,9 @@ fn accuracy_doc_is_what_the_command_prints() {
     let Some(s) = shared() else { return };
     let cases = s.join("planner-calibration.csv").display().to_string();
     let held_out = data("plan/holdout.csv");
+    let measured = data("plan/measured-gpu.csv");
     let o = run(&[
-        "plan", "validate", &cases, &held_out, "--format", "markdown",
+        "plan", "validate", &cases, &held_out, &measured, "--format", "markdown",
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let doc = std::fs::read_to_string(repo().join("docs/accuracy.md")).expect("docs/accuracy.md");
@@ -108,7 +109,7 @@ fn accuracy_doc_is_what_the_command_prints() {
     let (planner, rest) = doc.split_at(doc.find(NOTES).unwrap_or(doc.len()));
     assert!(
         planner == o.stdout,
-        "docs/accuracy.md is stale: regenerate its planner part with `gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/holdout.csv --format markdown` (keep the `{NOTES}` and `{SERVING}` sections after it)"
+        "docs/accuracy.md is stale: regenerate its planner part with `gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/holdout.csv tests/data/plan/measured-gpu.csv --format markdown` (keep the `{NOTES}` and `{SERVING}` sections after it)"
     );
     assert!(rest.starts_with(NOTES), "the notes follow");
     assert!(
@@ -177,6 +178,29 @@ fn held_out_measurements_are_within_tolerance() {
     };
     assert!((share("zero_model_states") - 1.0).abs() < 1e-9);
     assert!((share("fsdp_cpu_offload") - 1.0).abs() < 1e-9);
+}
+
+/// Our own measurements on a GPU (`bench/planner-gpu.py`, not used for fitting): every memory
+/// case within tolerance, the BERT encoder and long-context KV classes there.
+#[test]
+fn gpu_measurements_memory_within_tolerance() {
+    let v = json(&[
+        "plan",
+        "validate",
+        &data("plan/measured-gpu.csv"),
+        "--format",
+        "json",
+    ]);
+    let memory = &v["summary"]["memory"];
+    assert_eq!(memory["cases"], 6);
+    assert_eq!(memory["within"], 6, "{memory}");
+    let classes: Vec<&str> = v["summary"]["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .map(|a| a["name"].as_str().expect("name"))
+        .collect();
+    assert!(classes.contains(&"bert_encoder_eager") && classes.contains(&"kv_cache_long_context"));
 }
 
 /// A CSV line's fields (quoted fields may hold commas).
