@@ -136,14 +136,15 @@ impl StateBytes {
             Optimizer::Sgd => state_bytes,
         };
         match p {
-            Precision::AmpFp16 | Precision::AmpBf16 if master_copy => Self {
+            // FP8 training recipes keep bf16 training's states; only matmuls run in FP8.
+            Precision::AmpFp16 | Precision::AmpBf16 | Precision::Fp8 if master_copy => Self {
                 weights: 2.0,
                 grads: 2.0,
                 master: 4.0,
                 optimizer: moments(4.0),
                 cast_cache: 0.0,
             },
-            Precision::AmpFp16 | Precision::AmpBf16 => Self {
+            Precision::AmpFp16 | Precision::AmpBf16 | Precision::Fp8 => Self {
                 weights: 4.0,
                 grads: 4.0,
                 master: 0.0,
@@ -750,6 +751,11 @@ mod tests {
         assert_eq!(b(Precision::Fp32, Optimizer::AdamW), 16.0);
         assert_eq!(b(Precision::AmpBf16, Optimizer::Adam8bit), 10.0);
         assert_eq!(b(Precision::AmpBf16, Optimizer::Sgd), 12.0);
+        // FP8 training keeps bf16 training's states (only the matmuls run in FP8).
+        assert_eq!(
+            b(Precision::Fp8, Optimizer::AdamW),
+            b(Precision::AmpBf16, Optimizer::AdamW)
+        );
         assert_eq!(b(Precision::Bf16, Optimizer::AdamW), 8.0);
         assert!((b(Precision::AmpBf16, Optimizer::Adafactor) - 8.002).abs() < 1e-3);
         // Autocast without a master copy: fp32 weights and grads and a 16-bit cast cache.

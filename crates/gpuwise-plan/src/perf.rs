@@ -254,7 +254,12 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
             }
         ));
     }
-    let achieved = nominal * hfu * hw.power_factor();
+    let mut achieved = nominal * hfu * hw.power_factor();
+    if s.precision == Precision::Fp8 {
+        let (rate, note) = fp8_rate(s, hw, achieved, hw_flops, attn, 4.0 * l * h * seq)?;
+        achieved = rate;
+        notes.push(note);
+    }
     if hw.power_factor() < 1.0 {
         notes.push(format!(
             "power cap {:.0} W of {:.0} W: compute × {:.2}",
@@ -309,6 +314,38 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
         gpu_hours,
         notes,
     })
+}
+
+/// FP8 training recipes (torchao Float8, Transformer Engine) run the linear layers' matrix
+/// multiplies in FP8 and attention in 16-bit: a token's time is the sum of both. `fp8`: the
+/// achieved FP8 rate; `attn`: attention's FLOPs per token, `megatron_recompute` what Megatron's
+/// selective checkpointing reruns of it. Returns the blended rate and a note.
+fn fp8_rate(
+    s: &Setup,
+    hw: &Hardware,
+    fp8: f64,
+    hw_flops: f64,
+    attn: f64,
+    megatron_recompute: f64,
+) -> Result<(f64, String), PerfError> {
+    let w = &s.workload;
+    let attn_hw = attn
+        + match w.checkpointing {
+            Checkpointing::Full => attn / 3.0,
+            Checkpointing::Selective if w.framework_is(&["megatron", "nemo"]) => megatron_recompute,
+            _ => 0.0,
+        };
+    let half = peak(hw, Precision::Bf16)?
+        * default_hfu(&hw.architecture, Precision::Bf16)
+        * hw.power_factor();
+    Ok((
+        hw_flops / ((hw_flops - attn_hw) / fp8 + attn_hw / half),
+        format!(
+            "FP8 training: the linear layers at the FP8 peak, attention ({:.0} % of the FLOPs) at \
+             the 16-bit peak",
+            attn_hw / hw_flops * 100.0
+        ),
+    ))
 }
 
 /// Data-parallel traffic of one GPU per optimizer step, bytes. Ring collectives move
@@ -562,6 +599,44 @@ mod tests {
     }
 
     use crate::test_setup as setup;
+
+    #[test]
+    fn fp8_training_runs_linear_layers_in_fp8_and_attention_in_16_bit() {
+        let m = Model::preset("llama-3.1-8b").expect("preset");
+        let cat = gpuwise_catalog::Catalog::builtin();
+        let hw = Hardware::from_spec(cat.resolve("H100-SXM5-80GB").expect("spec"));
+        let c = Constants::default();
+        let at = |p: &str, seq: &str| {
+            let s = crate::test_setup(
+                &m,
+                &[
+                    ("mode", "train"),
+                    ("precision", p),
+                    ("seq", seq),
+                    ("batch", "1"),
+                ],
+            );
+            train(&m, &s, &hw, &c).expect("speed")
+        };
+        for seq in ["2048", "32768"] {
+            let (bf, f8) = (at("amp_bf16", seq), at("fp8", seq));
+            let attn = 12.0 * 32.0 * 4096.0 * seq.parse::<f64>().expect("seq");
+            let total = bf.hardware_flops_per_token;
+            // Time per token: the linear part at the FP8 rate, attention at the 16-bit rate.
+            let bf_rate = bf.tokens_per_s_per_gpu * total;
+            let fp8_rate = bf_rate * hw.tflops.fp8.expect("fp8") / hw.tflops.bf16.expect("bf16")
+                * default_hfu(&hw.architecture, Precision::Fp8)
+                / default_hfu(&hw.architecture, Precision::Bf16);
+            let want = 1.0 / ((total - attn) / fp8_rate + attn / bf_rate);
+            assert!((f8.tokens_per_s_per_gpu / want - 1.0).abs() < 1e-9, "{seq}");
+            assert!(f8.notes.iter().any(|n| n.starts_with("FP8 training")));
+        }
+        // The longer the sequence, the less FP8 gains: attention stays 16-bit.
+        let gain = |seq: &str| {
+            at("fp8", seq).tokens_per_s_per_gpu / at("amp_bf16", seq).tokens_per_s_per_gpu
+        };
+        assert!(gain("2048") > gain("32768") && gain("32768") > 1.0);
+    }
 
     #[test]
     fn training_flops_per_token() {
