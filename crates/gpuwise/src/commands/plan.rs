@@ -311,6 +311,12 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     };
     let p = rank::plan(&req, &catalog);
     emit(&render::render(&p, f, a.top), a.output.as_ref())?;
+    if p.options.is_empty() && p.unfit.is_empty() && !p.skipped.is_empty() {
+        printer::warn(
+            "no option could be priced: every GPU asked for was skipped (the reasons are listed above)",
+        );
+        return Ok(ExitCode::from(1));
+    }
     if p.options.is_empty() {
         printer::warn(
             "no GPU in the catalog fits this workload at the counts tried (raise --max-gpus, quantize, or shorten the context)",
