@@ -284,6 +284,11 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     {
         bail!("--mfu: {m} is not a share between 0 and 1");
     }
+    if let Some(g) = a.network_gbps
+        && !(g.is_finite() && g > 0.0)
+    {
+        bail!("--network-gbps: {g} is not a bandwidth (a positive number of Gbit/s)");
+    }
     for c in &a.cloud {
         catalog.check_place(Some(c), None).map_err(|e| anyhow!(e))?;
     }

@@ -484,6 +484,21 @@ fn flags_that_do_not_apply_and_skips_by_reason() {
         assert_eq!(o["network_gbps"], 100.0, "{o}");
         assert!(o["dp_comm_share"].as_f64().expect("share") > 0.5, "{o}");
     }
+    let o = run(&[
+        "plan",
+        "--params",
+        "7b",
+        "--mode",
+        "train",
+        "--network-gbps",
+        "0",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("--network-gbps: 0 is not a bandwidth"),
+        "{}",
+        o.stderr
+    );
     let o = run(&["plan", "--params", "7b", "--network-gbps", "400"]);
     assert!(
         o.stderr.contains(
