@@ -190,22 +190,31 @@ impl Acc {
     /// The window's figures from its hours (which partition its points): points, mean, idle
     /// and held-idle points; the first and last sample from the first and last hour's counts,
     /// taken as unbroken at the inner end (exact for a device that comes and stays, else
-    /// within that hour; the last sample ends the last point's interval).
-    fn total(&mut self, s: i64) {
+    /// within that hour; the last sample ends the last point's interval). Within one hour the
+    /// points are taken from its first.
+    fn total(&mut self, grid: &Grid) {
         self.n = self.hours.values().map(|h| h.n).sum();
         let weighted: f64 = self.hours.values().map(|h| h.n * h.mean).sum();
         self.mean = (self.n > 0.0).then(|| weighted / self.n);
         self.idle = self.hours.values().map(|h| h.idle).sum();
         self.held = self.hours.values().map(|h| h.held).sum();
         let with_points = || self.hours.iter().filter(|(_, h)| h.n > 0.0);
-        let step = s as f64;
-        let hour = gpuwise_core::HOUR_MS as f64;
+        let step = grid.s as f64;
+        // The first and last point of an hour's piece of the window.
+        let opens = |h: EpochMs| h.max(grid.lo + grid.s / 2) as f64;
+        let closes = |h: EpochMs| (h + gpuwise_core::HOUR_MS - grid.s).min(grid.hi) as f64;
         if let (Some((&h0, f)), Some((&h1, l))) = (with_points().next(), with_points().next_back())
         {
-            let first = h0 as f64 + hour - f.n * step;
-            let last = (h1 as f64 + (l.n - 1.0) * step).max(first + (f.n - 1.0) * step);
+            let (first, last) = if h0 == h1 {
+                (opens(h0), opens(h0) + (f.n - 1.0) * step)
+            } else {
+                (
+                    (closes(h0) - (f.n - 1.0) * step).max(opens(h0)),
+                    (opens(h1) + (l.n - 1.0) * step).min(closes(h1)),
+                )
+            };
             self.first = Some(first / 1000.0);
-            self.last = Some((last.min(h1 as f64 + hour - step) + step) / 1000.0);
+            self.last = Some((last + step) / 1000.0);
         }
     }
 }
@@ -449,7 +458,7 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
         ..
     } = c;
     for acc in devs.values_mut() {
-        acc.total(s);
+        acc.total(&grid);
     }
     let profiles = plausible_profiles(devs, q, s, &mut warnings);
     Ok(Pushed {
@@ -1301,6 +1310,46 @@ mod tests {
         assert_eq!(n, vec![30.0, 29.0]);
         assert!(devs[&key("gap")].hours.values().all(|h| h.n == 0.0));
         assert!(devs[&key("mig")].gr && !devs[&key("util")].gr);
+    }
+
+    #[test]
+    fn first_and_last_samples_come_from_the_edge_hours() {
+        let h = gpuwise_core::HOUR_MS;
+        let s = 30_000;
+        let acc = |grid: &Grid, hours: &[(i64, f64)]| {
+            let mut a = Acc {
+                hours: hours
+                    .iter()
+                    .map(|&(hour, n)| {
+                        (
+                            hour,
+                            Hour {
+                                n,
+                                mean: 50.0,
+                                ..Hour::default()
+                            },
+                        )
+                    })
+                    .collect(),
+                ..Acc::default()
+            };
+            a.total(grid);
+            let ms = |v: Option<f64>| (v.expect("set") * 1000.0).round() as i64;
+            (ms(a.first), ms(a.last), a.n)
+        };
+        // A window inside one hour, the device there throughout: 10:00 to 10:10.
+        let g = Grid::new(10 * h, 10 * h + 600_000, s);
+        assert_eq!(acc(&g, &[(10 * h, 20.0)]), (10 * h, 10 * h + 600_000, 20.0));
+        // Over three hours: the device arrives at 10:30 and leaves at 12:15.
+        let g = Grid::new(10 * h, 13 * h, s);
+        let (first, last, n) = acc(&g, &[(10 * h, 60.0), (11 * h, 120.0), (12 * h, 30.0)]);
+        assert_eq!(first, 10 * h + 1_800_000);
+        assert_eq!(last, 12 * h + 900_000);
+        assert!((n - 210.0).abs() < 1e-9);
+        // A window that starts inside an hour: the first hour's piece opens at the window.
+        let g = Grid::new(10 * h + 1_200_000, 12 * h, s);
+        let (first, _, _) = acc(&g, &[(10 * h, 80.0), (11 * h, 120.0)]);
+        assert_eq!(first, 10 * h + 1_200_000);
     }
 
     #[test]

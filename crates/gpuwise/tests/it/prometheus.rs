@@ -306,6 +306,12 @@ fn pushdown_and_raw_match_the_files() {
     assert_eq!(want.len(), 12);
     for (name, got) in [("pushdown", by_id(&pushed)), ("raw", by_id(&raw))] {
         like_the_files(name, &got, &want, 0.001);
+        // The first and last samples, as the files have them.
+        for (id, w) in &want {
+            for k in ["first_seen", "last_seen"] {
+                assert_eq!(got[id][k], w[k], "{name} {id} {k}");
+            }
+        }
     }
     // Over the sample budget, the same devices come back from 16 shards.
     let sharded = by_id(&fx.report(&["--sample-budget", "1000"]));
