@@ -406,12 +406,24 @@ fn gathered_layers(model: &Model, s: &Setup, bytes: f64, mem: &mut Memory) {
         return;
     }
     let layer = layer_params(model);
+    // Tensor parallel splits each layer; pipeline parallel splits the layers among stages, so
+    // a gathered layer is whole but for tp. torchtitan does not reshard after the forward
+    // pass under pipeline parallelism (to spare an all-gather per micro-batch): a stage keeps
+    // all its layers gathered.
+    let tp = f64::from(s.tp);
+    let (held, why) = if s.pp > 1 && w.framework_is(&["torchtitan"]) {
+        (
+            (f64::from(model.layers) / f64::from(s.pp)).ceil(),
+            "the stage's layers, kept gathered between micro-batches (torchtitan: no reshard \
+             after forward under pipeline parallelism)",
+        )
+    } else {
+        (2.0, "the unsharded layer in use and the next prefetched")
+    };
     mem.push(
         "gathered_layers",
-        2.0 * layer * bytes / s.model_parallel(),
-        format!(
-            "2 layers × layer params × {bytes} B: the unsharded layer in use and the next prefetched"
-        ),
+        held * layer * bytes / tp,
+        format!("{held} layers × layer params × {bytes} B ÷ {tp} (tp): {why}"),
     );
 }
 
@@ -652,6 +664,28 @@ mod tests {
         assert!((only.total_bytes / (16.0 * m.params / 64.0) - 1.0).abs() < 1e-12);
         let whole = estimate(&m, &setup(&m, &kv), false);
         assert!(whole.of(&["gathered_layers"]) > 0.0 && whole.of(&["unsharded_gradient"]) > 0.0);
+    }
+
+    #[test]
+    fn torchtitan_keeps_a_pipeline_stage_gathered() {
+        let m = Model::preset("llama-3.1-405b").expect("preset");
+        let gathered = |framework: &'static str| {
+            let kv = [
+                ("mode", "train"),
+                ("precision", "amp_bf16"),
+                ("dp", "8"),
+                ("tp", "8"),
+                ("pp", "8"),
+                ("zero", "3"),
+                ("framework", framework),
+            ];
+            estimate(&m, &setup(&m, &kv), false).of(&["gathered_layers"])
+        };
+        let layer = layer_params(&m) * 2.0 / 8.0;
+        // Two layers in flight, whole but for tp (pipeline stages split the layers, not a layer).
+        assert!((gathered("megatron") / (2.0 * layer) - 1.0).abs() < 1e-9);
+        // torchtitan under PP: the stage's 16 layers stay gathered.
+        assert!((gathered("torchtitan") / (16.0 * layer) - 1.0).abs() < 1e-9);
     }
 
     #[test]
