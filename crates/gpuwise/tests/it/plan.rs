@@ -409,6 +409,31 @@ fn bad_input_gets_clear_errors() {
     let o = run(&["plan", "--model", "llama-3-8b", "--gpu", "Z9000"]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("`Z9000` is not a GPU"), "{}", o.stderr);
+    // A class column is all or nothing: a row without it names its line.
+    let o = run(&["plan", "validate", &data("plan/bad-class-cases.csv")]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr
+            .contains("bad-class-cases.csv: line 3: 8 fields, expected 9"),
+        "{}",
+        o.stderr
+    );
+    // An unknown head is a case without an estimate, with the reason, not a crash.
+    let v = json(&[
+        "plan",
+        "validate",
+        &data("plan/bad-head-cases.csv"),
+        "--format",
+        "json",
+    ]);
+    let case = &v["cases"][0];
+    assert_eq!(case["within_tolerance"], false);
+    assert!(
+        case["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("task_head=`regression`")),
+        "{case}"
+    );
 }
 
 #[test]
