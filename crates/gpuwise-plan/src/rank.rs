@@ -307,7 +307,8 @@ fn gpu_options(
         fitted += 1;
         // Tensor and pipeline parallel GPUs talk every layer: one machine holds them all.
         let one_machine = s.tp * s.pp > 1;
-        let networked = perf::dp_traffic_bytes(&req.model, &s) > 0.0;
+        let traffic = perf::dp_traffic_bytes(&req.model, &s);
+        let networked = traffic > 0.0;
         let priced = rentals(s.gpus, one_machine, networked);
         if priced.is_empty() && networked {
             no_network.extend(
@@ -320,6 +321,7 @@ fn gpu_options(
             s: &s,
             mem: &mem,
             speed: &speed,
+            traffic,
         };
         found.options.extend(
             priced
@@ -353,6 +355,8 @@ struct Fitted<'a> {
     s: &'a Setup,
     mem: &'a Memory,
     speed: &'a Speed,
+    /// Data-parallel traffic per GPU and step ([`perf::dp_traffic_bytes`]).
+    traffic: f64,
 }
 
 /// One priced option: `fit` on rental `r`, at the speed its links allow.
@@ -364,7 +368,7 @@ fn priced_option(
     r: &gpuwise_catalog::Rental<'_>,
 ) -> Option<PlanOption> {
     let (s, speed, inst) = (fit.s, fit.speed, r.instance);
-    let links = over_links(req, s, hw, speed.tokens_per_s, r)?;
+    let links = over_links(req, fit, hw, r)?;
     let hours = req.tokens / links.tokens_per_s / 3600.0;
     let total = hours * r.usd_per_hour;
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
@@ -417,17 +421,16 @@ struct Links {
 /// `None` when there is neither: no option is priced on a guessed network).
 fn over_links(
     req: &Request,
-    s: &Setup,
+    fit: &Fitted,
     hw: &Hardware,
-    compute_tokens_per_s: f64,
     r: &gpuwise_catalog::Rental<'_>,
 ) -> Option<Links> {
+    let (s, traffic, compute_tokens_per_s) = (fit.s, fit.traffic, fit.speed.tokens_per_s);
     let compute_only = Links {
         tokens_per_s: compute_tokens_per_s,
         network_gbps: None,
         comm_share: None,
     };
-    let traffic = perf::dp_traffic_bytes(&req.model, s);
     if traffic <= 0.0 {
         return Some(compute_only);
     }

@@ -134,15 +134,14 @@ const SERVING: &str = "## The serving simulator against measured serving";
 fn held_out_measurements_are_within_tolerance() {
     let file = data("plan/holdout.csv");
     let text = std::fs::read_to_string(&file).expect("holdout.csv");
-    let trust: std::collections::BTreeMap<String, String> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let mut r = csv_fields(l);
-            let id = r.first()?.clone();
-            Some((id, r.swap_remove(7)))
-        })
-        .collect();
+    let trust: std::collections::BTreeMap<String, String> =
+        csv::Reader::from_reader(text.as_bytes())
+            .records()
+            .map(|r| {
+                let r = r.expect("a row");
+                (r[0].to_owned(), r[7].to_owned())
+            })
+            .collect();
     let v = json(&["plan", "validate", &file, "--format", "json"]);
     let cases = v["cases"].as_array().expect("cases");
     assert!(cases.len() >= 53);
@@ -208,20 +207,6 @@ fn gpu_measurements_memory_within_tolerance() {
         .map(|a| a["name"].as_str().expect("name"))
         .collect();
     assert!(classes.contains(&"bert_encoder_eager") && classes.contains(&"kv_cache_long_context"));
-}
-
-/// A CSV line's fields (quoted fields may hold commas).
-fn csv_fields(line: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
-    let mut quoted = false;
-    for ch in line.chars() {
-        match ch {
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(String::new()),
-            c => out.last_mut().expect("a field").push(c),
-        }
-    }
-    out
 }
 
 #[test]
