@@ -187,6 +187,26 @@ fn layer_units(m: &Model, seq: f64, flash: bool) -> (f64, f64, f64) {
     (attn + mlp + 4.0 + scores, scores, mm)
 }
 
+/// [`layer_units`] for the training setup `s`, and the units of a layer's input. PyTorch
+/// autocast over fp32 weights (mixed precision without a master copy) keeps the residual
+/// stream in fp32 — the embedding is not on autocast's lists, and adding a 16-bit output to an
+/// fp32 stream promotes — and runs softmax and the norms in fp32 (autocast's fp32 list): the
+/// layer input and both norms' saved inputs take 4 bytes, and the attention probabilities
+/// softmax saves take 4 bytes where there are score matrices.
+fn training_layer_units(model: &Model, s: &Setup) -> (f64, f64, f64, f64) {
+    let (full, scores, mm) = layer_units(model, f64::from(s.seq), s.workload.flash_attention);
+    let autocast = s.workload.mode == Mode::Train && state_bytes(model, s).cast_cache > 0.0;
+    if !autocast {
+        return (full, scores, mm, 2.0);
+    }
+    let fp32_probs = if s.workload.flash_attention {
+        0.0
+    } else {
+        2.0 * f64::from(model.heads) * f64::from(s.seq) / f64::from(model.hidden)
+    };
+    (full + 4.0 + fp32_probs, scores + fp32_probs, mm, 4.0)
+}
+
 /// Memory per GPU for `model` under `s`, as named terms: the model states (weights, and in
 /// training gradients, master weights, optimizer moments), then activations and loss
 /// (training) or KV cache and prefill workspace (inference), then workspaces and, with
@@ -234,6 +254,7 @@ pub fn estimate(model: &Model, s: &Setup, runtime: bool) -> Memory {
     }
     if w.mode.trains() {
         activations_and_loss(model, s, &mut mem);
+        gradients_made_in_backward(model, s, &mut mem);
     } else {
         kv_cache_and_prefill(model, s, &mut mem);
     }
@@ -432,7 +453,16 @@ fn adapters(model: &Model, s: &Setup, mem: &mut Memory) {
     let (w, mp) = (&s.workload, s.model_parallel());
     let h = f64::from(model.hidden);
     let adapters = lora_params(model, w.lora_rank);
-    let b = StateBytes::new(Precision::Fp32, w.optimizer, h, false);
+    // torchtune builds the whole model, adapters included, in the 16-bit training dtype (its
+    // recipes instantiate under `set_default_dtype` and check the adapters' dtype; a QLoRA
+    // base's compute dtype too); PEFT keeps them in fp32 beside a 16-bit base.
+    let (dtype, dtype_name) = if w.framework_is(&["torchtune"]) && s.precision.weight_bits() < 32.0
+    {
+        (Precision::Bf16, "16-bit")
+    } else {
+        (Precision::Fp32, "fp32")
+    };
+    let b = StateBytes::new(dtype, w.optimizer, h, false);
     let per_param = b.weights + b.grads + b.optimizer;
     // FSDP shards the adapters with everything else.
     let shard = if w.zero >= 3 { f64::from(s.dp) } else { 1.0 };
@@ -440,8 +470,8 @@ fn adapters(model: &Model, s: &Setup, mem: &mut Memory) {
         "adapters",
         adapters * per_param / mp / shard,
         format!(
-            "{adapters:.4e} adapter params (rank {} on every block linear) × {per_param} B (fp32 \
-             weights, gradients, moments) ÷ {mp} (tp × pp){}",
+            "{adapters:.4e} adapter params (rank {} on every block linear) × {per_param} B \
+             ({dtype_name} weights, gradients, moments) ÷ {mp} (tp × pp){}",
             w.lora_rank,
             zero_note(w.zero, 3, shard)
         ),
@@ -456,7 +486,7 @@ fn activations_and_loss(model: &Model, s: &Setup, mem: &mut Memory) {
     let seq = f64::from(s.seq);
     let t = f64::from(s.batch) * seq;
     let unit = p.activation_bytes() / 2.0 * h * t / tp;
-    let (full, scores, mm) = layer_units(model, seq, w.flash_attention);
+    let (full, scores, mm, input) = training_layer_units(model, s);
     let l = f64::from(model.layers);
     let (kept, how) = match w.checkpointing {
         Checkpointing::None => (l * full, format!("{l} layers × {full:.1}")),
@@ -465,7 +495,7 @@ fn activations_and_loss(model: &Model, s: &Setup, mem: &mut Memory) {
             format!("{l} layers × {:.1} (scores recomputed)", full - scores),
         ),
         Checkpointing::Selective => {
-            let keep = 2.0 + 2.0 * f64::from(model.heads * model.head_dim) / h + mm / 2.0;
+            let keep = input + 2.0 * f64::from(model.heads * model.head_dim) / h + mm / 2.0;
             (
                 l * keep + full,
                 format!(
@@ -474,27 +504,34 @@ fn activations_and_loss(model: &Model, s: &Setup, mem: &mut Memory) {
             )
         }
         Checkpointing::Full => (
-            l * 2.0 + full,
-            format!("{l} layer inputs × 2 + one layer recomputed ({full:.1})"),
+            l * input + full,
+            format!("{l} layer inputs × {input} + one layer recomputed ({full:.1})"),
         ),
     };
-    mem.push(
-        "activations",
-        kept * unit,
-        format!(
-            "{how} B per hidden unit per token at 16 bits; × hidden × {t} tokens{}{}",
-            if p.activation_bytes() > 2.0 {
-                " × 2 (fp32)"
-            } else {
-                ""
-            },
-            if s.tp > 1 {
-                " ÷ tp (sequence parallel)"
-            } else {
-                ""
-            }
-        ),
+    let scale = format!(
+        "B per hidden unit per token at 16 bits; × hidden × {t} tokens{}{}",
+        if p.activation_bytes() > 2.0 {
+            " × 2 (fp32)"
+        } else {
+            ""
+        },
+        if s.tp > 1 {
+            " ÷ tp (sequence parallel)"
+        } else {
+            ""
+        }
     );
+    if w.activation_offload {
+        // Every tensor the forward pass saves goes to host memory and comes back for its
+        // layer's backward: the GPU holds that one layer's working set.
+        mem.push(
+            "activations",
+            full * unit,
+            format!("one layer in use ({full:.1}) {scale}; the rest ({how}) in host memory"),
+        );
+    } else {
+        mem.push("activations", kept * unit, format!("{how} {scale}"));
+    }
     let v = f64::from(model.vocab);
     let ab = p.activation_bytes();
     if w.classification_head {
@@ -509,7 +546,10 @@ fn activations_and_loss(model: &Model, s: &Setup, mem: &mut Memory) {
         );
         return;
     }
-    let (per_token, how) = if w.framework_is(&["torchtune"]) {
+    let chunked = w
+        .chunked_loss
+        .unwrap_or_else(|| w.framework_is(&["torchtune"]));
+    let (per_token, how) = if chunked {
         (ab + 12.0 / 8.0, "logits + fp32 loss in 8 chunks")
     } else {
         (
@@ -522,6 +562,49 @@ fn activations_and_loss(model: &Model, s: &Setup, mem: &mut Memory) {
         per_token * t * v / tp,
         format!("{how}: {per_token} B × {t} tokens × {v} vocab ÷ tp"),
     );
+}
+
+/// Full training's gradients exist only from the backward pass to the optimizer step when
+/// nothing keeps them between steps: one micro-batch per step, PyTorch's `zero_grad` freeing
+/// them (`set_to_none`, its default since 2.0), no persistent gradient buffers (Megatron's and
+/// DeepSpeed's contiguous buffers, DDP's and ZeRO-1/2's buckets). The backward pass makes each
+/// layer's gradients as it frees that layer's activations, so the peak is the larger of the
+/// forward pass's end (activations and loss) and the backward pass's end (gradients and the
+/// last layer's working set), not their sum. The gradients term keeps what exceeds the
+/// activations.
+fn gradients_made_in_backward(model: &Model, s: &Setup, mem: &mut Memory) {
+    let w = &s.workload;
+    let persistent = w.framework_is(&["megatron", "deepspeed", "nemo"])
+        || (s.dp > 1 && w.zero < 3)
+        || s.microbatches > 1
+        || s.pp > 1;
+    if w.mode != Mode::Train || w.optimizer_in_backward || w.cpu_offload || persistent {
+        return;
+    }
+    let (full, _, _, _) = training_layer_units(model, s);
+    let layer = full * s.precision.activation_bytes() / 2.0
+        * f64::from(model.hidden)
+        * f64::from(s.batch)
+        * f64::from(s.seq)
+        / f64::from(s.tp);
+    let forward = mem.of(&["activations", "loss"]);
+    let Some(g) = mem.terms.iter_mut().find(|t| t.name == "gradients") else {
+        return;
+    };
+    let beyond = (g.bytes + layer - forward).max(0.0);
+    let gib = |b: f64| b / super::GIB;
+    g.formula = format!(
+        "{}; made in the backward pass as activations are freed and freed after the step (one \
+         micro-batch per step): the peak is max(activations + loss {:.2} GiB, gradients {:.2} GiB \
+         + one layer {:.2} GiB), so {:.2} GiB count beyond the activations",
+        g.formula,
+        gib(forward),
+        gib(g.bytes),
+        gib(layer),
+        gib(beyond)
+    );
+    mem.total_bytes -= g.bytes - beyond;
+    g.bytes = beyond;
 }
 
 /// Inference: the KV cache of every sequence and the prefill workspace.
@@ -853,6 +936,7 @@ mod tests {
                 &m,
                 &[
                     ("mode", "train"),
+                    ("precision", "bf16"),
                     ("batch", "2"),
                     ("seq", "4096"),
                     ("checkpointing", c),
@@ -866,6 +950,94 @@ mod tests {
         let unit = 4096.0 * 8192.0;
         let (full, _, _) = layer_units(&m, 4096.0, true);
         assert!((act("full") - (32.0 * 2.0 + full) * unit).abs() < 1.0);
+    }
+
+    #[test]
+    fn autocast_keeps_the_residual_stream_norms_and_probabilities_in_fp32() {
+        // BERT-large under autocast over fp32 weights (no master copy): each layer input and
+        // both norms' inputs at 4 bytes, and softmax's saved probabilities at 4 bytes.
+        let m = Model::preset("bert-large").expect("preset");
+        let act = |precision: &str, c: &str| {
+            let kv = [
+                ("mode", "train"),
+                ("precision", precision),
+                ("batch", "8"),
+                ("seq", "512"),
+                ("flash_attention", "false"),
+                ("checkpointing", c),
+            ];
+            estimate(&m, &setup(&m, &kv), false).of(&["activations"])
+        };
+        let unit = 1024.0 * 4096.0;
+        let (full, _, _) = layer_units(&m, 512.0, false);
+        let probs = 2.0 * 16.0 * 512.0 / 1024.0;
+        assert!((act("bf16", "none") - 24.0 * full * unit).abs() < 1.0);
+        assert!((act("amp_bf16", "none") - 24.0 * (full + 4.0 + probs) * unit).abs() < 1.0);
+        let ckpt = (24.0 * 4.0 + full + 4.0 + probs) * unit;
+        assert!((act("amp_bf16", "full") - ckpt).abs() < 1.0);
+    }
+
+    #[test]
+    fn gradients_replace_activations_in_the_backward_pass() {
+        // torchtune's Llama 3.2 3B ablation (README): bf16 states, 2 × 4096 tokens.
+        let m = Model::preset("llama-3.2-3b").expect("preset");
+        let mem = |extra: &[(&'static str, &'static str)]| {
+            let mut kv = vec![
+                ("mode", "train"),
+                ("precision", "bf16"),
+                ("batch", "2"),
+                ("seq", "4096"),
+                ("framework", "torchtune"),
+            ];
+            kv.extend_from_slice(extra);
+            estimate(&m, &setup(&m, &kv), false)
+        };
+        let grads = m.params * 2.0;
+        let (full, _, _) = layer_units(&m, 4096.0, true);
+        let layer = full * 3072.0 * 8192.0;
+        // Without checkpointing the activations outweigh the gradients: none count.
+        let none = mem(&[("checkpointing", "none")]);
+        assert_eq!(none.of(&["gradients"]), 0.0);
+        // With it the backward pass ends holding every gradient and one layer.
+        let ckpt = mem(&[("checkpointing", "full")]);
+        let forward = ckpt.of(&["activations", "loss"]);
+        assert!((ckpt.of(&["gradients"]) - (grads + layer - forward)).abs() < 1.0);
+        let states = ckpt.of(&["weights", "optimizer"]);
+        assert!((ckpt.total_bytes - (states + grads + layer)).abs() < 1.0);
+        // Kept between micro-batches, or in a persistent buffer, they add up.
+        let ga = mem(&[("checkpointing", "full"), ("ga", "2")]);
+        assert!((ga.of(&["gradients"]) - grads).abs() < 1.0);
+        let megatron = mem(&[("checkpointing", "full"), ("framework", "megatron")]);
+        assert!((megatron.of(&["gradients"]) - grads).abs() < 1.0);
+    }
+
+    #[test]
+    fn activation_offload_and_the_loss_key() {
+        let m = Model::preset("llama-3.2-3b").expect("preset");
+        let mem = |extra: &[(&'static str, &'static str)]| {
+            let mut kv = vec![
+                ("mode", "lora"),
+                ("precision", "bf16"),
+                ("lora_rank", "64"),
+                ("batch", "2"),
+                ("seq", "4096"),
+                ("checkpointing", "full"),
+            ];
+            kv.extend_from_slice(extra);
+            estimate(&m, &setup(&m, &kv), false)
+        };
+        let (full, _, _) = layer_units(&m, 4096.0, true);
+        let unit = 3072.0 * 8192.0;
+        let offloaded = mem(&[("activation_offload", "true")]);
+        assert!((offloaded.of(&["activations"]) - full * unit).abs() < 1.0);
+        let logits = 8192.0 * 128_256.0;
+        assert!((mem(&[("loss", "full")]).of(&["loss"]) - 14.0 * logits).abs() < 1.0);
+        assert!((mem(&[("loss", "chunked")]).of(&["loss"]) - 3.5 * logits).abs() < 1.0);
+        // torchtune keeps the adapters and their moments in the 16-bit training dtype.
+        let adapters = lora_params(&m, 64);
+        let tt = mem(&[("framework", "torchtune")]).of(&["adapters"]);
+        assert!((tt - adapters * 8.0).abs() < 1.0);
+        assert!((mem(&[]).of(&["adapters"]) - adapters * 16.0).abs() < 1.0);
     }
 
     #[test]

@@ -337,6 +337,13 @@ pub struct Workload {
     pub optimizer_in_backward: bool,
     /// Model states in host memory (FSDP `CPUOffload`, DeepSpeed ZeRO-Offload).
     pub cpu_offload: bool,
+    /// Activations saved for the backward pass kept in host memory (torchtune's and TRL's
+    /// `OffloadActivations`); the GPU holds the layer being recomputed or differentiated.
+    pub activation_offload: bool,
+    /// The loss upcasts its logits to fp32 in chunks (`Some(true)`: torchtune's
+    /// `CEWithChunkedOutputLoss`) or all at once (`Some(false)`); `None`: by framework
+    /// (chunked under torchtune).
+    pub chunked_loss: Option<bool>,
     /// The head trained on top: `false` a language-model head (logits over the vocabulary,
     /// the default), `true` a classification head (a few labels per sequence or token).
     pub classification_head: bool,
@@ -393,6 +400,8 @@ impl Default for Workload {
             checkpointing: Checkpointing::None,
             optimizer_in_backward: false,
             cpu_offload: false,
+            activation_offload: false,
+            chunked_loss: None,
             classification_head: false,
             flash_attention: true,
             zero: 0,
@@ -483,6 +492,22 @@ impl Workload {
                 self.optimizer_in_backward = boolean(key, v)?;
             }
             "cpu_offload" | "fsdp_cpu_offload" => self.cpu_offload = boolean(key, v)?,
+            "activation_offload" | "activation_offloading" | "enable_activation_offloading" => {
+                self.activation_offload = boolean(key, v)?;
+            }
+            "loss" => {
+                self.chunked_loss = Some(match v {
+                    "chunked" | "chunked_ce" | "CEWithChunkedOutputLoss" => true,
+                    "full" | "ce" | "cross_entropy" | "CrossEntropyLoss" => false,
+                    _ => {
+                        return Err(WorkloadError::Value {
+                            key: key.to_owned(),
+                            given: v.to_owned(),
+                            expected: "chunked or full",
+                        });
+                    }
+                });
+            }
             "task_head" => {
                 self.classification_head = match v {
                     "lm" | "causal-lm" | "mlm" | "masked-lm" => false,

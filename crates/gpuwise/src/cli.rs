@@ -984,6 +984,14 @@ pub(crate) struct PlanArgs {
     /// DeepSpeed ZeRO-Offload): true or false [default: false].
     #[arg(long, value_name = "BOOL")]
     pub cpu_offload: Option<String>,
+    /// Keep the activations saved for the backward pass in host memory (torchtune's and TRL's
+    /// activation offloading): true or false [default: false].
+    #[arg(long, value_name = "BOOL")]
+    pub activation_offload: Option<String>,
+    /// The loss: `chunked` (logits upcast to fp32 a chunk at a time, torchtune's
+    /// `CEWithChunkedOutputLoss`) or `full` [default: chunked under torchtune, else full].
+    #[arg(long, value_name = "chunked|full")]
+    pub loss: Option<String>,
     /// true or false [default: true].
     #[arg(long, value_name = "BOOL")]
     pub flash_attention: Option<String>,

@@ -163,7 +163,7 @@ fn model_and_workload(a: &PlanArgs) -> anyhow::Result<(Model, Workload, f64)> {
             printer::me()
         )
     })?;
-    let flags: [(&str, &Option<String>); 21] = [
+    let flags: [(&str, &Option<String>); 23] = [
         ("mode", &a.mode),
         ("precision", &a.precision),
         ("kv_precision", &a.kv_precision),
@@ -177,6 +177,8 @@ fn model_and_workload(a: &PlanArgs) -> anyhow::Result<(Model, Workload, f64)> {
         ("checkpointing", &a.checkpointing),
         ("optimizer_in_backward", &a.optimizer_in_backward),
         ("cpu_offload", &a.cpu_offload),
+        ("activation_offload", &a.activation_offload),
+        ("loss", &a.loss),
         ("flash_attention", &a.flash_attention),
         ("zero", &a.zero),
         ("tp", &a.tp),
@@ -230,6 +232,8 @@ fn flags_that_do_not_apply(a: &PlanArgs, mode: Mode) -> Vec<&'static str> {
             ("--checkpointing", &a.checkpointing),
             ("--optimizer-in-backward", &a.optimizer_in_backward),
             ("--cpu-offload", &a.cpu_offload),
+            ("--activation-offload", &a.activation_offload),
+            ("--loss", &a.loss),
             ("--zero", &a.zero),
             ("--ga", &a.ga),
         ] {
