@@ -85,6 +85,10 @@ pub struct GpuSpec {
     pub source: String,
     /// When they were collected.
     pub as_of: String,
+    /// What the compute figures are when they are not the GPU's own datasheet's (a bound taken
+    /// from a sibling's); every plan that uses them says so.
+    #[serde(default)]
+    pub compute_note: Option<String>,
 }
 
 impl GpuSpec {
@@ -1407,6 +1411,19 @@ mod tests {
         );
         assert_eq!(h100.dense_tflops.fp32, Some(67.0));
         assert_eq!(c.resolve("NVIDIA A10G").expect("A10G").memory_gb, 24.0);
+        // The A10G's tensor figures are the A10's, stated as an upper bound.
+        let (a10, a10g) = (
+            c.resolve("A10").expect("A10"),
+            c.resolve("A10G").expect("A10G"),
+        );
+        assert_eq!(a10g.dense_tflops.bf16, a10.dense_tflops.bf16);
+        assert_eq!(a10g.dense_tflops.int8, a10.dense_tflops.int8);
+        assert!(
+            a10g.compute_note
+                .as_deref()
+                .is_some_and(|n| n.contains("upper bound"))
+        );
+        assert!(a10.compute_note.is_none());
         assert!(
             c.instances
                 .iter()

@@ -797,10 +797,11 @@ mod tests {
     fn missing_figures_are_errors_not_zeros() {
         let m = Model::preset("llama-3-8b").expect("preset");
         let s = setup(&m, &[("mode", "train")]);
-        let e = train(&m, &s, &hw("A10G"), &Constants::default()).expect_err("A10G");
+        let e =
+            train(&m, &s, &hw("GeForce-RTX-3090"), &Constants::default()).expect_err("RTX 3090");
         assert_eq!(
             e.to_string(),
-            "A10G has no dense amp_bf16 TFLOPS in the catalog"
+            "GeForce-RTX-3090 has no dense amp_bf16 TFLOPS in the catalog"
         );
     }
 }

@@ -113,6 +113,15 @@ pub struct PlanOption {
     pub pareto: bool,
 }
 
+/// A caveat on one GPU's figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GpuNote {
+    /// GPU.
+    pub gpu: String,
+    /// The catalog's note.
+    pub note: String,
+}
+
 /// A GPU that does not fit at any count tried.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Unfit {
@@ -164,6 +173,9 @@ pub struct Plan {
     pub unfit: Vec<Unfit>,
     /// GPUs without the figures or prices to plan.
     pub skipped: Vec<Skipped>,
+    /// What the catalog says about the compute figures of GPUs among the options when they
+    /// are not the GPU's own datasheet's (A10G: the A10's, an upper bound).
+    pub gpu_notes: Vec<GpuNote>,
     /// Constants used.
     pub constants: Constants,
 }
@@ -190,6 +202,7 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
     let mut options = Vec::new();
     let mut unfit = Vec::new();
     let mut skipped = Vec::new();
+    let mut gpu_notes = Vec::new();
     for spec in &catalog.gpus {
         if req
             .gpus
@@ -199,6 +212,12 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
             continue;
         }
         let found = gpu_options(req, catalog, spec, &counts, fixed);
+        if let (Some(note), false) = (&spec.compute_note, found.options.is_empty()) {
+            gpu_notes.push(GpuNote {
+                gpu: spec.name.clone(),
+                note: note.clone(),
+            });
+        }
         options.extend(found.options);
         unfit.extend(found.unfit);
         skipped.extend(found.skipped.map(|reason| Skipped {
@@ -222,6 +241,7 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
         fastest,
         unfit,
         skipped,
+        gpu_notes,
         constants: req.constants.clone(),
     }
 }

@@ -111,6 +111,9 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
         ),
     ));
     out.push_str(&grid::render(&headers, &right, &rows[..shown], format));
+    for n in &plan.gpu_notes {
+        out.push_str(&format!("\nNote on {}: {}.\n", n.gpu, n.note));
+    }
     left_out(plan, format, &mut out);
     out.push_str(
         "\nEstimates from a physical model (docs/planner.md); prices from the catalog with their dates (`--format json`).\n",

@@ -51,9 +51,18 @@ fn every_spec_row_matches_the_facts_file() {
             ("fp8", t.fp8),
             ("int8", t.int8),
         ] {
+            // A figure the file leaves empty may be filled only as a stated bound (A10G: the
+            // A10's tensor figures, with a note every plan repeats).
+            if num(field).is_none() && got.is_some() {
+                assert!(spec.compute_note.is_some(), "{name} {field} without a note");
+                continue;
+            }
             assert_eq!(got, num(field), "{name} {field}");
         }
-        assert_eq!(spec.tdp_w, num("tdp_w"), "{name} TDP");
+        // A board power the file leaves empty may come from the GPU's own nvidia-smi capture.
+        if !(num("tdp_w").is_none() && spec.source.contains("nvidia-smi -q -x")) {
+            assert_eq!(spec.tdp_w, num("tdp_w"), "{name} TDP");
+        }
         assert_eq!(spec.vendor, f[col("vendor")]);
         assert!(
             spec.source

@@ -542,3 +542,63 @@ fn flags_that_do_not_apply_and_skips_by_reason() {
         o.stdout
     );
 }
+
+/// The A10G is planned on the A10's tensor figures as an upper bound, and every plan that ranks
+/// it says so (table and JSON); a GPU ranked on its own datasheet carries no note, and work the
+/// bound does not cover (fp32) is skipped with the reason.
+#[test]
+fn a10g_is_planned_on_a_stated_upper_bound() {
+    let args = ["plan", "--model", "llama-3.1-8b", "--precision", "int8"];
+    let mut with = args.to_vec();
+    with.extend(["--gpu", "A10G", "--gpu", "L4"]);
+    let o = run(&with);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains(" A10G "), "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains("Note on A10G: tensor TFLOPS are the A10's")
+            && o.stdout.contains("an upper bound"),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains("Note on L4"), "{}", o.stdout);
+    with.extend(["--format", "json"]);
+    let v = json(&with);
+    let notes = v["gpu_notes"].as_array().expect("gpu_notes");
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0]["gpu"], "A10G");
+    let a10g = v["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .find(|o| o["gpu"] == "A10G")
+        .expect("an A10G option");
+    // Decode is bound by memory bandwidth, which is the A10G's own figure.
+    assert_eq!(a10g["decode_bound"], "memory", "{a10g}");
+    // Nothing priced: exit 1, the skip and its reason still in the JSON.
+    let o = run(&[
+        "plan",
+        "--params",
+        "1b",
+        "--mode",
+        "train",
+        "--precision",
+        "fp32",
+        "--gpu",
+        "A10G",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert!(v["options"].as_array().expect("options").is_empty());
+    assert_eq!(v["gpu_notes"].as_array().expect("gpu_notes").len(), 0);
+    assert!(
+        v["skipped"][0]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("fp32"),
+        "{}",
+        v["skipped"]
+    );
+}
