@@ -16,7 +16,8 @@
 //! a time; selective keeps all but the score matrices under Megatron and, elsewhere (PyTorch
 //! op-level selective checkpointing, torchtitan's policy), the layer input, the attention
 //! output and every other matrix-multiply output. Tensor parallel divides activations
-//! (sequence parallel assumed); pipeline parallel does not (the first stage holds pp
+//! (sequence parallel assumed; outside Megatron the layer in use keeps its two gathered inputs
+//! whole); pipeline parallel does not (the first stage holds pp
 //! micro-batches of L/pp layers). The loss keeps the logits in the activation precision plus
 //! three fp32 copies (upcast, log-softmax, its gradient); torchtune's chunked loss keeps one
 //! eighth of the fp32 copies.
@@ -28,7 +29,7 @@
 //!
 //! Runtime: the CUDA context and allocator headroom ([`CUDA_CONTEXT_BYTES`],
 //! [`ALLOCATOR_HEADROOM`]) are added when fitting a plan and when a measurement includes them
-//! (NVML "used" memory).
+//! (NVML "used" memory); a reading of PyTorch's reserved pool adds the headroom alone.
 
 use serde::Serialize;
 
@@ -195,6 +196,16 @@ fn layer_units(m: &Model, seq: f64, flash: bool) -> (f64, f64, f64) {
 /// softmax saves take 4 bytes where there are score matrices.
 fn training_layer_units(model: &Model, s: &Setup) -> (f64, f64, f64, f64) {
     let (full, scores, mm) = layer_units(model, f64::from(s.seq), s.workload.flash_attention);
+    // Tensor parallel with sequence parallel gathers the sequence before the attention's and
+    // the feed-forward's column-parallel projections. Megatron re-gathers it in the backward
+    // pass (Korthikanti et al. 2022, 4.2.2); PyTorch's DTensor tensor parallel (torchtitan)
+    // keeps what the projections saved, the gathered inputs, whole: 2 + 2 units × tp instead
+    // of ÷ tp.
+    let full = if s.tp > 1 && !s.workload.framework_is(&["megatron", "nemo"]) {
+        full + 4.0 * f64::from(s.tp - 1)
+    } else {
+        full
+    };
     let autocast = s.workload.mode == Mode::Train && state_bytes(model, s).cast_cache > 0.0;
     if !autocast {
         return (full, scores, mm, 2.0);
@@ -210,7 +221,8 @@ fn training_layer_units(model: &Model, s: &Setup) -> (f64, f64, f64, f64) {
 /// Memory per GPU for `model` under `s`, as named terms: the model states (weights, and in
 /// training gradients, master weights, optimizer moments), then activations and loss
 /// (training) or KV cache and prefill workspace (inference), then workspaces and, with
-/// `runtime`, the CUDA context and allocator headroom (fitting a plan; NVML-measured memory).
+/// `runtime` (fitting a plan) or a measurement's reading that includes them, the CUDA context
+/// and allocator headroom.
 #[must_use]
 pub fn estimate(model: &Model, s: &Setup, runtime: bool) -> Memory {
     let w = &s.workload;
@@ -398,15 +410,37 @@ fn training_states(model: &Model, s: &Setup, mem: &mut Memory) {
     );
     gathered_layers(model, s, 2.0, mem);
     if w.zero >= 3 && s.dp > 1 && w.scope.as_deref() != Some("model_states_only") {
-        // A layer's gradient is whole on the GPU until it is reduce-scattered to the shards
-        // (and, with CPU offload, copied to the host).
+        unsharded_gradients(model, s, b.grads, mem);
+    }
+}
+
+/// Gradients whole on the GPU under ZeRO-3 / FSDP before their reduce-scatter to the shards
+/// (and, with CPU offload, their copy to the host): one layer's at a time, split by tensor
+/// parallel only. Under pipeline parallelism PyTorch's pipeline stages (torchtitan) turn
+/// FSDP's gradient sync off until the last micro-batch's backward, and FSDP2 accumulates the
+/// unsharded gradients in its reduce dtype (fp32) meanwhile: the stage's layers' gradients
+/// stay whole, at 4 bytes, across the micro-batches.
+fn unsharded_gradients(model: &Model, s: &Setup, grad_bytes: f64, mem: &mut Memory) {
+    let layer = layer_params(model);
+    let tp = f64::from(s.tp);
+    if s.pp > 1 && s.workload.framework_is(&["torchtitan"]) {
+        let held = (f64::from(model.layers) / f64::from(s.pp)).ceil();
         mem.push(
             "unsharded_gradient",
-            layer_params(model) * b.grads / mp,
+            held * layer * 4.0 / tp,
             format!(
-                "1 layer × {:.4e} params × {} B: a layer's gradient before reduce-scatter",
-                layer_params(model),
-                b.grads
+                "{held} layers × {layer:.4e} params × 4 B ÷ {tp} (tp): the stage's gradients, \
+                 accumulated unsharded in fp32 across micro-batches (pipeline stages turn FSDP's \
+                 gradient sync off until the last backward)"
+            ),
+        );
+    } else {
+        mem.push(
+            "unsharded_gradient",
+            layer * grad_bytes / tp,
+            format!(
+                "1 layer × {layer:.4e} params × {grad_bytes} B ÷ {tp} (tp): a layer's gradient \
+                 before reduce-scatter"
             ),
         );
     }
@@ -636,8 +670,8 @@ fn kv_cache_and_prefill(model: &Model, s: &Setup, mem: &mut Memory) {
     );
 }
 
-/// The dequantization workspace of weight-only formats; with `runtime`, allocator headroom and
-/// the CUDA context.
+/// The dequantization workspace of weight-only formats; with `runtime` or a reading that counts
+/// them, allocator headroom and the CUDA context.
 fn workspaces(model: &Model, s: &Setup, runtime: bool, mem: &mut Memory) {
     let (w, p) = (&s.workload, s.precision);
     let h = f64::from(model.hidden);
@@ -651,7 +685,11 @@ fn workspaces(model: &Model, s: &Setup, runtime: bool, mem: &mut Memory) {
             "the widest block matrix widened to 16-bit for the matmul".to_owned(),
         );
     }
-    if runtime {
+    // A plan fits the whole process (`runtime`); a measurement counts what its reading
+    // counts: NVML's "used" the context and the allocator's cache, PyTorch's reserved pool
+    // the cache alone, its allocated peak neither.
+    let context = runtime || w.includes_context;
+    if context || w.reserved_memory {
         let headroom = mem.total_bytes * ALLOCATOR_HEADROOM;
         mem.push(
             "allocator_headroom",
@@ -662,6 +700,8 @@ fn workspaces(model: &Model, s: &Setup, runtime: bool, mem: &mut Memory) {
                 gib(headroom)
             ),
         );
+    }
+    if context {
         mem.push(
             "cuda_context",
             CUDA_CONTEXT_BYTES,
@@ -747,6 +787,65 @@ mod tests {
         assert!((only.total_bytes / (16.0 * m.params / 64.0) - 1.0).abs() < 1e-12);
         let whole = estimate(&m, &setup(&m, &kv), false);
         assert!(whole.of(&["gathered_layers"]) > 0.0 && whole.of(&["unsharded_gradient"]) > 0.0);
+    }
+
+    #[test]
+    fn pipeline_stages_accumulate_unsharded_fp32_gradients_under_torchtitan() {
+        let m = Model::preset("llama-3.1-405b").expect("preset");
+        let held = |framework: &'static str, pp: &'static str| {
+            let kv = [
+                ("mode", "train"),
+                ("precision", "amp_bf16"),
+                ("dp", "8"),
+                ("tp", "8"),
+                ("pp", pp),
+                ("zero", "3"),
+                ("framework", framework),
+            ];
+            estimate(&m, &setup(&m, &kv), false).of(&["unsharded_gradient"])
+        };
+        let layer = layer_params(&m);
+        // The stage's 16 layers, fp32, split by tp only.
+        assert!((held("torchtitan", "8") / (16.0 * layer * 4.0 / 8.0) - 1.0).abs() < 1e-9);
+        // Without pipeline stages (or under Megatron): one layer's 16-bit gradient.
+        assert!((held("torchtitan", "1") / (layer * 2.0 / 8.0) - 1.0).abs() < 1e-9);
+        assert!((held("megatron", "8") / (layer * 2.0 / 8.0) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn pytorch_tensor_parallel_keeps_the_gathered_inputs() {
+        // Sequence parallel gathers the attention's and the feed-forward's inputs; Megatron
+        // re-gathers them in the backward pass, PyTorch's DTensor TP keeps them whole.
+        let m = Model::preset("llama-3.1-70b").expect("preset");
+        let act = |framework: &'static str| {
+            let kv = [
+                ("mode", "train"),
+                ("precision", "bf16"),
+                ("batch", "2"),
+                ("seq", "8192"),
+                ("tp", "8"),
+                ("checkpointing", "full"),
+                ("framework", framework),
+            ];
+            estimate(&m, &setup(&m, &kv), false).of(&["activations"])
+        };
+        let unit = 8192.0 * 16_384.0 / 8.0;
+        assert!((act("torchtitan") - act("megatron") - 4.0 * 7.0 * unit).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_reserved_reading_adds_the_allocator_cache_not_the_context() {
+        let m = Model::preset("llama-3-8b").expect("preset");
+        let mem = |reading: &'static str| {
+            let kv = [("mode", "train"), ("memory_reading", reading)];
+            estimate(&m, &setup(&m, &kv), false)
+        };
+        let allocated = mem("allocated");
+        let reserved = mem("reserved");
+        let headroom = allocated.total_bytes * ALLOCATOR_HEADROOM;
+        assert!((reserved.of(&["allocator_headroom"]) - headroom).abs() < 1.0);
+        assert_eq!(reserved.of(&["cuda_context"]), 0.0);
+        assert!((mem("used").of(&["cuda_context"]) - CUDA_CONTEXT_BYTES).abs() < 1.0);
     }
 
     #[test]

@@ -369,7 +369,8 @@ fn estimate_case(
     }
     let hw = gpu.map(|(g, _)| Hardware::from_spec(g).with_overrides(&w));
     if is_memory {
-        let mem = memory::estimate(&model, &s, w.includes_context);
+        // The workload's memory reading decides the runtime terms a measurement counts.
+        let mem = memory::estimate(&model, &s, false);
         out.assumptions.append(&mut s.assumptions);
         let bytes = match case.metric.as_str() {
             "weights_memory" => mem.of(&["weights"]),

@@ -370,6 +370,10 @@ pub struct Workload {
     pub scenario: Option<String>,
     /// Whether measured memory includes the CUDA context and allocator cache (NVML "used").
     pub includes_context: bool,
+    /// Whether measured memory is the caching allocator's reserved pool (PyTorch's
+    /// `max_memory_reserved`, what torchtitan logs): the allocated peak plus the cache, without
+    /// the CUDA context.
+    pub reserved_memory: bool,
     /// `model_states_only`: weights, gradients and optimizer states alone (the ZeRO paper).
     pub scope: Option<String>,
     /// Whether the file is a GGUF artifact (every tensor quantized).
@@ -414,6 +418,7 @@ impl Default for Workload {
             train_tokens: None,
             scenario: None,
             includes_context: false,
+            reserved_memory: false,
             scope: None,
             gguf: false,
             gpu_mem_gb: None,
@@ -550,6 +555,20 @@ impl Workload {
             "train_tokens" => self.train_tokens = Some(float(key, v)?),
             "scenario" => self.scenario = Some(v.to_ascii_lowercase()),
             "includes_context" => self.includes_context = boolean(key, v)?,
+            "memory_reading" => {
+                (self.reserved_memory, self.includes_context) = match v {
+                    "allocated" | "active" | "max_memory_allocated" => (false, false),
+                    "reserved" | "max_memory_reserved" => (true, false),
+                    "used" | "nvml" => (false, true),
+                    _ => {
+                        return Err(WorkloadError::Value {
+                            key: key.to_owned(),
+                            given: v.to_owned(),
+                            expected: "allocated, reserved or used",
+                        });
+                    }
+                };
+            }
             "scope" => self.scope = Some(v.to_owned()),
             "format" => self.gguf = v.eq_ignore_ascii_case("gguf"),
             "gpu_mem_gb" => self.gpu_mem_gb = Some(float(key, v)?),
