@@ -462,6 +462,25 @@ fn boolean(key: &str, v: &str) -> Result<bool, WorkloadError> {
     }
 }
 
+/// The value of the first `(spellings, value)` pair that names `v`, else an error that says
+/// what was `expected`.
+fn choice<T: Copy>(
+    key: &str,
+    v: &str,
+    pairs: &[(&[&str], T)],
+    expected: &'static str,
+) -> Result<T, WorkloadError> {
+    pairs
+        .iter()
+        .find(|(names, _)| names.contains(&v))
+        .map(|(_, value)| *value)
+        .ok_or_else(|| WorkloadError::Value {
+            key: key.to_owned(),
+            given: v.to_owned(),
+            expected,
+        })
+}
+
 /// Keys that describe the model rather than the workload; [`Workload::set`] leaves them to
 /// the caller (`plan validate` builds the model from them).
 pub const MODEL_KEYS: &[&str] = &[
@@ -500,35 +519,6 @@ impl Workload {
             "activation_offload" | "activation_offloading" | "enable_activation_offloading" => {
                 self.activation_offload = boolean(key, v)?;
             }
-            "loss" => {
-                self.chunked_loss = Some(match v {
-                    "chunked" | "chunked_ce" | "CEWithChunkedOutputLoss" => true,
-                    "full" | "ce" | "cross_entropy" | "CrossEntropyLoss" => false,
-                    _ => {
-                        return Err(WorkloadError::Value {
-                            key: key.to_owned(),
-                            given: v.to_owned(),
-                            expected: "chunked or full",
-                        });
-                    }
-                });
-            }
-            "task_head" => {
-                self.classification_head = match v {
-                    "lm" | "causal-lm" | "mlm" | "masked-lm" => false,
-                    "seq-classification"
-                    | "sequence-classification"
-                    | "token-classification"
-                    | "classification" => true,
-                    _ => {
-                        return Err(WorkloadError::Value {
-                            key: key.to_owned(),
-                            given: v.to_owned(),
-                            expected: "lm, mlm, seq-classification or token-classification",
-                        });
-                    }
-                };
-            }
             "flash_attention" => self.flash_attention = boolean(key, v)?,
             "zero" => {
                 let z = uint(key, v)?;
@@ -554,20 +544,60 @@ impl Workload {
             "framework" => self.framework = Some(v.to_ascii_lowercase()),
             "train_tokens" => self.train_tokens = Some(float(key, v)?),
             "scenario" => self.scenario = Some(v.to_ascii_lowercase()),
+            _ => return self.set_head_and_reading(key, v),
+        }
+        Ok(true)
+    }
+
+    /// [`Workload::set`] for the loss and task head, and the keys that say how a measurement
+    /// was read or what the GPU was (`plan validate`'s cases).
+    fn set_head_and_reading(&mut self, key: &str, v: &str) -> Result<bool, WorkloadError> {
+        match key {
+            "loss" => {
+                self.chunked_loss = Some(choice(
+                    key,
+                    v,
+                    &[
+                        (&["chunked", "chunked_ce", "CEWithChunkedOutputLoss"], true),
+                        (&["full", "ce", "cross_entropy", "CrossEntropyLoss"], false),
+                    ],
+                    "chunked or full",
+                )?);
+            }
+            "task_head" => {
+                self.classification_head = choice(
+                    key,
+                    v,
+                    &[
+                        (&["lm", "causal-lm", "mlm", "masked-lm"], false),
+                        (
+                            &[
+                                "seq-classification",
+                                "sequence-classification",
+                                "token-classification",
+                                "classification",
+                            ],
+                            true,
+                        ),
+                    ],
+                    "lm, mlm, seq-classification or token-classification",
+                )?;
+            }
             "includes_context" => self.includes_context = boolean(key, v)?,
             "memory_reading" => {
-                (self.reserved_memory, self.includes_context) = match v {
-                    "allocated" | "active" | "max_memory_allocated" => (false, false),
-                    "reserved" | "max_memory_reserved" => (true, false),
-                    "used" | "nvml" => (false, true),
-                    _ => {
-                        return Err(WorkloadError::Value {
-                            key: key.to_owned(),
-                            given: v.to_owned(),
-                            expected: "allocated, reserved or used",
-                        });
-                    }
-                };
+                (self.reserved_memory, self.includes_context) = choice(
+                    key,
+                    v,
+                    &[
+                        (
+                            &["allocated", "active", "max_memory_allocated"],
+                            (false, false),
+                        ),
+                        (&["reserved", "max_memory_reserved"], (true, false)),
+                        (&["used", "nvml"], (false, true)),
+                    ],
+                    "allocated, reserved or used",
+                )?;
             }
             "scope" => self.scope = Some(v.to_owned()),
             "format" => self.gguf = v.eq_ignore_ascii_case("gguf"),
