@@ -33,3 +33,12 @@ row IT-10 5586 "$(rate it10 --model llama-2-7b --precision fp16 --gpu A100-SXM4-
   "3,840 × (128, 128), fp16, 1 × A100-80GB, static 384"
 row IT-02 5539 "$(rate it02 --model llama-2-70b --precision fp8 --kv-precision fp8 --tp 2 --gpu H100-SXM5-80GB --max-batch 896)" \
   "8,960 × (1,024, 292), fp8 weights and KV, tp 2 on H100, continuous ≤ 896"
+# The held-out vLLM concurrency sweep (tests/data/plan/holdout.csv HO-72…HO-76): a client that
+# keeps at most C requests in flight against a server that batches them all is the offline
+# replay with at most C sequences in a batch. The 4090 has no catalog price: --price 1.
+trace mistral 300 256 128
+for c in 4:210:HO-72 8:377:HO-73 16:644:HO-74 32:975:HO-75 48:1190:HO-76; do
+  IFS=: read -r n measured id <<<"$c"
+  row "$id" "$measured" "$(rate mistral --model mistral-7b --precision bf16 --gpu GeForce-RTX-4090 --price 1 --max-batch "$n")" \
+    "300 × (256, 128), bf16, 1 × RTX 4090, continuous ≤ $n (vLLM, at most $n in flight)"
+done
