@@ -54,6 +54,9 @@ mod tests {
             ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", "H100-SXM5-80GB"),
             ("A100-SXM4-40GB", "A100-SXM4-40GB"),
             ("NVIDIA GeForce RTX 4080 SUPER", "GeForce-RTX-4080-SUPER"),
+            ("NVIDIA RTX A6000", "RTX-A6000"),
+            ("RTXA6000", "RTX-A6000"),
+            ("A6000", "RTX-A6000"),
         ] {
             assert_eq!(
                 c.resolve(printed).map(|m| m.name.as_str()),
@@ -71,6 +74,9 @@ mod tests {
             "NVIDIA A100",
             "H100",
             "NVIDIA GeForce RTX 5090",
+            // Lambda's `RTX6000` is the Turing Quadro RTX 6000, not the RTX A6000.
+            "RTX6000",
+            "Quadro RTX 6000",
             "",
         ] {
             assert_eq!(

@@ -654,12 +654,12 @@ mod tests {
     fn a_class_column_is_optional_and_a_model_number_is_never_dropped() {
         let with = "id,metric,measured,unit,workload,tolerance_pct,source,trust,class\n\
                     A,weights_memory,6.67,GiB,model=codellama-7b;mode=infer;precision=q8_0;\
-                    format=gguf;gpu_note=RTX A6000 48GB,5,src,high,gguf\n";
+                    format=gguf;gpu_note=RTX 5000 Ada 32GB,5,src,high,gguf\n";
         let cases = parse_cases(with, "c.csv").expect("parses");
         assert_eq!(cases[0].class, "gguf");
         let o = evaluate(&cases[0], &Catalog::builtin(), &Constants::default());
         assert_eq!(o.class.as_deref(), Some("gguf"));
-        // "RTX A6000" is not in the catalog, and is not taken for the "RTX" family.
+        // "RTX 5000 Ada" is not in the catalog, and is not taken for the "RTX" family.
         assert_eq!(o.gpu, None, "{o:?}");
         let e = parse_cases(
             "id,metric,measured,unit,workload,tolerance_pct,source,trust,class\nA,b,1,GiB,w,5,s,high\n",

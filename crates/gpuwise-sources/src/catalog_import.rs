@@ -234,6 +234,9 @@ pub fn map_gpu(
         "A10" => "A10",
         "A30" => "A30",
         "L40S" => "L40S",
+        // Lambda's `A6000` and Vast's `RTXA6000`; Lambda's `RTX6000` is the Turing Quadro
+        // RTX 6000, another card, left out.
+        "A6000" | "RTXA6000" | "RTX A6000" => "RTX-A6000",
         "H200" => "H200-SXM-141GB",
         "B200" => "B200",
         "MI300X" => "MI300X",
@@ -916,6 +919,16 @@ mod tests {
             Some("B200")
         );
         assert_eq!(map_gpu("vast", "1x-RTX_5090", "RTX5090", None), None);
+        assert_eq!(
+            map_gpu("lambda", "gpu_1x_a6000", "A6000", None),
+            Some("RTX-A6000")
+        );
+        assert_eq!(
+            map_gpu("vast", "2x-RTX_A6000-32-65536", "RTXA6000", None),
+            Some("RTX-A6000")
+        );
+        // Lambda's `RTX6000` is the Turing Quadro RTX 6000: not the same card.
+        assert_eq!(map_gpu("lambda", "gpu_1x_rtx6000", "RTX6000", None), None);
         assert_eq!(map_gpu("aws", "g6f.large", "NVIDIA L40", None), None);
     }
 
