@@ -869,8 +869,9 @@ const PLAN_EXAMPLES: &str = "Examples:
   gpuwise plan --hf-config ./config.json --max-latency-ms 30 --cloud aws --cloud gcp
   gpuwise plan --params 13b --mode qlora --budget 500
   gpuwise plan --model llama-3.1-70b --mode train --checkpointing full --network-gbps 800
-  gpuwise plan --model llama-3.1-8b --mode train --precision bf16 --checkpointing full \
-    --optimizer paged_adamw8bit --optimizer-in-backward true --framework torchtune --gpu L4
+  gpuwise plan --model llama-3.1-8b --mode train --precision bf16 --checkpointing full \\
+    --optimizer paged_adamw8bit --optimizer-in-backward true --activation-offload true \\
+    --framework torchtune --gpu L4
   gpuwise plan --workload job.toml
   gpuwise plan models
   gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/holdout.csv";
