@@ -405,6 +405,10 @@ fn configs(
             "{name}: a replica is {} GPU(s) at ${price:.4}/GPU-hour; its KV cache holds {:.0} tokens beside the weights",
             model.gpus, model.kv_capacity_tokens
         ));
+        // Figures that are a bound, not the GPU's own (the A10G's), are said, as in `plan`.
+        if let Some(note) = catalog.resolve(&name).and_then(|g| g.compute_note.as_ref()) {
+            notes.push(format!("{name}: {note}"));
+        }
         for (scaling, policy, period) in &scalings {
             for &b in &batches {
                 let batching = match a.batching.as_str() {

@@ -197,6 +197,32 @@ fn one_request_costs_what_the_planner_says() {
     );
 }
 
+/// A replica on an A10G runs on the A10's tensor figures, an upper bound: the run says so, as
+/// `plan` does; an H100 run, on its own datasheet, says nothing of the kind.
+#[test]
+fn a_bound_on_a_gpus_figures_is_said() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = steady(dir.path(), 20, 2.0, 512, 64);
+    let notes = |gpu: &str| -> Vec<String> {
+        let r = serve_json(&["--trace", &trace, "--model", "mistral-7b", "--gpu", gpu]);
+        r["notes"]
+            .as_array()
+            .expect("notes")
+            .iter()
+            .map(|n| n.as_str().expect("a note").to_owned())
+            .collect()
+    };
+    let a10g = notes("A10G");
+    assert!(
+        a10g.iter().any(
+            |n| n.starts_with("A10G: tensor TFLOPS are the A10's") && n.contains("upper bound")
+        ),
+        "{a10g:?}"
+    );
+    let h100 = notes("H100-SXM5-80GB");
+    assert!(!h100.iter().any(|n| n.contains("upper bound")), "{h100:?}");
+}
+
 /// A generic trace: `n` requests at `rate` per second (evenly spaced), `input`/`output` tokens.
 fn steady(dir: &Path, n: usize, rate: f64, input: u32, output: u32) -> String {
     let mut s = String::from("arrival_s,input_tokens,output_tokens\n");
