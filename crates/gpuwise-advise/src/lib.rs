@@ -451,6 +451,13 @@ fn half_tflops(g: &GpuSpec) -> Option<f64> {
     g.dense_tflops.bf16.or(g.dense_tflops.fp16)
 }
 
+/// Whether `g`'s figures can show that a load fits it: 16-bit TFLOPS and memory bandwidth, both
+/// its own datasheet's. A bound (the A10G runs on the A10's tensor figures, an upper bound)
+/// would project too low a utilization, so such a GPU is never a right-sizing target.
+fn can_size_a_move_to(g: &GpuSpec) -> bool {
+    half_tflops(g).is_some() && g.memory_bandwidth_gb_s.is_some() && g.compute_note.is_none()
+}
+
 fn window_confidence(hours: f64, what: &str) -> Confidence {
     if hours >= 14.0 * 24.0 {
         Confidence {
@@ -1145,7 +1152,7 @@ fn rightsize(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Acti
         {
             continue;
         }
-        if half_tflops(g).is_none() || g.memory_bandwidth_gb_s.is_none() {
+        if !can_size_a_move_to(g) {
             continue;
         }
         let Some((projected, mut ev)) = projected_use(d, g, planner, current.as_ref(), dram) else {
@@ -1846,6 +1853,18 @@ fn commit_baseline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gpu_on_borrowed_figures_is_never_a_rightsizing_target() {
+        let c = Catalog::builtin();
+        let gpu = |n: &str| c.resolve(n).expect("in the catalog");
+        assert!(can_size_a_move_to(gpu("L40S")));
+        assert!(can_size_a_move_to(gpu("A10")));
+        // The A10G's tensor figures are the A10's, an upper bound.
+        assert!(!can_size_a_move_to(gpu("A10G")));
+        // Name and memory only.
+        assert!(!can_size_a_move_to(gpu("GeForce-RTX-3090")));
+    }
 
     #[test]
     fn window_bins_cover_the_schedule() {
