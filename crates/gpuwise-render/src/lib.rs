@@ -92,9 +92,11 @@ impl Default for RenderOptions {
 /// Fit a terminal table: the width of `COLUMNS` when set, else of the terminal when standard
 /// output is one, else 100 columns (pipes, files, snapshots stay stable); and never break a
 /// name — a column whose cells have no spaces (device ids, regions, instance types, numbers)
-/// keeps its full width, and only text with spaces wraps.
+/// keeps its full width, and only text with spaces wraps, between words: a wrapping column is
+/// at least as wide as its longest word (up to 16 characters), so a table wider than the
+/// screen grows past it rather than printing its text one letter a line.
 pub(crate) fn fit(t: &mut comfy_table::Table, rows: &[Vec<String>]) {
-    use comfy_table::ColumnConstraint;
+    use comfy_table::{ColumnConstraint, Width};
     match std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<u16>().ok())
@@ -112,8 +114,32 @@ pub(crate) fn fit(t: &mut comfy_table::Table, rows: &[Vec<String>]) {
         let unbreakable = rows
             .iter()
             .all(|r| r.get(i).is_none_or(|c| !c.contains(char::is_whitespace)));
-        if unbreakable && let Some(c) = t.column_mut(i) {
-            c.set_constraint(ColumnConstraint::ContentWidth);
+        if unbreakable {
+            if let Some(c) = t.column_mut(i) {
+                c.set_constraint(ColumnConstraint::ContentWidth);
+            }
+        } else {
+            let header = t
+                .header()
+                .and_then(|h| h.cell_iter().nth(i))
+                .map(|c| c.content());
+            let word = rows
+                .iter()
+                .filter_map(|r| r.get(i).cloned())
+                .chain(header)
+                .flat_map(|cell| {
+                    cell.split_whitespace()
+                        .map(|w| w.chars().count())
+                        .collect::<Vec<_>>()
+                })
+                .max()
+                .unwrap_or(1)
+                .min(16);
+            // The boundary counts the cell's padding, one space each side.
+            let width = u16::try_from(word + 2).unwrap_or(u16::MAX);
+            if let Some(c) = t.column_mut(i) {
+                c.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(width)));
+            }
         }
     }
 }
