@@ -126,6 +126,12 @@ pub(crate) fn run(cmd: &CatalogCommand) -> anyhow::Result<ExitCode> {
                 );
                 if f == Format::Table {
                     s.push_str("\nDense TFLOPS (no sparsity). Sources: `--format json` gives each GPU's source and date.\n");
+                    // Figures that are a bound, not the GPU's own datasheet's, say so.
+                    for g in &c.gpus {
+                        if let Some(note) = &g.compute_note {
+                            s.push_str(&format!("{}: {note}.\n", g.name));
+                        }
+                    }
                 }
                 s
             };
@@ -338,6 +344,9 @@ fn price(a: &PriceArgs) -> anyhow::Result<()> {
                 num(spec.memory_bandwidth_gb_s, 0),
                 num(bf16, 1)
             ));
+            if let Some(note) = &spec.compute_note {
+                s.push_str(&format!("{}: {note}.\n", spec.name));
+            }
         }
         s
     };

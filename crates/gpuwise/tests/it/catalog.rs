@@ -484,6 +484,22 @@ fn csv_and_table_queries() {
     );
     let o = run(&["catalog", "gpus"]);
     assert!(o.stdout.contains("A100-SXM4-80GB") && o.stdout.contains("Dense TFLOPS"));
+    // A wrapping column breaks between words, never inside one.
+    assert!(
+        o.stdout.contains("Lovelace") && o.stdout.contains("PROFILES"),
+        "{}",
+        o.stdout
+    );
+    // Figures that are a bound say so, in the table and in the price query.
+    assert!(
+        o.stdout.contains("A10G: tensor TFLOPS are the A10's"),
+        "{}",
+        o.stdout
+    );
+    let o = run(&["catalog", "price", "A10G"]);
+    assert!(o.stdout.contains("an upper bound"), "{}", o.stdout);
+    let o = run(&["catalog", "price", "A10"]);
+    assert!(!o.stdout.contains("upper bound"), "{}", o.stdout);
     let o = run(&["catalog", "price", "H100"]);
     assert_eq!(o.code, 2);
     assert!(
