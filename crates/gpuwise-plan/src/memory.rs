@@ -621,7 +621,9 @@ fn gradients_made_in_backward(model: &Model, s: &Setup, mem: &mut Memory) {
         * f64::from(s.batch)
         * f64::from(s.seq)
         / f64::from(s.tp);
-    let forward = mem.of(&["activations", "loss"]);
+    // Autocast's 16-bit weight copies are saved for the backward pass like activations and
+    // freed layer by layer as it runs: they belong to the forward side.
+    let forward = mem.of(&["activations", "loss", "cast_cache"]);
     let Some(g) = mem.terms.iter_mut().find(|t| t.name == "gradients") else {
         return;
     };
@@ -629,8 +631,9 @@ fn gradients_made_in_backward(model: &Model, s: &Setup, mem: &mut Memory) {
     let gib = |b: f64| b / super::GIB;
     g.formula = format!(
         "{}; made in the backward pass as activations are freed and freed after the step (one \
-         micro-batch per step): the peak is max(activations + loss {:.2} GiB, gradients {:.2} GiB \
-         + one layer {:.2} GiB), so {:.2} GiB count beyond the activations",
+         micro-batch per step): the peak is max(activations + loss (+ autocast's copies) {:.2} \
+         GiB, gradients {:.2} GiB + one layer {:.2} GiB), so {:.2} GiB count beyond the \
+         activations",
         g.formula,
         gib(forward),
         gib(g.bytes),
@@ -1103,6 +1106,21 @@ mod tests {
         assert!((ckpt.of(&["gradients"]) - (grads + layer - forward)).abs() < 1.0);
         let states = ckpt.of(&["weights", "optimizer"]);
         assert!((ckpt.total_bytes - (states + grads + layer)).abs() < 1.0);
+        // Under autocast the 16-bit weight copies are saved like activations: the forward
+        // side of the max.
+        let kv = [
+            ("mode", "train"),
+            ("precision", "amp_bf16"),
+            ("batch", "2"),
+            ("seq", "4096"),
+            ("checkpointing", "full"),
+        ];
+        let amp = estimate(&m, &setup(&m, &kv), false);
+        let fwd = amp.of(&["activations", "loss", "cast_cache"]);
+        let fp32_grads = m.params * 4.0;
+        let (full, _, _, _) = training_layer_units(&m, &setup(&m, &kv));
+        let amp_layer = full * 3072.0 * 8192.0;
+        assert!((amp.of(&["gradients"]) - (fp32_grads + amp_layer - fwd).max(0.0)).abs() < 1.0);
         // Kept between micro-batches, or in a persistent buffer, they add up.
         let ga = mem(&[("checkpointing", "full"), ("ga", "2")]);
         assert!((ga.of(&["gradients"]) - grads).abs() < 1.0);
