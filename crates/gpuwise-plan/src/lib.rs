@@ -114,6 +114,8 @@ pub struct Setup {
     pub tp: u32,
     /// Pipeline parallel.
     pub pp: u32,
+    /// Context parallel: each sequence split over this many GPUs.
+    pub cp: u32,
     /// Data parallel.
     pub dp: u32,
     /// GPUs in all.
@@ -186,10 +188,11 @@ impl Setup {
         };
         let tp = w.tp.max(1);
         let pp = w.pp.max(1);
+        let cp = w.cp.max(1);
         let dp =
-            w.dp.or_else(|| w.gpus.map(|g| (g / (tp * pp)).max(1)))
+            w.dp.or_else(|| w.gpus.map(|g| (g / (tp * pp * cp)).max(1)))
                 .unwrap_or(1);
-        let gpus = w.gpus.unwrap_or(dp * tp * pp);
+        let gpus = w.gpus.unwrap_or(dp * tp * pp * cp);
         let microbatches =
             w.ga.filter(|g| *g > 1)
                 .or_else(|| w.global_batch.map(|g| (g / (dp * batch).max(1)).max(1)))
@@ -215,11 +218,26 @@ impl Setup {
             kv_len,
             tp,
             pp,
+            cp,
             dp,
             gpus,
             microbatches,
             assumptions,
         }
+    }
+
+    /// GPUs the model states are sharded over under ZeRO / FSDP: the data-parallel ranks and,
+    /// with context parallelism, its ranks too (torchtitan's FSDP mesh flattens data and
+    /// context parallel; Megatron's distributed optimizer shards over both).
+    #[must_use]
+    pub fn shard_ways(&self) -> u32 {
+        self.dp * self.cp
+    }
+
+    /// Tokens of one micro-batch on one GPU: context parallelism splits each sequence.
+    #[must_use]
+    pub fn local_tokens(&self) -> f64 {
+        f64::from(self.batch) * f64::from(self.seq) / f64::from(self.cp)
     }
 
     /// Model-parallel ways one copy of the weights is split.

@@ -195,7 +195,10 @@ fn layer_units(m: &Model, seq: f64, flash: bool) -> (f64, f64, f64) {
 /// layer input and both norms' saved inputs take 4 bytes, and the attention probabilities
 /// softmax saves take 4 bytes where there are score matrices.
 fn training_layer_units(model: &Model, s: &Setup) -> (f64, f64, f64, f64) {
-    let (full, scores, mm) = layer_units(model, f64::from(s.seq), s.workload.flash_attention);
+    // Context parallel splits each sequence: a GPU's score blocks are its local queries
+    // against one peer's keys at a time (ring attention).
+    let local_seq = f64::from(s.seq) / f64::from(s.cp);
+    let (full, scores, mm) = layer_units(model, local_seq, s.workload.flash_attention);
     // Tensor parallel with sequence parallel gathers the sequence before the attention's and
     // the feed-forward's column-parallel projections. Megatron re-gathers it in the backward
     // pass (Korthikanti et al. 2022, 4.2.2); PyTorch's DTensor tensor parallel (torchtitan)
@@ -213,7 +216,7 @@ fn training_layer_units(model: &Model, s: &Setup) -> (f64, f64, f64, f64) {
     let fp32_probs = if s.workload.flash_attention {
         0.0
     } else {
-        2.0 * f64::from(model.heads) * f64::from(s.seq) / f64::from(model.hidden)
+        2.0 * f64::from(model.heads) * local_seq / f64::from(model.hidden)
     };
     (full + 4.0 + fp32_probs, scores + fp32_probs, mm, 4.0)
 }
@@ -296,7 +299,7 @@ fn stored_weights(model: &Model, s: &Setup, mem: &mut Memory, label: &str) {
     // FSDP (ZeRO-3) shards every parameter, frozen ones too (torchtune's and PEFT's LoRA and
     // QLoRA recipes across GPUs); the adapters stay whole (they are tiny).
     let shard = if w.mode.trains() && w.zero >= 3 {
-        f64::from(s.dp)
+        f64::from(s.shard_ways())
     } else {
         1.0
     };
@@ -338,7 +341,7 @@ pub fn state_bytes(model: &Model, s: &Setup) -> StateBytes {
 /// copies, sharded by ZeRO stage over data parallel; with ZeRO-3 the gathered layers.
 fn training_states(model: &Model, s: &Setup, mem: &mut Memory) {
     let (w, n, mp) = (&s.workload, model.params, s.model_parallel());
-    let dp = f64::from(s.dp);
+    let dp = f64::from(s.shard_ways());
     let h = f64::from(model.hidden);
     let b = state_bytes(model, s);
     let shard = |stage: u8| if w.zero >= stage { dp } else { 1.0 };
@@ -409,7 +412,7 @@ fn training_states(model: &Model, s: &Setup, mem: &mut Memory) {
         "params × 2 B: autocast's 16-bit copies of fp32 weights".to_owned(),
     );
     gathered_layers(model, s, 2.0, mem);
-    if w.zero >= 3 && s.dp > 1 && w.scope.as_deref() != Some("model_states_only") {
+    if w.zero >= 3 && s.shard_ways() > 1 && w.scope.as_deref() != Some("model_states_only") {
         unsharded_gradients(model, s, b.grads, mem);
     }
 }
@@ -457,7 +460,7 @@ fn layer_params(model: &Model) -> f64 {
 /// ZeRO paper's model-state figures leave them out).
 fn gathered_layers(model: &Model, s: &Setup, bytes: f64, mem: &mut Memory) {
     let w = &s.workload;
-    if w.zero < 3 || s.dp <= 1 || w.scope.as_deref() == Some("model_states_only") {
+    if w.zero < 3 || s.shard_ways() <= 1 || w.scope.as_deref() == Some("model_states_only") {
         return;
     }
     let layer = layer_params(model);
@@ -499,7 +502,11 @@ fn adapters(model: &Model, s: &Setup, mem: &mut Memory) {
     let b = StateBytes::new(dtype, w.optimizer, h, false);
     let per_param = b.weights + b.grads + b.optimizer;
     // FSDP shards the adapters with everything else.
-    let shard = if w.zero >= 3 { f64::from(s.dp) } else { 1.0 };
+    let shard = if w.zero >= 3 {
+        f64::from(s.shard_ways())
+    } else {
+        1.0
+    };
     mem.push(
         "adapters",
         adapters * per_param / mp / shard,
@@ -517,8 +524,7 @@ fn activations_and_loss(model: &Model, s: &Setup, mem: &mut Memory) {
     let (w, p) = (&s.workload, s.precision);
     let h = f64::from(model.hidden);
     let tp = f64::from(s.tp);
-    let seq = f64::from(s.seq);
-    let t = f64::from(s.batch) * seq;
+    let t = s.local_tokens();
     let unit = p.activation_bytes() / 2.0 * h * t / tp;
     let (full, scores, mm, input) = training_layer_units(model, s);
     let l = f64::from(model.layers);
@@ -609,18 +615,16 @@ fn activations_and_loss(model: &Model, s: &Setup, mem: &mut Memory) {
 fn gradients_made_in_backward(model: &Model, s: &Setup, mem: &mut Memory) {
     let w = &s.workload;
     let persistent = w.framework_is(&["megatron", "deepspeed", "nemo"])
-        || (s.dp > 1 && w.zero < 3)
+        || (s.shard_ways() > 1 && w.zero < 3)
         || s.microbatches > 1
         || s.pp > 1;
     if w.mode != Mode::Train || w.optimizer_in_backward || w.cpu_offload || persistent {
         return;
     }
     let (full, _, _, _) = training_layer_units(model, s);
-    let layer = full * s.precision.activation_bytes() / 2.0
-        * f64::from(model.hidden)
-        * f64::from(s.batch)
-        * f64::from(s.seq)
-        / f64::from(s.tp);
+    let layer =
+        full * s.precision.activation_bytes() / 2.0 * f64::from(model.hidden) * s.local_tokens()
+            / f64::from(s.tp);
     // Autocast's 16-bit weight copies are saved for the backward pass like activations and
     // freed layer by layer as it runs: they belong to the forward side.
     let forward = mem.of(&["activations", "loss", "cast_cache"]);
@@ -834,6 +838,47 @@ mod tests {
         };
         let unit = 8192.0 * 16_384.0 / 8.0;
         assert!((act("torchtitan") - act("megatron") - 4.0 * 7.0 * unit).abs() < 1.0);
+    }
+
+    #[test]
+    fn context_parallel_splits_the_sequence_and_shards_the_states_further() {
+        // torchtitan's Table 2: 8 GPUs as FSDP 8 at 32k tokens or FSDP 4 × CP 2 at 64k: each
+        // GPU holds 32k tokens and an eighth of the states either way.
+        let m = Model::preset("llama-3.1-8b").expect("preset");
+        let mem = |dp: &'static str, cp: &'static str, seq: &'static str| {
+            let kv = [
+                ("mode", "train"),
+                ("precision", "amp_bf16"),
+                ("framework", "torchtitan"),
+                ("zero", "3"),
+                ("batch", "1"),
+                ("checkpointing", "full"),
+                ("dp", dp),
+                ("cp", cp),
+                ("seq", seq),
+            ];
+            let s = setup(&m, &kv);
+            assert_eq!(s.gpus, 8);
+            estimate(&m, &s, false)
+        };
+        let (fsdp, cp) = (mem("8", "1", "32768"), mem("4", "2", "65536"));
+        for term in [
+            "weights",
+            "optimizer",
+            "activations",
+            "loss",
+            "gathered_layers",
+        ] {
+            assert!(
+                (fsdp.of(&[term]) - cp.of(&[term])).abs() < 1.0,
+                "{term}: {} vs {}",
+                fsdp.of(&[term]),
+                cp.of(&[term])
+            );
+        }
+        // Without context parallel the 64k sequence sits on one GPU: twice the activations.
+        let whole = mem("8", "1", "65536");
+        assert!((whole.of(&["activations"]) / cp.of(&["activations"]) - 2.0).abs() < 1e-9);
     }
 
     #[test]

@@ -282,7 +282,7 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
             4.0
         };
         let bytes = 2.0 * (tp - 1.0) / tp * h * s.precision.activation_bytes();
-        let tokens = f64::from(s.batch) * seq;
+        let tokens = s.local_tokens();
         let comm = l / f64::from(s.pp) * ars * (bytes * tokens / link + c.allreduce_latency_s);
         let compute = hw_flops / tp / f64::from(s.pp) * tokens / achieved;
         comm / (comm + compute)
@@ -356,11 +356,14 @@ fn fp8_rate(
 /// move as much). Tensor and pipeline parallel ranks each carry their share.
 #[must_use]
 pub fn dp_traffic_bytes(m: &Model, s: &Setup) -> f64 {
-    if s.dp <= 1 || !s.workload.mode.trains() {
+    if s.shard_ways() <= 1 || !s.workload.mode.trains() {
         return 0.0;
     }
     let w = &s.workload;
-    let dp = f64::from(s.dp);
+    // Context-parallel ranks hold gradient shards too: the collectives span data × context
+    // parallel (ring attention's own key/value passes overlap the attention and are not
+    // counted).
+    let dp = f64::from(s.shard_ways());
     let ring = (dp - 1.0) / dp;
     let (weight_b, trainable, grad_b) = if w.mode == Mode::Train {
         let b = super::memory::state_bytes(m, s);

@@ -191,6 +191,7 @@ pub fn plan(req: &Request, catalog: &Catalog) -> Plan {
     let fixed = req.workload.gpus.is_some()
         || req.workload.tp > 1
         || req.workload.pp > 1
+        || req.workload.cp > 1
         || req.workload.dp.is_some();
     let counts: Vec<u32> = if fixed {
         vec![base.gpus]

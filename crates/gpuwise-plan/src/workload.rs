@@ -355,6 +355,8 @@ pub struct Workload {
     pub tp: u32,
     /// Pipeline parallel degree.
     pub pp: u32,
+    /// Context parallel degree: each sequence split over this many GPUs (ring attention).
+    pub cp: u32,
     /// Data parallel degree.
     pub dp: Option<u32>,
     /// GPUs in all.
@@ -411,6 +413,7 @@ impl Default for Workload {
             zero: 0,
             tp: 1,
             pp: 1,
+            cp: 1,
             dp: None,
             gpus: None,
             lora_rank: 8,
@@ -538,6 +541,7 @@ impl Workload {
             }
             "tp" => self.tp = uint(key, v)?.max(1),
             "pp" => self.pp = uint(key, v)?.max(1),
+            "cp" => self.cp = uint(key, v)?.max(1),
             "dp" => self.dp = Some(uint(key, v)?.max(1)),
             "gpus" => self.gpus = Some(uint(key, v)?.max(1)),
             "lora_rank" => self.lora_rank = uint(key, v)?.max(1),

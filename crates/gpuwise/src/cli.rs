@@ -1005,6 +1005,10 @@ pub(crate) struct PlanArgs {
     /// Pipeline parallel degree.
     #[arg(long)]
     pub pp: Option<String>,
+    /// Context parallel degree: each training sequence split over this many GPUs (ring
+    /// attention; fixes the layout).
+    #[arg(long)]
+    pub cp: Option<String>,
     /// GPUs in all (fixes the count).
     #[arg(long)]
     pub gpus: Option<String>,

@@ -163,7 +163,7 @@ fn model_and_workload(a: &PlanArgs) -> anyhow::Result<(Model, Workload, f64)> {
             printer::me()
         )
     })?;
-    let flags: [(&str, &Option<String>); 23] = [
+    let flags: [(&str, &Option<String>); 24] = [
         ("mode", &a.mode),
         ("precision", &a.precision),
         ("kv_precision", &a.kv_precision),
@@ -183,6 +183,7 @@ fn model_and_workload(a: &PlanArgs) -> anyhow::Result<(Model, Workload, f64)> {
         ("zero", &a.zero),
         ("tp", &a.tp),
         ("pp", &a.pp),
+        ("cp", &a.cp),
         ("gpus", &a.gpus),
         ("lora_rank", &a.lora_rank),
         ("framework", &a.framework),
@@ -234,6 +235,7 @@ fn flags_that_do_not_apply(a: &PlanArgs, mode: Mode) -> Vec<&'static str> {
             ("--cpu-offload", &a.cpu_offload),
             ("--activation-offload", &a.activation_offload),
             ("--loss", &a.loss),
+            ("--cp", &a.cp),
             ("--zero", &a.zero),
             ("--ga", &a.ga),
         ] {
