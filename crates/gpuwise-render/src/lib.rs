@@ -109,7 +109,13 @@ pub(crate) fn fit(t: &mut comfy_table::Table, rows: &[Vec<String>]) {
             t.set_width(100);
         }
     }
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    // An empty table still lays out its header.
+    let columns = rows
+        .iter()
+        .map(Vec::len)
+        .chain(t.header().map(comfy_table::Row::cell_count))
+        .max()
+        .unwrap_or(0);
     for i in 0..columns {
         let unbreakable = rows
             .iter()
