@@ -92,6 +92,15 @@ pub struct GpuSpec {
 }
 
 impl GpuSpec {
+    /// `NAME: note` when the compute figures are a bound rather than the GPU's own datasheet's
+    /// (what every output that uses them prints).
+    #[must_use]
+    pub fn compute_caveat(&self) -> Option<String> {
+        self.compute_note
+            .as_ref()
+            .map(|n| format!("{}: {n}", self.name))
+    }
+
     /// Compute slices of the whole GPU (7 for A100/H100/H200, 4 for A30), if MIG-capable.
     #[must_use]
     pub fn mig_slices(&self) -> Option<u32> {

@@ -519,13 +519,20 @@ fn adapters(model: &Model, s: &Setup, mem: &mut Memory) {
     );
 }
 
+/// Bytes of one activation unit on one GPU (the unit of [`layer_units`]: 2 bytes per hidden
+/// value per token at 16 bits): × hidden × the GPU's tokens, ÷ tp (sequence parallel).
+fn activation_unit(model: &Model, s: &Setup) -> f64 {
+    s.precision.activation_bytes() / 2.0 * f64::from(model.hidden) * s.local_tokens()
+        / f64::from(s.tp)
+}
+
 /// Training activations (by checkpointing policy) and the loss's logits.
 fn activations_and_loss(model: &Model, s: &Setup, mem: &mut Memory) {
     let (w, p) = (&s.workload, s.precision);
     let h = f64::from(model.hidden);
     let tp = f64::from(s.tp);
     let t = s.local_tokens();
-    let unit = p.activation_bytes() / 2.0 * h * t / tp;
+    let unit = activation_unit(model, s);
     let (full, scores, mm, input) = training_layer_units(model, s);
     let l = f64::from(model.layers);
     let (kept, how) = match w.checkpointing {
@@ -622,9 +629,7 @@ fn gradients_made_in_backward(model: &Model, s: &Setup, mem: &mut Memory) {
         return;
     }
     let (full, _, _, _) = training_layer_units(model, s);
-    let layer =
-        full * s.precision.activation_bytes() / 2.0 * f64::from(model.hidden) * s.local_tokens()
-            / f64::from(s.tp);
+    let layer = full * activation_unit(model, s);
     // Autocast's 16-bit weight copies are saved for the backward pass like activations and
     // freed layer by layer as it runs: they belong to the forward side.
     let forward = mem.of(&["activations", "loss", "cast_cache"]);

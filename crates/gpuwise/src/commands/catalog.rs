@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow, bail};
-use gpuwise_catalog::{Catalog, Instance, Overlay, Pricing, parse_instances};
+use gpuwise_catalog::{Catalog, GpuSpec, Instance, Overlay, Pricing, parse_instances};
 use gpuwise_render::{Format, grid};
 use gpuwise_sources::catalog_import;
 use serde::Serialize;
@@ -127,10 +127,8 @@ pub(crate) fn run(cmd: &CatalogCommand) -> anyhow::Result<ExitCode> {
                 if f == Format::Table {
                     s.push_str("\nDense TFLOPS (no sparsity). Sources: `--format json` gives each GPU's source and date.\n");
                     // Figures that are a bound, not the GPU's own datasheet's, say so.
-                    for g in &c.gpus {
-                        if let Some(note) = &g.compute_note {
-                            s.push_str(&format!("{}: {note}.\n", g.name));
-                        }
+                    for caveat in c.gpus.iter().filter_map(GpuSpec::compute_caveat) {
+                        s.push_str(&format!("{caveat}.\n"));
                     }
                 }
                 s
@@ -344,8 +342,8 @@ fn price(a: &PriceArgs) -> anyhow::Result<()> {
                 num(spec.memory_bandwidth_gb_s, 0),
                 num(bf16, 1)
             ));
-            if let Some(note) = &spec.compute_note {
-                s.push_str(&format!("{}: {note}.\n", spec.name));
+            if let Some(caveat) = spec.compute_caveat() {
+                s.push_str(&format!("{caveat}.\n"));
             }
         }
         s

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail};
-use gpuwise_catalog::{Catalog, Pricing};
+use gpuwise_catalog::{Catalog, GpuSpec, Pricing};
 use gpuwise_plan::perf::{self, Constants};
 use gpuwise_plan::{Hardware, Model, Setup, Workload};
 use gpuwise_render::Format;
@@ -406,9 +406,7 @@ fn configs(
             model.gpus, model.kv_capacity_tokens
         ));
         // Figures that are a bound, not the GPU's own (the A10G's), are said, as in `plan`.
-        if let Some(note) = catalog.resolve(&name).and_then(|g| g.compute_note.as_ref()) {
-            notes.push(format!("{name}: {note}"));
-        }
+        notes.extend(catalog.resolve(&name).and_then(GpuSpec::compute_caveat));
         for (scaling, policy, period) in &scalings {
             for &b in &batches {
                 let batching = match a.batching.as_str() {
