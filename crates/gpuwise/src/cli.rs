@@ -872,6 +872,8 @@ const PLAN_EXAMPLES: &str = "Examples:
   gpuwise plan --model llama-3.1-8b --mode train --precision bf16 --checkpointing full \\
     --optimizer paged_adamw8bit --optimizer-in-backward true --activation-offload true \\
     --framework torchtune --gpu L4
+  gpuwise plan --model llama-3.1-8b --mode train --seq 65536 --cp 4 --gpus 8 --zero 3 \\
+    --framework torchtitan --checkpointing full --gpu H100-SXM5-80GB
   gpuwise plan --workload job.toml
   gpuwise plan models
   gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/holdout.csv";

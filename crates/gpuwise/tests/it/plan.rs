@@ -376,6 +376,32 @@ fn bad_input_gets_clear_errors() {
         "{}",
         o.stderr
     );
+    // The training flags of this planner name the flag and what they take.
+    for (flag, value, says) in [
+        (
+            "--activation-offload",
+            "maybe",
+            "activation_offload=`maybe`: expected true or false",
+        ),
+        (
+            "--loss",
+            "chunky",
+            "loss=`chunky`: expected chunked or full",
+        ),
+        ("--cp", "two", "cp=`two`: expected a positive whole number"),
+    ] {
+        let o = run(&[
+            "plan",
+            "--model",
+            "llama-3-8b",
+            "--mode",
+            "train",
+            flag,
+            value,
+        ]);
+        assert_eq!(o.code, 2, "{flag}: {}", o.stderr);
+        assert!(o.stderr.contains(says), "{flag}: {}", o.stderr);
+    }
     let o = run(&["plan", "--model", "llama-3-8b", "--batch", "-1"]);
     assert_eq!(o.code, 2);
     let o = run(&["plan", "--workload", &data("plan/bad-key.toml")]);
