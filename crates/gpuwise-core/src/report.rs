@@ -136,8 +136,13 @@ pub struct OverlapSummary {
 /// The cost of reading from a store: what crossed the network.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Pulled {
-    /// `pushdown` or `raw`.
+    /// `pushdown` or `raw`: the path that ran.
     pub mode: String,
+    /// Why that path: asked for, or the cheaper by the cost model.
+    pub why: String,
+    /// Devices the pushdown read from their raw samples instead (samples off the scrape
+    /// grid); each is named in a `raw_device` warning.
+    pub raw_devices: u64,
     /// Requests sent (range queries cut into pieces count each piece; retries count).
     pub requests: u64,
     /// Series received.

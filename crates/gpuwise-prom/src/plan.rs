@@ -96,6 +96,19 @@ impl Grid {
     }
 }
 
+/// How far back from a point the idle-episode test reaches, `l`: a run of points stands for
+/// its count × S (each point its interval), so an episode of at least L takes n = ⌈L / S⌉
+/// points and reaches (n − 1) × S. ⌊L / S⌋ points, as this once was, is a run shorter than L
+/// whenever S does not divide L: at 57 s a run of 10 points (570 s) counted as a 10-minute
+/// episode, which the file reader never does.
+#[must_use]
+pub fn episode_reach(min_idle_episode_ms: u64, s: i64) -> i64 {
+    let s = s.max(1);
+    let l = i64::try_from(min_idle_episode_ms).unwrap_or(i64::MAX / 2);
+    let n = (l + s - 1).div_euclid(s).max(1);
+    (n - 1).saturating_mul(s)
+}
+
 /// The smallest value `x` of a metric with `x × scale ≥ threshold` as the file reader sees it
 /// (`(x × scale) as f32`, compared with the `f32` setting): a filter `x < threshold_in(…)`
 /// holds exactly the points the file reader counts below the threshold, `x ≥ …` those at or
@@ -301,6 +314,24 @@ mod tests {
         assert!(!g.is_whole(&hours[0]) && g.is_whole(&hours[1]) && !g.is_whole(&hours[3]));
         // The last hour holds two points, 13:00 and 13:00:30.
         assert_eq!((hours[3].hour, hours[3].at), (13 * h, 13 * h + 30_000));
+    }
+
+    #[test]
+    fn an_episode_takes_enough_points_to_last_the_minimum() {
+        // n points × S ≥ L, with n as small as that allows, for every S from 1 s to 10 min.
+        for l in [600_000_u64, 300_000, 61_000] {
+            for s in (1_000..=600_000).step_by(1_000) {
+                let n = episode_reach(l, s) / s + 1;
+                assert!(n * s >= l as i64, "{l} {s}: {n} points");
+                assert!(
+                    n == 1 || (n - 1) * s < l as i64,
+                    "{l} {s}: {n} points is one too many"
+                );
+            }
+        }
+        // 57 s: 11 points (627 s), not 10 (570 s).
+        assert_eq!(episode_reach(600_000, 57_000), 10 * 57_000);
+        assert_eq!(episode_reach(600_000, 60_000), 9 * 60_000);
     }
 
     #[test]

@@ -97,6 +97,8 @@ pub struct Pushed {
     pub warnings: Vec<String>,
     /// How many of [`RAW_METRICS`] have series in the window.
     pub metrics_present: usize,
+    /// Devices whose samples are off the grid, read from their raw samples instead, with why.
+    pub raw_devices: Vec<(DeviceKey, String)>,
 }
 
 /// Device identity from a series' labels, by the DCGM reader's rules (`Hostname`/`hostname`,
@@ -157,8 +159,69 @@ struct Acc {
     gr: bool,
     /// Where its utilization is read from.
     source: Option<Source>,
+    /// How GR's and UTIL's samples sit on the grid ([`GridCheck`]).
+    check: [GridCheck; 2],
     /// Per hour.
     hours: BTreeMap<EpochMs, Hour>,
+}
+
+/// How one metric's raw samples sit on the grid of multiples of S, from four counts over the
+/// window. The grid's points equal the file reader's intervals exactly when every sample keeps
+/// one phase (each interval a multiple of S, none longer than the maximum gap); the counts
+/// find a device that does not where that shows as a count:
+/// - `doubles`: grid windows `(g − S, g]` that hold two samples or more, at the grid's phase
+///   and half a step off it (a scrape that jitters across the grid, an interval shorter than
+///   S, a repeated timestamp: two samples closer than S/2 always share a window at one of the
+///   two phases);
+/// - `stale`: points with a sample in their window and none in the maximum gap − S after it
+///   (the whole maximum gap when S is over half of it)
+///   (a gap longer than the maximum gap, where the file reader counts nothing and the store's
+///   lookback carries the sample on; a device that stopped before the window's end);
+/// - `unfilled`: points the store leaves empty where a sample within the maximum gap stands
+///   (VictoriaMetrics' lookback follows the series' own interval and drops a point after a
+///   missed scrape that Prometheus' 5 minutes carry, and the file reader counts);
+/// - `samples` against the points with a value: a quarter more points than samples is an
+///   interval the grid does not divide (45 s samples on a 30 s grid), not missed scrapes.
+#[derive(Clone, Copy, Debug, Default)]
+struct GridCheck {
+    samples: f64,
+    doubles: [f64; 2],
+    stale: f64,
+    unfilled: f64,
+}
+
+/// Why a device's samples are off the grid, if they are: `points` are the grid's points with a
+/// value.
+fn off_grid(c: &GridCheck, points: f64) -> Option<String> {
+    if c.doubles.iter().any(|d| *d > 0.0) {
+        return Some(format!(
+            "{} scrape window(s) hold two samples or more (samples closer than the {} interval, \
+             jitter across the grid, or repeated timestamps)",
+            c.doubles[0].max(c.doubles[1]),
+            "grid's"
+        ));
+    }
+    if c.stale > 0.0 {
+        return Some(
+            "a gap longer than --max-gap, or samples that stop before the window's end \
+             (the store's lookback would carry the last sample on)"
+                .to_owned(),
+        );
+    }
+    if c.unfilled > 0.0 {
+        return Some(format!(
+            "the store leaves {} point(s) empty where a sample within --max-gap stands (its \
+             lookback is shorter)",
+            c.unfilled
+        ));
+    }
+    if points > c.samples * 1.25 + 1.0 {
+        return Some(format!(
+            "{points} grid points for {} samples: its scrape interval is not the grid's",
+            c.samples
+        ));
+    }
+    None
 }
 
 /// One hour of a device: points of each metric, then of its utilization, their mean, the
@@ -324,6 +387,74 @@ pub fn scrape_interval(client: &Client, q: &Query) -> Result<i64, PromError> {
     census(client, q).map(|(_, step)| step)
 }
 
+/// Which way to read the window, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PathChoice {
+    /// Pull the samples (`true`) or push the aggregation down.
+    pub raw: bool,
+    /// The scrape interval.
+    pub step_ms: i64,
+    /// Points a raw pull would move: utilization samples × the DCGM metrics present.
+    pub raw_points: f64,
+    /// Requests the pushdown would send.
+    pub pushdown_requests: usize,
+    /// The choice in words.
+    pub why: String,
+}
+
+/// What a request costs against a point, in the same unit: a request to a store on the same
+/// network answers in a few milliseconds before it moves any data, and a raw point costs
+/// about a microsecond to send, decode and read (measured on Prometheus 2.42 over loopback,
+/// BENCHMARKS.md: 2.3 ms a request, 0.9 µs a point), so one request weighs about as much as
+/// 2,500 points.
+pub const POINTS_PER_REQUEST: f64 = 2_500.0;
+
+/// Choose the path by what each would cost ([`POINTS_PER_REQUEST`]): a raw pull moves every
+/// sample of every metric present in chunks; the pushdown sends a fixed set of queries, one
+/// per figure and hour piece (hours of a regular shape share one range query), and moves
+/// little. Small fleets and short windows pull raw; large ones push down.
+pub fn choose_path(client: &Client, q: &Query) -> Result<PathChoice, PromError> {
+    let (r, step) = census(client, q)?;
+    let samples: f64 = r.series.iter().filter_map(last_value).sum();
+    let present = client.query(
+        &format!(
+            "count by (__name__) ({{__name__=~\"{}\"{}{}}})",
+            RAW_METRICS.join("|"),
+            if q.matchers.is_empty() { "" } else { "," },
+            q.matchers
+        ),
+        q.end_ms,
+    )?;
+    let families = present.series.len().max(1) as f64;
+    let raw_points = samples * families;
+    let chunks = ((q.end_ms - q.start_ms) / step.saturating_mul(RAW_CHUNK_POINTS)).max(0) + 1;
+    let raw_requests = chunks as f64 * families;
+    let grid = Grid::new(q.start_ms, q.end_ms, step);
+    let pieces = grid.hours().iter().filter(|p| !grid.is_whole(p)).count() + 1;
+    // Hourly figures: two counts and mean, idle, held idle; window figures: ten grid
+    // checks, seven of the utilization, eleven of memory, power and activity, one census.
+    let pushdown_requests = 5 * pieces + 29;
+    let raw_cost = raw_points + raw_requests * POINTS_PER_REQUEST;
+    let push_cost = pushdown_requests as f64 * POINTS_PER_REQUEST;
+    let raw = raw_cost <= push_cost;
+    let why = format!(
+        "{}: a raw pull moves {raw_points:.0} points in {raw_requests:.0} requests, the \
+         pushdown sends about {pushdown_requests} requests (a request weighs {POINTS_PER_REQUEST:.0} points)",
+        if raw {
+            "raw samples, the cheaper path"
+        } else {
+            "pushdown, the cheaper path"
+        }
+    );
+    Ok(PathChoice {
+        raw,
+        step_ms: step,
+        raw_points,
+        pushdown_requests,
+        why,
+    })
+}
+
 /// Push the aggregation down to the store behind `client`, in shards when the window holds
 /// more samples than the budget.
 pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
@@ -333,20 +464,21 @@ pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
         ..q.clone()
     };
     let total: f64 = r.series.iter().filter_map(last_value).sum();
-    if total <= q.sample_budget as f64 {
-        return pushdown_one(client, q, step);
-    }
     let label = if r.series.iter().any(|x| x.labels.contains_key("UUID")) {
         "UUID"
     } else {
         "uuid"
     };
+    if total <= q.sample_budget as f64 {
+        return pushdown_one(client, q, step, label);
+    }
     let mut all = Pushed {
         profiles: Vec::new(),
         step_ms: 0,
         queries: Vec::new(),
         warnings: Vec::new(),
         metrics_present: 0,
+        raw_devices: Vec::new(),
     };
     let shards = "0123456789abcdefABCDEF"
         .chars()
@@ -362,8 +494,9 @@ pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
             },
             ..q.clone()
         };
-        match pushdown_one(client, &sq, step) {
+        match pushdown_one(client, &sq, step, label) {
             Ok(p) => {
+                all.raw_devices.extend(p.raw_devices);
                 all.profiles.extend(p.profiles);
                 all.step_ms = p.step_ms;
                 all.queries.extend(p.queries);
@@ -376,12 +509,12 @@ pub fn pushdown(client: &Client, q: &Query) -> Result<Pushed, PromError> {
         }
     }
     if all.profiles.is_empty() {
-        return pushdown_one(client, q, step);
+        return pushdown_one(client, q, step, label);
     }
     Ok(all)
 }
 
-fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError> {
+fn pushdown_one(client: &Client, q: &Query, s: i64, label: &str) -> Result<Pushed, PromError> {
     let grid = Grid::new(q.start_ms, q.end_ms, s);
     let hours = grid.hours();
     let mut c = Collect {
@@ -389,10 +522,11 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
         queries: Vec::new(),
         warnings: Vec::new(),
         devs: BTreeMap::new(),
+        off_grid: BTreeMap::new(),
         present: 0,
     };
     // Each metric's points per hour, for every device: which metric a device is read from
-    // depends on them.
+    // depends on them; and how each metric's samples sit on the grid.
     let mut counts = Vec::new();
     for (metric, slot) in [(GR, Slot::GrPoints), (UTIL, Slot::UtilPoints)] {
         counts.extend(hourly(
@@ -405,9 +539,12 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
             slot,
         ));
     }
+    counts.extend(grid_check_jobs(q, &grid));
     c.run(counts)?;
+    c.set_aside_off_grid();
+    c.set_aside_all_when_sparse(q, s);
     let sources = choose_sources(&mut c.devs);
-    if sources.is_empty() {
+    if sources.is_empty() && c.off_grid.is_empty() {
         return Err(PromError::Config(format!(
             "no GPU utilization series{}: neither {GR} nor {UTIL}",
             if q.matchers.is_empty() {
@@ -418,7 +555,7 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
         )));
     }
     let mut jobs = Vec::new();
-    for source in sources {
+    for &source in &sources {
         jobs.extend(signal_jobs(
             q,
             &grid,
@@ -426,7 +563,9 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
             &Signal::new(source, &q.matchers),
         ));
     }
-    jobs.extend(device_jobs(q, &grid));
+    if !sources.is_empty() {
+        jobs.extend(device_jobs(q, &grid));
+    }
     jobs.push(Job {
         promql: format!(
             "count by (__name__) ({{__name__=~\"{}\"{}{}}})",
@@ -440,34 +579,197 @@ fn pushdown_one(client: &Client, q: &Query, s: i64) -> Result<Pushed, PromError>
         scale: 1.0,
     });
     c.run(jobs)?;
-    for metric in ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE"] {
-        if !c
-            .queries
-            .iter()
-            .any(|(qq, n, _)| qq.contains(metric) && *n > 0)
-        {
-            c.warnings
-                .push(format!("{metric} is missing: its figures are left empty"));
-        }
+    if !sources.is_empty() {
+        c.warn_missing_metrics();
     }
     let Collect {
         queries,
         mut warnings,
         mut devs,
         present,
+        off_grid: c_off_grid,
         ..
     } = c;
     for acc in devs.values_mut() {
         acc.total(&grid);
     }
-    let profiles = plausible_profiles(devs, q, s, &mut warnings);
+    let mut profiles = plausible_profiles(devs, q, s, &mut warnings);
+    let mut queries = queries;
+    let raw_devices: Vec<(DeviceKey, String)> = c_off_grid.into_iter().collect();
+    read_off_grid(
+        client,
+        q,
+        s,
+        label,
+        &raw_devices,
+        &mut profiles,
+        &mut queries,
+        &mut warnings,
+    )?;
     Ok(Pushed {
         profiles,
         step_ms: s,
         queries,
         warnings,
         metrics_present: present,
+        raw_devices,
     })
+}
+
+/// The devices off the grid, read from their raw samples into `profiles` (by the fleet's
+/// UUID label, then by the query's own matchers for any that label did not find).
+#[allow(clippy::too_many_arguments)] // the pushdown's running state, passed through once
+fn read_off_grid(
+    client: &Client,
+    q: &Query,
+    s: i64,
+    label: &str,
+    raw_devices: &[(DeviceKey, String)],
+    profiles: &mut Vec<DeviceProfile>,
+    queries: &mut QueryLog,
+    warnings: &mut Vec<String>,
+) -> Result<(), PromError> {
+    if raw_devices.is_empty() {
+        return Ok(());
+    }
+    let keys: std::collections::BTreeSet<DeviceKey> =
+        raw_devices.iter().map(|(k, _)| k.clone()).collect();
+    let mut got = pull_raw(client, q, s, &keys, label, queries, warnings)?;
+    let missing: std::collections::BTreeSet<DeviceKey> = keys
+        .iter()
+        .filter(|k| !got.iter().any(|p| &p.key == *k))
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        got.extend(pull_raw(client, q, s, &missing, "", queries, warnings)?);
+    }
+    profiles.extend(got);
+    profiles.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(())
+}
+
+/// `keys`' samples pulled raw and read by the DCGM reader, as profiles; the reader's skips
+/// become warnings.
+fn pull_raw(
+    client: &Client,
+    q: &Query,
+    s: i64,
+    keys: &std::collections::BTreeSet<DeviceKey>,
+    label: &str,
+    queries: &mut QueryLog,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<DeviceProfile>, PromError> {
+    let r = raw(client, q, s, Some((keys, label)))?;
+    queries.extend(r.queries);
+    warnings.extend(r.tally.warnings().into_iter().map(|w| w.message));
+    Ok(r.profile.finish(&q.profile, &q.tz))
+}
+
+/// The four counts of [`GridCheck`] for GR and for UTIL, each over the window's points.
+fn grid_check_jobs(q: &Query, grid: &Grid) -> Vec<Job> {
+    fn samples<const I: usize>(a: &mut Acc, v: f64) {
+        a.check[I].samples = v;
+    }
+    fn doubles<const I: usize, const P: usize>(a: &mut Acc, v: f64) {
+        a.check[I].doubles[P] = v;
+    }
+    fn stale<const I: usize>(a: &mut Acc, v: f64) {
+        a.check[I].stale = v;
+    }
+    fn unfilled<const I: usize>(a: &mut Acc, v: f64) {
+        a.check[I].unfilled = v;
+    }
+    let s = grid.s;
+    let w = grid.window();
+    let at = |promql: String, t: EpochMs, put: fn(&mut Acc, f64)| Job {
+        promql,
+        ask: Ask::At(t),
+        source: None,
+        put: Put::Window(put),
+        scale: 1.0,
+    };
+    // A fresh point looks ahead the maximum gap less one interval for the next sample; the
+    // points whose look-ahead runs past the window are not asked (the window's end is not a
+    // gap).
+    // The look-ahead is the maximum gap less one interval (a fresh point lies up to S after
+    // its sample, so every longer gap shows). Where S is over half the maximum gap, any
+    // missed scrape is a gap longer than it: then every point the store fills by lookback
+    // (a value, no sample in its own interval) is one the file reader does not count.
+    let g = i64::try_from(q.profile.max_gap_ms).unwrap_or(i64::MAX / 4);
+    let ahead = if g - s >= s { g - s } else { 0 };
+    let stale_at = grid.hi - ahead.max(0);
+    let gap = i64::try_from(q.profile.max_gap_ms).unwrap_or(i64::MAX / 4);
+    type Setter = fn(&mut Acc, f64);
+    let setters: [[Setter; 5]; 2] = [
+        [
+            samples::<0>,
+            doubles::<0, 0>,
+            doubles::<0, 1>,
+            stale::<0>,
+            unfilled::<0>,
+        ],
+        [
+            samples::<1>,
+            doubles::<1, 0>,
+            doubles::<1, 1>,
+            stale::<1>,
+            unfilled::<1>,
+        ],
+    ];
+    let mut jobs = Vec::new();
+    for (metric, set) in [GR, UTIL].into_iter().zip(setters) {
+        let m = q.metric(metric);
+        let window = |t: EpochMs| format!("[{}ms:{s}ms]", t - grid.lo);
+        jobs.push(at(
+            format!("count_over_time({m}[{}ms])", grid.hi - grid.lo),
+            grid.hi,
+            set[0],
+        ));
+        jobs.push(at(
+            format!(
+                "count_over_time((count_over_time({m}[{}ms]) > 1){w})",
+                s - 1
+            ),
+            grid.hi,
+            set[1],
+        ));
+        jobs.push(at(
+            format!(
+                "count_over_time((count_over_time({m}[{}ms] offset {}ms) > 1){w})",
+                s - 1,
+                s / 2
+            ),
+            grid.hi,
+            set[2],
+        ));
+        jobs.push(at(
+            format!("count_over_time((last_over_time({m}[{gap}ms]) unless {m}){w})"),
+            grid.hi,
+            set[4],
+        ));
+        if ahead == 0 {
+            jobs.push(at(
+                format!(
+                    "count_over_time(({m} unless count_over_time({m}[{}ms])){w})",
+                    s - 1
+                ),
+                grid.hi,
+                set[3],
+            ));
+        } else if stale_at > grid.lo + s {
+            jobs.push(at(
+                format!(
+                    "count_over_time((count_over_time({m}[{}ms]) unless \
+                     count_over_time({m}[{ahead}ms] offset -{ahead}ms)){})",
+                    s - 1,
+                    window(stale_at)
+                ),
+                stale_at,
+                set[3],
+            ));
+        }
+    }
+    jobs
 }
 
 /// One question to the store and where its answer goes.
@@ -577,10 +879,7 @@ fn hourly(
 /// points; over the window p50, p95, the band counts and the maximum.
 fn signal_jobs(q: &Query, grid: &Grid, hours: &[Piece], sig: &Signal) -> Vec<Job> {
     let (s, src) = (grid.s, Some(sig.source));
-    let l = i64::try_from(q.profile.min_idle_episode_ms)
-        .unwrap_or(600_000)
-        .max(s)
-        - s;
+    let l = crate::plan::episode_reach(q.profile.min_idle_episode_ms, s);
     let thr = q.profile.idle_threshold_pct;
     let mut jobs = Vec::new();
     if sig.source == Source::Either {
@@ -767,11 +1066,72 @@ struct Collect<'c> {
     queries: QueryLog,
     warnings: Vec<String>,
     devs: BTreeMap<DeviceKey, Acc>,
+    /// Devices whose samples are off the grid, with why: read raw, their answers ignored.
+    off_grid: BTreeMap<DeviceKey, String>,
     /// How many of [`RAW_METRICS`] have series.
     present: usize,
 }
 
 impl Collect<'_> {
+    /// A warning for memory or power metrics no query found.
+    fn warn_missing_metrics(&mut self) {
+        for metric in ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE"] {
+            if !self
+                .queries
+                .iter()
+                .any(|(qq, n, _)| qq.contains(metric) && *n > 0)
+            {
+                self.warnings
+                    .push(format!("{metric} is missing: its figures are left empty"));
+            }
+        }
+    }
+
+    /// Every device off the grid when the interval is over half the maximum gap: every
+    /// missed scrape is then a gap longer than --max-gap, which the file reader counts as no
+    /// data and the store's lookback carries on, and the grid cannot tell them apart.
+    fn set_aside_all_when_sparse(&mut self, q: &Query, s: i64) {
+        if 2 * s <= i64::try_from(q.profile.max_gap_ms).unwrap_or(i64::MAX) {
+            return;
+        }
+        for key in std::mem::take(&mut self.devs).into_keys() {
+            self.off_grid.insert(
+                key,
+                format!(
+                    "the scrape interval ({} s) is over half of --max-gap, where a missed \
+                     scrape cannot be told from a gap on the grid",
+                    s / 1000
+                ),
+            );
+        }
+    }
+
+    /// Take the devices whose samples are off the grid ([`off_grid`]) out of the pushdown: UTIL's
+    /// counts decide where the device has UTIL (every scrape has it), GR's elsewhere (MIG).
+    fn set_aside_off_grid(&mut self) {
+        let off: Vec<(DeviceKey, String)> = self
+            .devs
+            .iter()
+            .filter_map(|(key, a)| {
+                let util: f64 = a.hours.values().map(|h| h.util).sum();
+                let gr: f64 = a.hours.values().map(|h| h.gr).sum();
+                let (check, points) = if util > 0.0 {
+                    (&a.check[1], util)
+                } else {
+                    (&a.check[0], gr)
+                };
+                (points > 0.0)
+                    .then(|| off_grid(check, points))
+                    .flatten()
+                    .map(|why| (key.clone(), why))
+            })
+            .collect();
+        for (key, why) in off {
+            self.devs.remove(&key);
+            self.off_grid.insert(key, why);
+        }
+    }
+
     /// Ask every job ([`PARALLEL`] at a time) and file the answers in the jobs' order.
     fn run(&mut self, jobs: Vec<Job>) -> Result<(), PromError> {
         let client = self.client;
@@ -833,6 +1193,9 @@ impl Collect<'_> {
             let Some((key, info)) = device_of(&series.labels) else {
                 continue;
             };
+            if self.off_grid.contains_key(&key) {
+                continue;
+            }
             // A source's answers go to its devices; the rest (metric counts, memory, power)
             // to every device.
             let acc = match job.source {
@@ -1161,24 +1524,65 @@ pub const RAW_METRICS: &[&str] = &[
     "DCGM_FI_DEV_POWER_MGMT_LIMIT",
 ];
 
-/// `--raw`: every sample of [`RAW_METRICS`] by `query_range` at the scrape interval (cut at
-/// 11,000 points), written as DCGM exposition lines (series by series, milliseconds) for the
-/// DCGM reader, so label and unit rules exist once.
+/// Most points one raw request may bring per series: a chunk of the window is this many scrape
+/// intervals long, so a response stays well under the client's 256 MiB bound for a thousand
+/// series.
+const RAW_CHUNK_POINTS: i64 = 2_000;
+
+/// Which devices a raw pull keeps: `None` every device, else those named, with the label
+/// that holds the fleet's GPU UUIDs (`UUID` or `uuid`).
+pub type Only<'a> = Option<(&'a std::collections::BTreeSet<DeviceKey>, &'a str)>;
+
+/// `--raw`: every sample of [`RAW_METRICS`] as the store holds it, with its own timestamp (an
+/// instant query of a range selector, `M[chunk]`, one chunk of the window at a time: not
+/// `query_range`, whose points are evaluations on a grid that repeat a sample or skip one
+/// wherever the scrapes do not keep the grid's phase), kept where `start ≤ t < end` — the file
+/// reader's `--since`/`--until` rule — and written as DCGM exposition lines (series by series,
+/// milliseconds) for the DCGM reader, so label and unit rules exist once. Prometheus 2 closes
+/// a range at its start and Prometheus 3 and VictoriaMetrics leave it open; the chunks are cut
+/// by time here, so a sample on a chunk's edge is kept once on every engine.
 pub fn raw_exposition(
     client: &Client,
     q: &Query,
     step_ms: i64,
+    only: Only<'_>,
 ) -> Result<(String, QueryLog), PromError> {
     let mut out = String::new();
     let mut queries = Vec::new();
+    let chunk = step_ms.max(1).saturating_mul(RAW_CHUNK_POINTS);
+    let matchers = only.map_or_else(
+        || q.matchers.clone(),
+        |(keys, label)| only_matchers(q, keys, label),
+    );
     for m in RAW_METRICS {
-        let promql = q.metric(m);
-        let r = client.query_range(&promql, q.start_ms, q.end_ms, step_ms)?;
-        let points: usize = r.series.iter().map(|x| x.samples.len()).sum();
-        queries.push((promql, r.series.len(), points));
-        for series in &r.series {
-            let head = format!("{m}{{{}}}", label_matchers(&series.labels));
-            for (t, v) in &series.samples {
+        let selector = format!("{m}{{{matchers}}}");
+        let mut joined: BTreeMap<BTreeMap<String, String>, Vec<(EpochMs, f64)>> = BTreeMap::new();
+        // Chunks (a, b] over (start − 1, end − 1]: every t with start ≤ t < end once.
+        let mut a = q.start_ms - 1;
+        let (mut series, mut points) = (0, 0);
+        while a < q.end_ms - 1 {
+            let b = a.saturating_add(chunk).min(q.end_ms - 1);
+            let promql = format!("{selector}[{}ms]", b - a);
+            let r = client.query(&promql, b)?;
+            series = series.max(r.series.len());
+            for s in r.series {
+                if let Some((keys, _)) = only
+                    && !device_of(&s.labels).is_some_and(|(k, _)| keys.contains(&k))
+                {
+                    continue;
+                }
+                let kept = s.samples.into_iter().filter(|(t, _)| *t > a && *t <= b);
+                let into = joined.entry(s.labels).or_default();
+                let before = into.len();
+                into.extend(kept);
+                points += into.len() - before;
+            }
+            a = b;
+        }
+        queries.push((format!("{selector}[…] ×chunks"), series, points));
+        for (labels, samples) in &joined {
+            let head = format!("{m}{{{}}}", label_matchers(labels));
+            for (t, v) in samples {
                 out.push_str(&head);
                 out.push(' ');
                 out.push_str(&v.to_string());
@@ -1189,6 +1593,48 @@ pub fn raw_exposition(
         }
     }
     Ok((out, queries))
+}
+
+/// The query's matchers narrowed to `keys`' GPUs: a regex over their UUIDs in the fleet's
+/// UUID label (`UUID`, else `uuid`, as [`device_of`] reads them). The pull keeps only `keys`'
+/// series in any case, so a fleet that spells the label both ways, or names GPUs by index,
+/// is pulled with the query's own matchers and filtered here.
+fn only_matchers(q: &Query, keys: &std::collections::BTreeSet<DeviceKey>, label: &str) -> String {
+    let gpus: std::collections::BTreeSet<String> =
+        keys.iter().map(|k| regex_quote(&k.gpu)).collect();
+    let named: usize = gpus.iter().map(String::len).sum();
+    if label.is_empty()
+        || gpus.is_empty()
+        || named > 16_000
+        || !keys.iter().all(|k| is_uuid_like(&k.gpu))
+    {
+        return q.matchers.clone();
+    }
+    let alt = gpus.into_iter().collect::<Vec<_>>().join("|");
+    let narrow = format!("{label}=~\"{alt}\"");
+    if q.matchers.is_empty() {
+        narrow
+    } else {
+        format!("{},{narrow}", q.matchers)
+    }
+}
+
+fn is_uuid_like(gpu: &str) -> bool {
+    gpu.starts_with("GPU-") || gpu.starts_with("MIG-")
+}
+
+/// `s` as a literal inside a PromQL regex in a double-quoted string.
+fn regex_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push_str("\\\\");
+        } else if c == '"' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// What `--raw` read.
@@ -1202,9 +1648,9 @@ pub struct Raw {
     pub queries: QueryLog,
 }
 
-/// `--raw` read through the DCGM reader.
-pub fn raw(client: &Client, q: &Query, step_ms: i64) -> Result<Raw, PromError> {
-    let (text, queries) = raw_exposition(client, q, step_ms)?;
+/// `--raw` read through the DCGM reader (with `only`, those devices' samples alone).
+pub fn raw(client: &Client, q: &Query, step_ms: i64, only: Only<'_>) -> Result<Raw, PromError> {
+    let (text, queries) = raw_exposition(client, q, step_ms, only)?;
     let mut b = gpuwise_core::profile::ProfileBuilder::new(q.profile.clone());
     let mut tally = gpuwise_sources::diag::Tally::default();
     let origin = gpuwise_sources::Origin {

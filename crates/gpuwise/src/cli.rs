@@ -1127,10 +1127,14 @@ pub(crate) struct PromArgs {
     /// Label matchers every metric must match, e.g. '{namespace=~"ml-.*"}'.
     #[arg(long, value_name = "SELECTOR", requires = "prometheus")]
     pub selector: Option<String>,
-    /// Pull raw samples with query_range and profile them locally (small windows; checks the
-    /// pushdown).
-    #[arg(long, requires = "prometheus")]
+    /// Pull the raw samples and profile them locally: the same as --path raw.
+    #[arg(long, requires = "prometheus", conflicts_with = "path")]
     pub raw: bool,
+    /// How to read the store: `raw` pulls every sample (exactly the files' figures),
+    /// `pushdown` has the store aggregate (devices whose samples are off the scrape grid are
+    /// still pulled raw), `auto` takes whichever costs less [default: auto].
+    #[arg(long, value_name = "auto|pushdown|raw", requires = "prometheus", value_parser = ["auto", "pushdown", "raw"])]
+    pub path: Option<String>,
     /// Scrape interval of the data [default: found from the data].
     #[arg(long, value_name = "DURATION", requires = "prometheus")]
     pub scrape_interval: Option<String>,

@@ -111,6 +111,64 @@ fn query(p: &PromArgs, start: Option<&str>, s: &Settings) -> anyhow::Result<Quer
     Ok(q)
 }
 
+/// Which path reads the window (`--path`, `--raw`, else the cheaper by the cost model), the
+/// scrape interval if the choice found it, and why.
+fn path(
+    p: &PromArgs,
+    c: &Client,
+    q: &Query,
+    step_ms: Option<i64>,
+    url: &str,
+) -> anyhow::Result<(bool, Option<i64>, String)> {
+    let asked = if p.raw {
+        "raw"
+    } else {
+        p.path.as_deref().unwrap_or("auto")
+    };
+    Ok(match asked {
+        "raw" => (
+            true,
+            step_ms,
+            "raw samples, as asked (--path raw)".to_owned(),
+        ),
+        "pushdown" => (
+            false,
+            step_ms,
+            "pushdown, as asked (--path pushdown)".to_owned(),
+        ),
+        _ => {
+            let c = pushdown::choose_path(c, q)
+                .with_context(|| format!("sizing the window at {url}"))?;
+            (c.raw, Some(c.step_ms), c.why)
+        }
+    })
+}
+
+/// The pushdown's notes as report warnings; each device it read raw is named with why.
+fn pushed_warnings(pushed: &pushdown::Pushed) -> Vec<Warning> {
+    let mut warnings: Vec<Warning> = pushed
+        .warnings
+        .iter()
+        .map(|m| Warning {
+            kind: if m.starts_with("partial result") {
+                "partial_result".into()
+            } else if m.starts_with("implausible") {
+                "implausible_value".into()
+            } else {
+                "missing_metric".into()
+            },
+            message: m.clone(),
+            count: 1,
+        })
+        .collect();
+    warnings.extend(pushed.raw_devices.iter().map(|(key, why)| Warning {
+        kind: "raw_device".into(),
+        message: format!("`{key}` was read from its raw samples, not pushed down: {why}"),
+        count: 1,
+    }));
+    warnings
+}
+
 /// Read the store and build the report.
 pub(crate) fn build(
     p: &PromArgs,
@@ -129,14 +187,16 @@ pub(crate) fn build(
     let q = query(p, start, s)?;
     let step_ms = q.step_ms;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-    let (profiles, mode, mut warnings, raw_in_window) = if p.raw {
-        // The scrape interval decides the raw step: found like the pushdown's.
+    let (raw_path, step_ms, why) = path(p, &c, &q, step_ms, url)?;
+    let q = Query { step_ms, ..q };
+    let (profiles, mode, mut warnings, raw_in_window, raw_devices) = if raw_path {
+        // The scrape interval sizes the raw chunks: found like the pushdown's.
         let step = match step_ms {
             Some(s) => s,
             None => pushdown::scrape_interval(&c, &q)
                 .with_context(|| format!("finding the scrape interval at {url}"))?,
         };
-        let raw = pushdown::raw(&c, &q, step)
+        let raw = pushdown::raw(&c, &q, step, None)
             .with_context(|| format!("reading raw samples from {url}"))?;
         let warnings = raw.tally.warnings();
         (
@@ -144,18 +204,19 @@ pub(crate) fn build(
             "raw",
             warnings,
             None,
+            0,
         )
     } else {
         let pushed = pushdown::pushdown(&c, &q).map_err(|e| {
             if e.unknown_function() {
                 anyhow!(
-                    "{e}\nthis store lacks a PromQL function the pushdown needs; read it with --raw"
+                    "{e}\nthis store lacks a PromQL function the pushdown needs; read it with --path raw"
                 )
             } else {
                 anyhow!(e)
             }
         })?;
-        // What --raw would pull: every utilization sample once per metric family present.
+        // What a raw pull would move: every utilization sample once per metric family present.
         let families = pushed.metrics_present.max(1) as f64;
         let raw: f64 = pushed
             .profiles
@@ -163,22 +224,9 @@ pub(crate) fn build(
             .map(|d| d.stats.samples as f64)
             .sum::<f64>()
             * families;
-        let warnings = pushed
-            .warnings
-            .iter()
-            .map(|m| Warning {
-                kind: if m.starts_with("partial result") {
-                    "partial_result".into()
-                } else if m.starts_with("implausible") {
-                    "implausible_value".into()
-                } else {
-                    "missing_metric".into()
-                },
-                message: m.clone(),
-                count: 1,
-            })
-            .collect();
-        (pushed.profiles, "pushdown", warnings, Some(raw as u64))
+        let warnings = pushed_warnings(&pushed);
+        let n = pushed.raw_devices.len() as u64;
+        (pushed.profiles, "pushdown", warnings, Some(raw as u64), n)
     };
     anyhow::ensure!(
         !profiles.is_empty(),
@@ -189,6 +237,8 @@ pub(crate) fn build(
     );
     let pulled = Pulled {
         mode: mode.to_owned(),
+        why: why.clone(),
+        raw_devices,
         requests: load(&c.pulled.requests),
         series: load(&c.pulled.series),
         samples: load(&c.pulled.samples),
@@ -196,8 +246,16 @@ pub(crate) fn build(
         raw_samples_in_window: raw_in_window,
     };
     printer::info(&format!(
-        "{url} ({mode}): {} requests, {} series, {} points, {} bytes pulled",
-        pulled.requests, pulled.series, pulled.samples, pulled.bytes
+        "{url} ({mode}): {} requests, {} series, {} points, {} bytes pulled; {why}{}",
+        pulled.requests,
+        pulled.series,
+        pulled.samples,
+        pulled.bytes,
+        if raw_devices > 0 {
+            format!("; {raw_devices} device(s) off the scrape grid read raw")
+        } else {
+            String::new()
+        }
     ));
     let samples: u64 = profiles.iter().map(|d| d.stats.samples).sum();
     let summary = IngestSummary {

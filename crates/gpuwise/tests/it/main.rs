@@ -17,6 +17,7 @@ mod pack;
 mod plan;
 mod planted;
 mod prometheus;
+mod pushdown_diff;
 mod real_data;
 mod schedule;
 mod serve;

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use crate::common::{close, f, run};
 
 /// The server, killed on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for Server {
@@ -35,7 +35,7 @@ fn have(tool: &str) -> bool {
 }
 
 /// Prometheus and promtool, or a skip (a failure under CI).
-fn tools() -> bool {
+pub(crate) fn tools() -> bool {
     if have("prometheus") && have("promtool") {
         return true;
     }
@@ -47,7 +47,7 @@ fn tools() -> bool {
     false
 }
 
-fn http_get(port: u16, path: &str) -> Option<String> {
+pub(crate) fn http_get(port: u16, path: &str) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
@@ -56,7 +56,7 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     Some(out)
 }
 
-fn start(data: &Path) -> Server {
+pub(crate) fn start(data: &Path) -> Server {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -219,6 +219,9 @@ impl Fixture {
     /// `report --prometheus` over the window, as JSON.
     fn report(&self, extra: &[&str]) -> serde_json::Value {
         let mut a = vec!["report", "--prometheus", &self.url];
+        if !extra.contains(&"--raw") {
+            a.extend_from_slice(&["--path", "pushdown"]);
+        }
         a.extend_from_slice(&WINDOW);
         a.extend_from_slice(&["--format", "json", "--no-progress"]);
         a.extend_from_slice(extra);
@@ -234,7 +237,7 @@ impl Fixture {
 }
 
 /// `report` over the DCGM files in `dir`, as JSON.
-fn files_report(dir: &Path, extra: &[&str]) -> serde_json::Value {
+pub(crate) fn files_report(dir: &Path, extra: &[&str]) -> serde_json::Value {
     let file_inputs: Vec<String> = std::fs::read_dir(dir)
         .expect("files")
         .filter_map(Result::ok)
@@ -261,9 +264,19 @@ fn like_the_files(name: &str, got: &Devices, want: &Devices, rel: f64) {
     assert_eq!(got.len(), want.len(), "{name}: every device");
     for (id, w) in want {
         let g = &got[id];
+        // A device the pushdown read raw ends its window at its last sample, a pushed one at
+        // the window's end: one interval (2 minutes) apart at most.
+        let edge = |k: &str| {
+            let h = 2.0 / 60.0;
+            if k == "gpu_hours" {
+                h
+            } else {
+                100.0 * h / f(&w["gpu_hours"]).max(1e-9)
+            }
+        };
         for k in ["gpu_hours", "mean_utilization_pct"] {
             assert!(
-                close(f(&g[k]), f(&w[k]), rel),
+                close(f(&g[k]), f(&w[k]), rel) || (f(&g[k]) - f(&w[k])).abs() <= edge(k) + 1e-9,
                 "{name} {id} {k}: {} vs {}",
                 g[k],
                 w[k]
@@ -284,7 +297,9 @@ fn like_the_files(name: &str, got: &Devices, want: &Devices, rel: f64) {
     }
 }
 
-fn by_id(r: &serde_json::Value) -> std::collections::BTreeMap<String, serde_json::Value> {
+pub(crate) fn by_id(
+    r: &serde_json::Value,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
     r["devices"]
         .as_array()
         .expect("devices")
@@ -304,10 +319,16 @@ fn pushdown_and_raw_match_the_files() {
     let from_files = fx.files_report(&[]);
     let want = by_id(&from_files);
     assert_eq!(want.len(), 12);
-    for (name, got) in [("pushdown", by_id(&pushed)), ("raw", by_id(&raw))] {
-        like_the_files(name, &got, &want, 0.001);
+    // The raw samples are the window's, `--start` ≤ t < `--end`, as the files read with
+    // `--until` at the window's end (the sample at the end opens the next window).
+    let want_raw = by_id(&fx.files_report(&["--until", WINDOW[3]]));
+    for (name, got, want) in [
+        ("pushdown", by_id(&pushed), &want),
+        ("raw", by_id(&raw), &want_raw),
+    ] {
+        like_the_files(name, &got, want, 0.001);
         // The first and last samples, as the files have them.
-        for (id, w) in &want {
+        for (id, w) in want {
             for k in ["first_seen", "last_seen"] {
                 assert_eq!(got[id][k], w[k], "{name} {id} {k}");
             }
@@ -371,6 +392,8 @@ fn inside_hours(url: &str, files: &Path) {
         "report",
         "--prometheus",
         url,
+        "--path",
+        "pushdown",
         "--start",
         start,
         "--end",
@@ -506,7 +529,7 @@ fn secrets_selector_and_errors(fx: Fixture) {
 
 /// VictoriaMetrics (Debian's `victoria-metrics`, installed by `.ci/run`), or a skip (a
 /// failure under CI). It answers `-version`, not `--version`.
-fn victoria_metrics() -> bool {
+pub(crate) fn victoria_metrics() -> bool {
     let ok = Command::new("victoria-metrics")
         .arg("-version")
         .stdout(Stdio::null())
@@ -525,7 +548,7 @@ fn victoria_metrics() -> bool {
 }
 
 /// POST a file to a loopback server; the status line.
-fn http_post_file(port: u16, path: &str, file: &Path) -> String {
+pub(crate) fn http_post_file(port: u16, path: &str, file: &Path) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(120)))
         .expect("timeout");
@@ -553,50 +576,13 @@ fn victoria_metrics_gives_the_file_figures() {
     let dir = tempfile::tempdir().expect("tempdir");
     // The messy fleet: missed scrapes and GPUs without GR for a while.
     let (om, files) = generate(dir.path(), true);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    let child = Command::new("victoria-metrics")
-        .arg(format!(
-            "-storageDataPath={}",
-            dir.path().join("vm").display()
-        ))
-        .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
-        .args([
-            "-retentionPeriod=100y",
-            "-search.latencyOffset=0s",
-            "-loggerLevel=ERROR",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("victoria-metrics starts");
-    let _server = Server { child, port };
-    let t0 = Instant::now();
-    while !http_get(port, "/health").is_some_and(|r| r.contains("OK")) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "victoria-metrics is not up"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let status = http_post_file(port, "/api/v1/import/prometheus", &om.join("fleet.om.txt"));
-    assert!(status.contains(" 204"), "import: {status}");
-    let _ = http_get(port, "/internal/force_flush");
-    // Every GPU searchable.
-    let probe =
-        "/api/v1/query?query=count(count_over_time(DCGM_FI_DEV_GPU_UTIL%5B8d%5D))&time=1768176000";
-    while !http_get(port, probe).is_some_and(|r| r.contains("\"12\"")) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "the import is not searchable"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let (_server, port) = start_vm(dir.path(), &om.join("fleet.om.txt"), 12);
     let url = format!("http://127.0.0.1:{port}");
     let report = |extra: &[&str]| {
         let mut a = vec!["report", "--prometheus", &url];
+        if !extra.contains(&"--raw") {
+            a.extend_from_slice(&["--path", "pushdown"]);
+        }
         a.extend_from_slice(&WINDOW);
         a.extend_from_slice(&["--format", "json", "--no-progress"]);
         a.extend_from_slice(extra);
@@ -613,4 +599,48 @@ fn victoria_metrics_gives_the_file_figures() {
         like_the_files(name, &got, &want, 0.001);
     }
     inside_hours(&url, &files);
+}
+
+/// VictoriaMetrics on a free loopback port with `om` imported, searchable for `series` GPUs;
+/// stopped when the returned server is dropped.
+pub(crate) fn start_vm(dir: &Path, om: &Path, gpus: usize) -> (Server, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let child = Command::new("victoria-metrics")
+        .arg(format!("-storageDataPath={}", dir.join("vm").display()))
+        .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+        .args([
+            "-retentionPeriod=100y",
+            "-search.latencyOffset=0s",
+            "-loggerLevel=ERROR",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("victoria-metrics starts");
+    let server = Server { child, port };
+    let t0 = Instant::now();
+    while !http_get(port, "/health").is_some_and(|r| r.contains("OK")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "victoria-metrics is not up"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let status = http_post_file(port, "/api/v1/import/prometheus", om);
+    assert!(status.contains(" 204"), "import: {status}");
+    let _ = http_get(port, "/internal/force_flush");
+    // Every GPU searchable.
+    let probe = "/api/v1/query?query=count(count_over_time(DCGM_FI_DEV_GPU_UTIL%5B3650d%5D))";
+    let want = format!("\"{gpus}\"");
+    while !http_get(port, probe).is_some_and(|r| r.contains(&want)) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the import is not searchable"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    (server, port)
 }
