@@ -86,9 +86,10 @@ for engine in prometheus vm; do
   port=$prom_port; [[ $engine == vm ]] && port=$vm_port
   args=(report --prometheus "http://127.0.0.1:$port" --start "$start" --end "$end"
         --timeout 10m --format json --no-progress)
-  timed "$engine-pushdown" "$bin" "${args[@]}"
-  timed "$engine-pushdown-again" "$bin" "${args[@]}"
-  if [[ $raw == 1 ]]; then timed "$engine-raw" "$bin" "${args[@]}" --raw; fi
+  timed "$engine-pushdown" "$bin" "${args[@]}" --path pushdown
+  timed "$engine-pushdown-again" "$bin" "${args[@]}" --path pushdown
+  if [[ $raw == 1 ]]; then timed "$engine-raw" "$bin" "${args[@]}" --path raw; fi
+  timed "$engine-auto" "$bin" "${args[@]}"
 done
 
 echo "writing the same fleet as DCGM files…" >&2
@@ -110,10 +111,10 @@ def load(name):
     p = os.path.join(out, name + ".json")
     return json.load(open(p)) if os.path.exists(p) else None
 files = load("files")
-print("| path | wall s | peak RSS MB | points pulled | share of raw | GPU-hours | idle h | held idle h |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
-for name in ["prometheus-pushdown", "prometheus-pushdown-again", "prometheus-raw",
-             "vm-pushdown", "vm-pushdown-again", "vm-raw", "files"]:
+print("| path | wall s | peak RSS MB | requests | points pulled | share of raw | devices read raw | GPU-hours | idle h | held idle h |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for name in ["prometheus-pushdown", "prometheus-pushdown-again", "prometheus-raw", "prometheus-auto",
+             "vm-pushdown", "vm-pushdown-again", "vm-raw", "vm-auto", "files"]:
     r = load(name)
     if r is None or name not in times:
         continue
@@ -123,9 +124,12 @@ for name in ["prometheus-pushdown", "prometheus-pushdown-again", "prometheus-raw
     pulled = p.get("samples")
     share = (f"{100 * pulled / p['raw_samples_in_window']:.2f} %"
              if pulled is not None and p.get("raw_samples_in_window") else "")
-    print(f"| {name} | {t:.2f} | {rss / 1024:.0f} | {pulled if pulled is not None else ''} | "
-          f"{share} | {fl['gpu_hours']:.1f} | {fl['idle_gpu_hours']:.2f} | "
+    print(f"| {name} | {t:.2f} | {rss / 1024:.0f} | {p.get('requests', '')} | "
+          f"{pulled if pulled is not None else ''} | "
+          f"{share} | {p.get('raw_devices', '')} | {fl['gpu_hours']:.1f} | {fl['idle_gpu_hours']:.2f} | "
           f"{fl['held_idle_gpu_hours']:.2f} |")
+    if name.endswith("auto"):
+        print(f"|  {name} chose `{p.get('mode')}`: {p.get('why')} | | | | | | | | | |")
 if files:
     for engine in ["prometheus", "vm"]:
         r = load(engine + "-pushdown")

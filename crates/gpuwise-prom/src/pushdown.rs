@@ -402,17 +402,52 @@ pub struct PathChoice {
     pub why: String,
 }
 
-/// What a request costs against a point, in the same unit: a request to a store on the same
-/// network answers in a few milliseconds before it moves any data, and a raw point costs
-/// about a microsecond to send, decode and read (measured on Prometheus 2.42 over loopback,
-/// BENCHMARKS.md: 2.3 ms a request, 0.9 µs a point), so one request weighs about as much as
-/// 2,500 points.
-pub const POINTS_PER_REQUEST: f64 = 2_500.0;
+/// The cost model of [`choose_path`], in microseconds, measured on Prometheus 2.42 and
+/// VictoriaMetrics 1.79 over loopback on the 2-core reference machine (`bench/prometheus.sh`,
+/// BENCHMARKS.md, 2026-11-27): a raw point costs about 1.5 µs to select, send, decode and read
+/// (3.87 M points in 5.9 s); a request about 0.5 ms before it moves anything (36 pushdown
+/// requests over 4 GPUs × 1 day in 0.06 s); and the pushdown's figures make the store evaluate
+/// each utilization point about 30 times at about 80 ns (1.2 s for 24 GPUs × 7 days at 30 s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Costs {
+    /// One raw point, µs.
+    pub raw_point_us: f64,
+    /// One request, µs.
+    pub request_us: f64,
+    /// The pushdown's work per utilization point in the window, µs.
+    pub pushdown_point_us: f64,
+}
 
-/// Choose the path by what each would cost ([`POINTS_PER_REQUEST`]): a raw pull moves every
-/// sample of every metric present in chunks; the pushdown sends a fixed set of queries, one
-/// per figure and hour piece (hours of a regular shape share one range query), and moves
-/// little. Small fleets and short windows pull raw; large ones push down.
+/// The measured costs ([`Costs`]).
+pub const COSTS: Costs = Costs {
+    raw_point_us: 1.5,
+    request_us: 500.0,
+    pushdown_point_us: 2.4,
+};
+
+impl Costs {
+    /// (raw, pushdown) in µs: a raw pull of `raw_points` in `raw_requests`; a pushdown of
+    /// `samples` utilization points in `pushdown_requests`.
+    #[must_use]
+    pub fn estimate(
+        &self,
+        raw_points: f64,
+        raw_requests: f64,
+        samples: f64,
+        pushdown_requests: f64,
+    ) -> (f64, f64) {
+        (
+            raw_points * self.raw_point_us + raw_requests * self.request_us,
+            samples * self.pushdown_point_us + pushdown_requests * self.request_us,
+        )
+    }
+}
+
+/// Choose the path by what each would cost ([`COSTS`]): a raw pull moves every sample of
+/// every metric present, in chunks; the pushdown sends a fixed set of queries (one per figure
+/// and hour piece: hours of a regular shape share one range query) and has the store evaluate
+/// each utilization point about 30 times. Tiny windows pull raw; the rest push down, most of
+/// all where a fleet has many metrics.
 pub fn choose_path(client: &Client, q: &Query) -> Result<PathChoice, PromError> {
     let (r, step) = census(client, q)?;
     let samples: f64 = r.series.iter().filter_map(last_value).sum();
@@ -434,17 +469,20 @@ pub fn choose_path(client: &Client, q: &Query) -> Result<PathChoice, PromError> 
     // Hourly figures: two counts and mean, idle, held idle; window figures: ten grid
     // checks, seven of the utilization, eleven of memory, power and activity, one census.
     let pushdown_requests = 5 * pieces + 29;
-    let raw_cost = raw_points + raw_requests * POINTS_PER_REQUEST;
-    let push_cost = pushdown_requests as f64 * POINTS_PER_REQUEST;
-    let raw = raw_cost <= push_cost;
+    let (raw_us, push_us) =
+        COSTS.estimate(raw_points, raw_requests, samples, pushdown_requests as f64);
+    let raw = raw_us < push_us;
     let why = format!(
-        "{}: a raw pull moves {raw_points:.0} points in {raw_requests:.0} requests, the \
-         pushdown sends about {pushdown_requests} requests (a request weighs {POINTS_PER_REQUEST:.0} points)",
+        "{}: a raw pull of {raw_points:.0} points in {raw_requests:.0} requests ≈ {:.2} s, \
+         the pushdown's {pushdown_requests} requests over {samples:.0} samples ≈ {:.2} s \
+         (the cost model of docs/prometheus.md)",
         if raw {
             "raw samples, the cheaper path"
         } else {
             "pushdown, the cheaper path"
-        }
+        },
+        raw_us / 1e6,
+        push_us / 1e6,
     );
     Ok(PathChoice {
         raw,
@@ -1459,13 +1497,22 @@ fn finish(key: DeviceKey, mut a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfi
     let last = a.last.map_or(q.end_ms, |t| (t * 1000.0).round() as EpochMs);
     let (by_pct, band_hours) = bands(&a, sh);
     let (hourly, episodes) = hours_and_episodes(&a, s, sh);
-    let util = a.mean.map(|mean| UtilStats {
-        mean_pct: mean,
-        p50_pct: a.p50.unwrap_or(mean),
-        p95_pct: a.p95.unwrap_or(mean),
-        max_pct: a.max.unwrap_or(mean),
-        observed_hours: observed,
+    // The quantiles come from the grid's points and the maximum from the raw samples, which
+    // hold every point's value: a percentile is never above the maximum.
+    let util = a.mean.map(|mean| {
+        let max = a.max.unwrap_or(mean).max(mean);
+        let p95 = a.p95.unwrap_or(mean).min(max);
+        UtilStats {
+            mean_pct: mean,
+            p50_pct: a.p50.unwrap_or(mean).min(p95),
+            p95_pct: p95,
+            max_pct: max,
+            observed_hours: observed,
+        }
     });
+    if let (Some(p95), Some(peak)) = (a.mem_p95, a.mem_peak) {
+        a.mem_p95 = Some(p95.min(peak));
+    }
     let span = gpuwise_core::hours_of_ms((last - first) as f64);
     DeviceProfile {
         key,
@@ -1677,6 +1724,21 @@ pub fn raw(client: &Client, q: &Query, step_ms: i64, only: Only<'_>) -> Result<R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cost_model_picks_what_the_bench_measured() {
+        // (raw points, raw requests, samples, pushdown requests) of bench/prometheus.sh runs,
+        // with the path that was faster there (BENCHMARKS.md, 2026-11-27).
+        // 24 GPUs × 7 days at 30 s: raw 5.9 s, pushdown 1.2 s.
+        let (raw, push) = COSTS.estimate(3_870_912.0, 88.0, 483_864.0, 34.0);
+        assert!(push < raw && (raw / 1e6 - 5.9).abs() < 0.5 && (push / 1e6 - 1.2).abs() < 0.2);
+        // 4 GPUs × 1 day at 30 s: raw 0.13 s, pushdown 0.06 s.
+        let (raw, push) = COSTS.estimate(92_192.0, 16.0, 11_524.0, 34.0);
+        assert!(push < raw, "{raw} {push}");
+        // Two GPUs for an hour: 240 samples of six metrics are cheaper pulled than 34 queries.
+        let (raw, push) = COSTS.estimate(1_440.0, 6.0, 240.0, 34.0);
+        assert!(raw < push, "{raw} {push}");
+    }
 
     #[test]
     fn selectors_become_matchers() {

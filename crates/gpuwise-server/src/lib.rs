@@ -36,7 +36,7 @@ use gpuwise_core::report::{IngestSummary, Report};
 use gpuwise_render::dashboard::{self, BudgetBurn, View};
 use serde::Deserialize;
 
-pub use live::Live;
+pub use live::{Latest, Live};
 pub use window::Span;
 
 /// An error a function the binary gives may return.
@@ -368,10 +368,10 @@ impl AppState {
                 let live = live.read().unwrap_or_else(PoisonError::into_inner);
                 let generation = live.generation();
                 let tile = live.tile_ms();
-                let Some((first, end)) = live.tiles() else {
+                let (Some((first, end)), Some(last)) = (live.tiles(), live.last_ms()) else {
                     return Err(Failure(StatusCode::NOT_FOUND, "no samples read yet".into()));
                 };
-                let Some((a, b)) = window::tiles(span, first, end, tile) else {
+                let Some((a, b)) = window::tiles(span, first, end, last, tile) else {
                     return Err(Failure(
                         StatusCode::NOT_FOUND,
                         "no samples in the window".into(),
@@ -392,7 +392,9 @@ impl AppState {
                     .window(a, b)
                     .map_err(|e| Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
                 drop(live);
-                if w.profile.is_empty() {
+                // A window whose samples cover no time (one sample per device, as a tile that
+                // holds only a midnight sample) has nothing to report: a 404, never $0.
+                if w.profile.is_empty() || w.profile.covered_ms() == 0 {
                     return Err(Failure(
                         StatusCode::NOT_FOUND,
                         "no samples in the window".into(),

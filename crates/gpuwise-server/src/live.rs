@@ -23,11 +23,16 @@ use rayon::prelude::*;
 /// A last line without a line end is still being written while its file changed this recently.
 const WRITING: Duration = Duration::from_secs(60);
 
+/// The latest plausible sample time, asked again at every refresh (a sample dated further
+/// ahead is a broken clock): a server runs for weeks, and a bound fixed at its start skipped
+/// every sample once a day had passed.
+pub type Latest = std::sync::Arc<dyn Fn() -> gpuwise_core::EpochMs + Send + Sync>;
+
 /// Everything read so far, per input.
-#[derive(Debug)]
 pub struct Live {
     specs: Vec<String>,
     opts: ReadOptions,
+    latest: Option<Latest>,
     tile_ms: u64,
     /// Tiles kept back from the newest one with data (retention), if limited.
     retain_tiles: Option<i64>,
@@ -172,13 +177,26 @@ fn source_id(i: usize) -> SourceId {
     SourceId::try_from(i).unwrap_or(SourceId::MAX)
 }
 
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live")
+            .field("specs", &self.specs)
+            .field("tile_ms", &self.tile_ms)
+            .field("sources", &self.sources.len())
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Live {
     /// Read `specs` (files, directories, globs) for the first time. `opts.tile_ms` is the tile
-    /// length (one UTC day when unset).
+    /// length (one UTC day when unset); `latest`, when given, sets the latest plausible sample
+    /// time before every refresh (else `opts.profile.latest_ms` stays as given).
     pub fn open(
         specs: Vec<String>,
         mut opts: ReadOptions,
         retain_ms: Option<u64>,
+        latest: Option<Latest>,
     ) -> Result<Self, IngestError> {
         let day = u64::try_from(gpuwise_core::DAY_MS).unwrap_or(86_400_000);
         let tile_ms = opts.tile_ms.unwrap_or(day).max(60_000);
@@ -189,6 +207,7 @@ impl Live {
         let mut live = Self {
             specs,
             opts,
+            latest,
             tile_ms,
             retain_tiles,
             sources: Vec::new(),
@@ -227,6 +246,15 @@ impl Live {
         (lo <= hi).then_some((lo, hi + 1))
     }
 
+    /// The time of the newest sample read, over every input.
+    #[must_use]
+    pub fn last_ms(&self) -> Option<gpuwise_core::EpochMs> {
+        self.sources
+            .iter()
+            .filter_map(|s| s.profile.last_ts())
+            .max()
+    }
+
     /// Look at every input again and read what changed (new and replaced files in parallel).
     /// An input that cannot be read now (removed between listing and opening, a permission)
     /// keeps what it gave before, or is tried again at the next refresh; the first such error
@@ -242,8 +270,12 @@ impl Live {
     /// between ([`Look::read`]) needs no access to it, so requests are answered meanwhile.
     pub fn look(&self) -> Result<Look, IngestError> {
         let inputs = gpuwise_sources::expand(&self.specs)?;
+        let mut opts = self.opts.clone();
+        if let Some(latest) = &self.latest {
+            opts.profile.latest_ms = latest();
+        }
         let mut look = Look {
-            opts: self.opts.clone(),
+            opts,
             seen: vec![false; self.sources.len()],
             first_error: None,
             whole: Vec::new(),
@@ -324,14 +356,17 @@ impl Live {
     /// Put what `look` found and `read` read in place.
     pub fn apply(&mut self, look: Look, read: Found) -> Result<Changes, IngestError> {
         let Look {
+            opts,
             mut first_error,
             whole,
             tails,
             renames,
             mut order,
             mut seen,
-            ..
         } = look;
+        // The settings this look read with (its plausible-time bound) are the ones joins and
+        // windows use from now on.
+        self.opts = opts;
         let mut changes = Changes::default();
         for (i, input) in renames {
             self.sources[i].input = input;

@@ -99,16 +99,29 @@ pub fn span(start: Option<&str>, end: Option<&str>, last: Option<&str>) -> Resul
     Ok(Span::Range(a, b))
 }
 
-/// The tiles of `span` over data in tiles `first..end`, widened to whole tiles and clipped to
-/// the data; `None` when the span misses the data.
+/// The tiles of `span` over data in tiles `first..end` whose newest sample is at `last_ms`,
+/// widened to whole tiles and clipped to the data; `None` when the span misses the data.
+/// `last` is the length ending at the newest sample, `(last − N, last]`: the tiles from the
+/// one that holds its first millisecond to the one that holds the newest sample. (Counted in
+/// tiles back from the newest tile, `last=7d` was six days when the newest sample opened a
+/// tile of its own at midnight, and `last=1d` that tile alone: no hours, $0.)
 #[must_use]
-pub fn tiles(span: &Span, first: i64, end: i64, tile_ms: u64) -> Option<(i64, i64)> {
+pub fn tiles(
+    span: &Span,
+    first: i64,
+    end: i64,
+    last_ms: EpochMs,
+    tile_ms: u64,
+) -> Option<(i64, i64)> {
     let t = i64::try_from(tile_ms.max(1)).unwrap_or(i64::MAX);
     let (a, b) = match span {
         Span::All => (first, end),
         Span::Last(ms) => {
-            let n = i64::try_from(ms.div_ceil(tile_ms.max(1))).unwrap_or(i64::MAX);
-            (end.saturating_sub(n), end)
+            let from = last_ms.saturating_sub(i64::try_from(*ms).unwrap_or(i64::MAX));
+            (
+                from.saturating_add(1).div_euclid(t),
+                last_ms.div_euclid(t).saturating_add(1),
+            )
         }
         Span::Range(s, e) => (
             s.map_or(first, |s| s.div_euclid(t)),
@@ -157,16 +170,39 @@ mod tests {
         assert!(span(Some("1970-01-02"), None, Some("1d")).is_err());
         assert!(span(Some("1970-01-03"), Some("1970-01-02"), None).is_err());
         let day = 86_400_000;
-        // Data in days 10..20.
-        assert_eq!(tiles(&Span::All, 10, 20, day), Some((10, 20)));
-        assert_eq!(tiles(&Span::Last(3 * day), 10, 20, day), Some((17, 20)));
-        assert_eq!(tiles(&Span::Last(30 * day), 10, 20, day), Some((10, 20)));
+        // Data in days 10..20, the newest sample at noon on day 19.
+        let noon = 19 * DAY + DAY / 2;
+        assert_eq!(tiles(&Span::All, 10, 20, noon, day), Some((10, 20)));
+        // The three days before noon on the 19th: from noon on the 16th, so days 16 to 19.
+        assert_eq!(
+            tiles(&Span::Last(3 * day), 10, 20, noon, day),
+            Some((16, 20))
+        );
+        assert_eq!(
+            tiles(&Span::Last(30 * day), 10, 20, noon, day),
+            Some((10, 20))
+        );
+        // The newest sample exactly at midnight opens day 20 alone: last=7d is days 13 to 19
+        // (seven whole days) and day 20's sample, which closes the 19th's last interval;
+        // last=1d is the 19th and that sample, not the empty tile.
+        let midnight = 20 * DAY;
+        assert_eq!(
+            tiles(&Span::Last(7 * day), 10, 21, midnight, day),
+            Some((13, 21))
+        );
+        assert_eq!(
+            tiles(&Span::Last(day), 10, 21, midnight, day),
+            Some((19, 21))
+        );
         // A range inside a day widens to the whole day; one outside the data is none.
         let r = Span::Range(Some(12 * DAY + 5), Some(12 * DAY + 10));
-        assert_eq!(tiles(&r, 10, 20, day), Some((12, 13)));
-        assert_eq!(tiles(&Span::Range(Some(30 * DAY), None), 10, 20, day), None);
+        assert_eq!(tiles(&r, 10, 20, noon, day), Some((12, 13)));
         assert_eq!(
-            tiles(&Span::Range(None, Some(11 * DAY)), 10, 20, day),
+            tiles(&Span::Range(Some(30 * DAY), None), 10, 20, noon, day),
+            None
+        );
+        assert_eq!(
+            tiles(&Span::Range(None, Some(11 * DAY)), 10, 20, noon, day),
             Some((10, 11))
         );
     }

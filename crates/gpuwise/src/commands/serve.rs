@@ -225,7 +225,14 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         }))
     } else {
         let started = std::time::Instant::now();
-        let live = Live::open(args.fleet.inputs.clone(), read, Some(retain))?;
+        // The plausible-time bound follows the clock at every refresh.
+        let latest: gpuwise_server::Latest = Arc::new(|| {
+            // The clock's settings were checked when the settings were resolved.
+            let now =
+                crate::clock::now_ms().unwrap_or_else(|_| jiff::Timestamp::now().as_millisecond());
+            fleet::latest_plausible(now)
+        });
+        let live = Live::open(args.fleet.inputs.clone(), read, Some(retain), Some(latest))?;
         printer::info(&format!(
             "read {} in {:.1} s",
             args.fleet.inputs.join(" "),

@@ -79,11 +79,17 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
     })
 }
 
+/// The latest plausible sample time at `now`: a sample dated more than a day after it is a
+/// broken clock. (`serve` asks again at every refresh.)
+pub(crate) fn latest_plausible(now: i64) -> i64 {
+    now.saturating_add(gpuwise_core::DAY_MS)
+}
+
 /// How samples become a profile: idle threshold and episodes, held-idle memory, gaps, and the
 /// plausible window (a sample dated more than a day after this run is a broken clock).
 fn profile_settings(a: &AnalysisArgs, cfg: &Config, now: i64) -> anyhow::Result<ProfileSettings> {
     let mut profile = ProfileSettings {
-        latest_ms: now.saturating_add(gpuwise_core::DAY_MS),
+        latest_ms: latest_plausible(now),
         ..ProfileSettings::default()
     };
     if let Some(v) = a.idle_threshold.or(cfg.idle_threshold_pct) {

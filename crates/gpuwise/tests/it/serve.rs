@@ -205,20 +205,42 @@ fn the_api_prints_what_the_cli_prints() {
         .as_str()
         .expect("end")
         .to_owned();
-    let (_, last) = s.get("/api/report?last=1d");
-    let last_day = &end[..10];
-    assert_eq!(
-        last,
-        cli(&[
+    // `last=N` is the N ending at the newest sample, widened to whole days at its start: the
+    // CLI from the day that holds its first moment. Generated days end with a sample at
+    // midnight, which once opened a day of its own: `last=1d` was that day alone ($0) and
+    // `last=7d` six days.
+    let newest: jiff::Timestamp = end.parse().expect("end");
+    for (q, days) in [
+        ("last=1d", 1),
+        ("last=24h", 1),
+        ("last=2d", 2),
+        ("last=3d", 3),
+    ] {
+        let (code, body) = s.get(&format!("/api/report?{q}"));
+        assert_eq!(code, 200, "{q}: {body}");
+        let from = newest - jiff::SignedDuration::from_hours(24 * days)
+            + jiff::SignedDuration::from_millis(1);
+        let since = jiff::tz::TimeZone::UTC.to_datetime(from).date().to_string();
+        let want = cli(&[
             "report",
             &data,
             "--format",
             "json",
             "--no-progress",
             "--since",
-            last_day
-        ])
-    );
+            &since,
+        ]);
+        assert_eq!(body, want, "?{q}");
+        let hours = json(&body)["fleet"]["gpu_hours"].as_f64().expect("hours");
+        if end.ends_with("T00:00:00Z") {
+            // Whole days: every device's N × 24 hours, no more (10 GPUs, minus what the
+            // generated fleet had off).
+            assert!(
+                hours > 0.0 && hours <= 10.0 * 24.0 * days as f64 + 1e-6,
+                "?{q}: {hours}"
+            );
+        }
+    }
     // Bad windows are the client's error; one outside the data is not found.
     for q in [
         "last=7",
@@ -525,4 +547,75 @@ fn report_windows_add_up_to_the_whole() {
         assert_eq!(o.code, 2, "{all:?}");
         assert!(o.stderr.contains(says), "{all:?}: {}", o.stderr);
     }
+}
+
+/// DCGM lines for one GPU, one a minute from `from_ms`, `n` of them.
+fn dcgm_minutes(from_ms: i64, n: i64) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"GPU-c10c0000-0000-4000-8000-000000000001\",Hostname=\"clockwork\"}} 40 {}\n",
+                from_ms + i * 60_000
+            )
+        })
+        .collect()
+}
+
+/// A server that runs for days while its log grows: the latest plausible sample time follows
+/// the clock at every refresh. (It was fixed at start, a day ahead of it, so after a day every
+/// new sample was skipped as "more than a day in the future" and the dashboard froze.) The
+/// clock runs 20,000× fast from 2026-01-10T01:00Z (`GPUWISE_CLOCK_RATE`), so three days pass
+/// in 13 s.
+#[test]
+fn serve_follows_the_clock_across_days() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("clockwork.prom");
+    let day0 = 1_768_003_200_000; // 2026-01-10T00:00:00Z
+    std::fs::write(&log, dcgm_minutes(day0, 60)).expect("log");
+    let s = Served::start(
+        &[&log.display().to_string(), "--refresh", "1s"],
+        &[
+            ("GPUWISE_NOW", "2026-01-10T01:00:00Z"),
+            ("GPUWISE_CLOCK_RATE", "20000"),
+        ],
+    );
+    let (code, first) = s.get("/api/report");
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(json(&first)["devices"][0]["samples"], 60);
+    // Three days and a bit later by the server's clock, 30 samples of day 3 arrive; and one
+    // dated a month on, which is still a broken clock.
+    std::thread::sleep(Duration::from_secs(14));
+    let day3 = day0 + 3 * 86_400_000;
+    let g = s.generation();
+    append(
+        &log,
+        &[
+            dcgm_minutes(day3, 30).trim_end(),
+            dcgm_minutes(day3 + 30 * 86_400_000, 1).trim_end(),
+        ],
+        false,
+    );
+    s.wait_past(g);
+    let start = Instant::now();
+    let mut report = json(&s.get("/api/report").1);
+    while report["devices"][0]["samples"] != 90 && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(300));
+        report = json(&s.get("/api/report").1);
+    }
+    assert_eq!(
+        report["devices"][0]["samples"], 90,
+        "{}",
+        report["warnings"]
+    );
+    assert!(
+        report["devices"][0]["last_seen"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("2026-01-13")),
+        "{}",
+        report["devices"][0]["last_seen"]
+    );
+    // The month-ahead sample is skipped and counted as such.
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("implausible_timestamp"), "{warnings}");
+    assert_eq!(report["ingest"]["skipped"], 1, "{}", report["ingest"]);
 }
