@@ -111,6 +111,21 @@ fn date_ms(s: &str) -> Option<EpochMs> {
 }
 
 impl TeamMap {
+    /// Every team the file names (assignments and pod, container, namespace and host rules;
+    /// teams from labels are the data's).
+    #[must_use]
+    pub fn named_teams(&self) -> std::collections::BTreeSet<String> {
+        self.assign
+            .iter()
+            .map(|a| a.team.clone())
+            .chain(
+                [&self.pods, &self.containers, &self.namespaces, &self.hosts]
+                    .into_iter()
+                    .flat_map(|rules| rules.iter().map(|(_, t)| t.clone())),
+            )
+            .collect()
+    }
+
     /// Parse a team file.
     ///
     /// # Errors

@@ -287,6 +287,64 @@ pub fn burn(b: &Budget, a: &Allocation) -> Option<Vec<Burn>> {
     )
 }
 
+/// The budget's teams that neither the team file (`named`) nor the data knows: a budget for a
+/// misspelt team would pass every month, matching nothing.
+///
+/// # Errors
+/// [`PolicyError`] naming the unknown teams and the known ones.
+pub fn known_teams(
+    policy: &Policy,
+    a: &Allocation,
+    named: &std::collections::BTreeSet<String>,
+    origin: &str,
+) -> Result<(), PolicyError> {
+    let Some(b) = &policy.budget else {
+        return Ok(());
+    };
+    let mut known = named.clone();
+    known.extend(
+        a.months
+            .iter()
+            .flat_map(|m| m.teams.iter().map(|t| t.team.clone())),
+    );
+    let unknown: Vec<&str> = b
+        .monthly_usd
+        .keys()
+        .filter(|t| !known.contains(*t))
+        .map(String::as_str)
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let list = |v: Vec<&str>| {
+        v.iter()
+            .map(|t| format!("`{t}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(PolicyError {
+        origin: origin.to_owned(),
+        message: format!(
+            "[budget] monthly_usd names {} that no team file or data knows; the known teams \
+             are {}",
+            list(unknown),
+            if known.is_empty() {
+                "none (give --teams or --group-by)".to_owned()
+            } else {
+                list(known.iter().map(String::as_str).collect())
+            }
+        ),
+    })
+}
+
+/// A team's unpriced GPU-hours in the allocation's current month, if any.
+fn unpriced_this_month(a: &Allocation, team: &str) -> Option<f64> {
+    let month = &a.forecast.as_ref()?.month;
+    let m = a.months.iter().find(|m| &m.month == month)?;
+    let t = m.teams.iter().find(|t| t.team == team)?;
+    (t.sums.unpriced_gpu_hours > 0.0).then_some(t.sums.unpriced_gpu_hours)
+}
+
 fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
     let Some(rows) = burn(b, a) else {
         out.not_evaluated.push(NotEvaluated {
@@ -309,6 +367,20 @@ fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
             ("elapsed_hours", r.elapsed_hours.into()),
             ("month_hours", r.month_hours.into()),
         ]);
+        let unpriced = unpriced_this_month(a, &team);
+        if let Some(h) = unpriced.filter(|_| mtd <= limit) {
+            // The priced part is under the budget; what the unpriced hours cost is unknown,
+            // so the rule cannot say the team is within it.
+            out.not_evaluated.push(NotEvaluated {
+                rule: "budget",
+                reason: format!(
+                    "{team}: {h:.1} GPU-hour(s) in {} have no price, so its spend is not known \
+                     (${mtd:.2} priced of a ${limit:.2} budget); price them with --prices",
+                    r.month
+                ),
+            });
+            continue;
+        }
         if mtd > limit {
             out.violations.push(Violation {
                 rule: "budget",
@@ -456,9 +528,15 @@ fn longest_busy_run(p: &DeviceProfile) -> Option<(EpochMs, f64)> {
 }
 
 fn long_jobs(r: &LongJobRule, profiles: &[DeviceProfile], rows: &Rows<'_>, out: &mut Outcome) {
+    let mut unpriced = Vec::new();
     for p in profiles {
         let id = p.key.to_string();
         let Some(rate) = rows.usd_per_hour(&id) else {
+            // Without a price the rule's min_usd_per_hour cannot be checked: a long run on
+            // such a device is named, never passed over.
+            if longest_busy_run(p).is_some_and(|(_, h)| h > r.max_hours) {
+                unpriced.push(id);
+            }
             continue;
         };
         if rate < r.min_usd_per_hour {
@@ -482,6 +560,25 @@ fn long_jobs(r: &LongJobRule, profiles: &[DeviceProfile], rows: &Rows<'_>, out: 
                 ]),
             });
         }
+    }
+    if !unpriced.is_empty() {
+        let shown: Vec<&str> = unpriced.iter().take(5).map(String::as_str).collect();
+        out.not_evaluated.push(NotEvaluated {
+            rule: "long_job",
+            reason: format!(
+                "{} device(s) without a price ran longer than {} h ({}{}); whether they cost \
+                 at least ${:.2}/h is not known: price them with --prices",
+                unpriced.len(),
+                r.max_hours,
+                shown.join(", "),
+                if unpriced.len() > shown.len() {
+                    ", …"
+                } else {
+                    ""
+                },
+                r.min_usd_per_hour
+            ),
+        });
     }
 }
 

@@ -41,14 +41,24 @@ const MAX_VIOLATION_BLOCKS: usize = 47;
 /// The summary line.
 #[must_use]
 pub fn headline(o: &Outcome) -> String {
-    if o.violations.is_empty() {
+    let undecided = if o.not_evaluated.is_empty() {
+        String::new()
+    } else {
+        format!("; {} could not be decided", o.not_evaluated.len())
+    };
+    if o.violations.is_empty() && o.not_evaluated.is_empty() {
         format!(
             "gpuwise check: all {} rule(s) pass",
             o.rules_evaluated.len()
         )
+    } else if o.violations.is_empty() {
+        format!(
+            "gpuwise check: no violation of {} rule(s){undecided}",
+            o.rules_evaluated.len()
+        )
     } else {
         format!(
-            "gpuwise check: {} violation(s) of {} rule(s)",
+            "gpuwise check: {} violation(s) of {} rule(s){undecided}",
             o.violations.len(),
             o.rules_evaluated.len()
         )

@@ -1197,7 +1197,8 @@ pub(crate) struct ReadArgs {
     /// Only samples before this time (same forms as --since).
     #[arg(long, value_name = "TIME", conflicts_with = "prometheus")]
     pub until: Option<String>,
-    /// Treat the first skipped line or value as an error.
+    /// Treat the first skipped line or value as an error; with `check`, also exit 1 when a
+    /// rule could not be decided (a team's hours unpriced, no data this month).
     #[arg(long)]
     pub strict: bool,
 }

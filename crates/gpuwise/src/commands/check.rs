@@ -125,15 +125,34 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         .report
         .now_ms
         .ok_or_else(|| anyhow!("no clock for the check"))?;
+    check::known_teams(
+        &policy,
+        &allocation,
+        &settings.teams.named_teams(),
+        &path.display().to_string(),
+    )?;
     let o = check::evaluate(&policy, &report, &profiles, &allocation, now);
     let color = args.out.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     let text = gpuwise_render::ledger::check(&o, format, &RenderOptions { top: 0, color })?;
     emit(&text, args.out.output.as_ref())?;
     notify_if_asked(args, &o)?;
-    Ok(if o.violations.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    if !o.not_evaluated.is_empty() {
+        printer::warn(&format!(
+            "{} rule(s) could not be decided{}",
+            o.not_evaluated.len(),
+            if args.fleet.read.strict {
+                " (--strict: exit 1)"
+            } else {
+                " (--strict makes that exit 1)"
+            }
+        ));
+    }
+    Ok(
+        if o.violations.is_empty() && (o.not_evaluated.is_empty() || !args.fleet.read.strict) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        },
+    )
 }

@@ -882,3 +882,136 @@ fn a_parquet_bill_written_by_another_tool_reads_like_its_csv() {
     ]);
     assert_eq!(csv, pq);
 }
+
+/// Guardrails never fail open: a budget for a team nobody knows is an error naming the known
+/// teams; a team whose hours have no price cannot be held to its budget, nor its device's
+/// long run to a minimum price — each is `not_evaluated` with the reason, and `--strict`
+/// makes that exit 1. (A budget for a misspelt team passed as "all 1 rule(s) pass", and an
+/// unpriced team never breached.)
+#[test]
+fn guardrails_say_what_they_cannot_decide() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut lines = String::new();
+    // 30 hours at 5 minutes, both GPUs busy: one catalog A100 (research), one model no
+    // catalog knows (lab).
+    for i in 0..360_i64 {
+        let ts = 1_767_571_200_000 + i * 300_000;
+        for (uuid, model, ns) in [
+            (
+                "GPU-aaaaaaaa-0000-4000-8000-000000000001",
+                "NVIDIA A100-SXM4-80GB",
+                "research",
+            ),
+            (
+                "GPU-bbbbbbbb-0000-4000-8000-000000000002",
+                "Mystery Accelerator 9000",
+                "lab",
+            ),
+        ] {
+            let _ = std::fmt::Write::write_fmt(
+                &mut lines,
+                format_args!(
+                    "DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"{uuid}\",modelName=\"{model}\",Hostname=\"node-{ns}\",namespace=\"{ns}\"}} 80 {ts}\n"
+                ),
+            );
+        }
+    }
+    let data = dir.path().join("fleet.prom");
+    std::fs::write(&data, lines).expect("data");
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).expect("write");
+        p.display().to_string()
+    };
+    let teams = write(
+        "teams.toml",
+        "[namespaces]\n\"research\" = \"research\"\n\"lab\" = \"lab\"\n",
+    );
+    let data = data.display().to_string();
+    let check = |policy: &str, extra: &[&str]| {
+        let mut a = vec![
+            "check",
+            &data,
+            "--teams",
+            &teams,
+            "--policy",
+            policy,
+            "--format",
+            "json",
+            "--no-progress",
+        ];
+        a.extend_from_slice(extra);
+        run(&a)
+    };
+    // A misspelt team: exit 2, naming it and the teams that exist.
+    let typo = write("typo.toml", "[budget]\nmonthly_usd = { reserch = 100 }\n");
+    let o = check(&typo, &[]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("`reserch`") && o.stderr.contains("`lab`, `research`"),
+        "{}",
+        o.stderr
+    );
+    // lab's hours are unpriced: its budget and its 30-hour run are not evaluated; research,
+    // priced by the catalog, is held to its budget and passes.
+    let policy = write(
+        "policy.toml",
+        "[budget]\nmonthly_usd = { research = 1000000, lab = 1 }\n\
+         [long_jobs]\nmax_hours = 24\nmin_usd_per_hour = 0.5\n",
+    );
+    let o = check(&policy, &[]);
+    // research ran 30 h at the A100's catalog price: a long job, decided (exit 1).
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let c: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    let undecided: Vec<String> = c["not_evaluated"]
+        .as_array()
+        .expect("not_evaluated")
+        .iter()
+        .map(|n| format!("{}: {}", n["rule"], n["reason"]))
+        .collect();
+    assert_eq!(undecided.len(), 2, "{undecided:?}");
+    assert!(
+        undecided[0].contains("budget") && undecided[0].contains("lab: 29.9 GPU-hour(s)"),
+        "{undecided:?}"
+    );
+    assert!(
+        undecided[1].contains("long_job") && undecided[1].contains("GPU-bbbbbbbb"),
+        "{undecided:?}"
+    );
+    let violations = c["violations"].as_array().expect("violations");
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0]["rule"], "long_job");
+    assert!(
+        violations[0]["subject"]
+            .as_str()
+            .is_some_and(|s| s.contains("GPU-aaaaaaaa"))
+    );
+    assert!(
+        o.stderr.contains("2 rule(s) could not be decided"),
+        "{}",
+        o.stderr
+    );
+    // A budget alone: research within it, lab undecided — exit 0, and 1 with --strict (a
+    // guardrail that cannot see the data fails).
+    let budget = write(
+        "budget.toml",
+        "[budget]\nmonthly_usd = { research = 1000000, lab = 1 }\n",
+    );
+    let o = check(&budget, &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let c: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    assert_eq!(c["not_evaluated"][0]["rule"], "budget");
+    assert_eq!(check(&budget, &["--strict"]).code, 1);
+    // The table says so instead of "all rules pass".
+    let o = run(&[
+        "check",
+        &data,
+        "--teams",
+        &teams,
+        "--policy",
+        &budget,
+        "--no-progress",
+    ]);
+    assert!(o.stdout.contains("could not be decided"), "{}", o.stdout);
+    assert!(!o.stdout.contains("pass"), "{}", o.stdout);
+}
