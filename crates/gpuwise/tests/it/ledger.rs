@@ -891,43 +891,12 @@ fn a_parquet_bill_written_by_another_tool_reads_like_its_csv() {
 #[test]
 fn guardrails_say_what_they_cannot_decide() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut lines = String::new();
-    // 30 hours at 5 minutes, both GPUs busy: one catalog A100 (research), one model no
-    // catalog knows (lab).
-    for i in 0..360_i64 {
-        let ts = 1_767_571_200_000 + i * 300_000;
-        for (uuid, model, ns) in [
-            (
-                "GPU-aaaaaaaa-0000-4000-8000-000000000001",
-                "NVIDIA A100-SXM4-80GB",
-                "research",
-            ),
-            (
-                "GPU-bbbbbbbb-0000-4000-8000-000000000002",
-                "Mystery Accelerator 9000",
-                "lab",
-            ),
-        ] {
-            let _ = std::fmt::Write::write_fmt(
-                &mut lines,
-                format_args!(
-                    "DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"{uuid}\",modelName=\"{model}\",Hostname=\"node-{ns}\",namespace=\"{ns}\"}} 80 {ts}\n"
-                ),
-            );
-        }
-    }
-    let data = dir.path().join("fleet.prom");
-    std::fs::write(&data, lines).expect("data");
+    let (data, teams) = two_teams_one_unpriced(dir.path());
     let write = |name: &str, text: &str| {
         let p = dir.path().join(name);
         std::fs::write(&p, text).expect("write");
         p.display().to_string()
     };
-    let teams = write(
-        "teams.toml",
-        "[namespaces]\n\"research\" = \"research\"\n\"lab\" = \"lab\"\n",
-    );
-    let data = data.display().to_string();
     let check = |policy: &str, extra: &[&str]| {
         let mut a = vec![
             "check",
@@ -1014,4 +983,41 @@ fn guardrails_say_what_they_cannot_decide() {
     ]);
     assert!(o.stdout.contains("could not be decided"), "{}", o.stdout);
     assert!(!o.stdout.contains("pass"), "{}", o.stdout);
+}
+
+/// 30 hours at 5 minutes of two busy GPUs in `dir`: one catalog A100 (team research), one
+/// model no catalog knows (team lab); the telemetry file and the team file.
+fn two_teams_one_unpriced(dir: &Path) -> (String, String) {
+    let mut lines = String::new();
+    for i in 0..360_i64 {
+        let ts = 1_767_571_200_000 + i * 300_000;
+        for (uuid, model, ns) in [
+            (
+                "GPU-aaaaaaaa-0000-4000-8000-000000000001",
+                "NVIDIA A100-SXM4-80GB",
+                "research",
+            ),
+            (
+                "GPU-bbbbbbbb-0000-4000-8000-000000000002",
+                "Mystery Accelerator 9000",
+                "lab",
+            ),
+        ] {
+            let _ = std::fmt::Write::write_fmt(
+                &mut lines,
+                format_args!(
+                    "DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"{uuid}\",modelName=\"{model}\",Hostname=\"node-{ns}\",namespace=\"{ns}\"}} 80 {ts}\n"
+                ),
+            );
+        }
+    }
+    let data = dir.join("fleet.prom");
+    std::fs::write(&data, lines).expect("data");
+    let teams = dir.join("teams.toml");
+    std::fs::write(
+        &teams,
+        "[namespaces]\n\"research\" = \"research\"\n\"lab\" = \"lab\"\n",
+    )
+    .expect("teams");
+    (data.display().to_string(), teams.display().to_string())
 }

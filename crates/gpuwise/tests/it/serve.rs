@@ -205,42 +205,7 @@ fn the_api_prints_what_the_cli_prints() {
         .as_str()
         .expect("end")
         .to_owned();
-    // `last=N` is the N ending at the newest sample, widened to whole days at its start: the
-    // CLI from the day that holds its first moment. Generated days end with a sample at
-    // midnight, which once opened a day of its own: `last=1d` was that day alone ($0) and
-    // `last=7d` six days.
-    let newest: jiff::Timestamp = end.parse().expect("end");
-    for (q, days) in [
-        ("last=1d", 1),
-        ("last=24h", 1),
-        ("last=2d", 2),
-        ("last=3d", 3),
-    ] {
-        let (code, body) = s.get(&format!("/api/report?{q}"));
-        assert_eq!(code, 200, "{q}: {body}");
-        let from = newest - jiff::SignedDuration::from_hours(24 * days)
-            + jiff::SignedDuration::from_millis(1);
-        let since = jiff::tz::TimeZone::UTC.to_datetime(from).date().to_string();
-        let want = cli(&[
-            "report",
-            &data,
-            "--format",
-            "json",
-            "--no-progress",
-            "--since",
-            &since,
-        ]);
-        assert_eq!(body, want, "?{q}");
-        let hours = json(&body)["fleet"]["gpu_hours"].as_f64().expect("hours");
-        if end.ends_with("T00:00:00Z") {
-            // Whole days: every device's N × 24 hours, no more (10 GPUs, minus what the
-            // generated fleet had off).
-            assert!(
-                hours > 0.0 && hours <= 10.0 * 24.0 * days as f64 + 1e-6,
-                "?{q}: {hours}"
-            );
-        }
-    }
+    last_is_the_n_ending_at_the_newest_sample(&s, &data, &end);
     // Bad windows are the client's error; one outside the data is not found.
     for q in [
         "last=7",
@@ -618,4 +583,45 @@ fn serve_follows_the_clock_across_days() {
     let warnings = report["warnings"].to_string();
     assert!(warnings.contains("implausible_timestamp"), "{warnings}");
     assert_eq!(report["ingest"]["skipped"], 1, "{}", report["ingest"]);
+}
+
+/// `last=N` is the N ending at the newest sample, widened to whole days at its start: the
+/// CLI from the day that holds its first moment.
+fn last_is_the_n_ending_at_the_newest_sample(s: &Served, data: &str, end: &str) {
+    // `last=N` is the N ending at the newest sample, widened to whole days at its start: the
+    // CLI from the day that holds its first moment. Generated days end with a sample at
+    // midnight, which once opened a day of its own: `last=1d` was that day alone ($0) and
+    // `last=7d` six days.
+    let newest: jiff::Timestamp = end.parse().expect("end");
+    for (q, days) in [
+        ("last=1d", 1),
+        ("last=24h", 1),
+        ("last=2d", 2),
+        ("last=3d", 3),
+    ] {
+        let (code, body) = s.get(&format!("/api/report?{q}"));
+        assert_eq!(code, 200, "{q}: {body}");
+        let from = newest - jiff::SignedDuration::from_hours(24 * days)
+            + jiff::SignedDuration::from_millis(1);
+        let since = jiff::tz::TimeZone::UTC.to_datetime(from).date().to_string();
+        let want = cli(&[
+            "report",
+            data,
+            "--format",
+            "json",
+            "--no-progress",
+            "--since",
+            &since,
+        ]);
+        assert_eq!(body, want, "?{q}");
+        let hours = json(&body)["fleet"]["gpu_hours"].as_f64().expect("hours");
+        if end.ends_with("T00:00:00Z") {
+            // Whole days: every device's N × 24 hours, no more (10 GPUs, minus what the
+            // generated fleet had off).
+            assert!(
+                hours > 0.0 && hours <= 10.0 * 24.0 * days as f64 + 1e-6,
+                "?{q}: {hours}"
+            );
+        }
+    }
 }
