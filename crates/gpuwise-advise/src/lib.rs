@@ -1766,26 +1766,23 @@ fn commit_baseline(
     if ratio >= 1.0 {
         return None;
     }
-    // Busy GPUs per hour: a device is busy in an hour it spent mostly out of idle episodes.
-    let mut busy: BTreeMap<i64, u32> = BTreeMap::new();
-    for &di in members {
-        for h in &devs[di].stats.hourly {
-            if h.covered_hours - h.idle_hours >= 0.5 {
-                *busy.entry(h.start_ms).or_default() += 1;
-            }
-        }
-    }
-    let hours = window_hours.round().max(1.0);
-    let max_k = busy.values().copied().max().unwrap_or(0);
-    // The hourly series over the whole window (hours without a busy GPU are zeros), sized by
-    // the commitment study `gpuwise simulate commit` runs.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let mut series: Vec<u32> = busy.values().copied().collect();
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    series.resize((hours as usize).max(series.len()), 0);
+    // Busy GPUs per observed hour (gpuwise_core::demand: MIG instances folded into their GPU,
+    // hours without telemetry left out rather than counted as no demand).
+    let demand =
+        gpuwise_core::demand::busy_hours(members.iter().map(|&di| gpuwise_core::demand::Unit {
+            parent: (devs[di].row.host.as_str(), devs[di].row.gpu.as_str()),
+            share: Some(devs[di].share),
+            hourly: &devs[di].stats.hourly,
+            interruptible: false,
+        }));
+    let series = &demand.busy;
+    #[allow(clippy::cast_precision_loss)]
+    let hours = series.len().max(1) as f64;
+    let max_k = series.iter().copied().max().unwrap_or(0);
     let (k_star, _) =
-        gpuwise_sim::commit::baseline(&series, od.usd_per_gpu_hour, commit.usd_per_gpu_hour);
-    let share = |k: u32| busy.values().filter(|&&c| c >= k).count() as f64 / hours;
+        gpuwise_sim::commit::baseline(series, od.usd_per_gpu_hour, commit.usd_per_gpu_hour);
+    let share = |k: u32| series.iter().filter(|&&c| c >= k).count() as f64 / hours;
+    let coverage = demand.coverage_pct().unwrap_or(0.0);
     let current: f64 = (1..=k_star)
         .map(|k| share(k) * od.usd_per_gpu_hour * MONTH_HOURS)
         .sum();
@@ -1793,9 +1790,12 @@ fn commit_baseline(
     let last_share = if k_star > 0 { share(k_star) } else { 0.0 };
     let next_share = share(k_star + 1);
     let shares = format!(
-        "at least {k_star} of {} GPUs busy in {:.0} % of hours{}",
+        "at least {k_star} of {} GPUs busy in {:.0} % of the {} hours with telemetry ({:.0} % \
+         of the span){}",
         members.len(),
         last_share * 100.0,
+        series.len(),
+        coverage,
         if k_star < max_k {
             format!(", at least {} in {:.0} %", k_star + 1, next_share * 100.0)
         } else {

@@ -19,6 +19,7 @@
 //! ([`sample::EpochMs`]); a local time zone is only applied where a human reads hours
 //! (hour-of-week patterns, idle windows in words).
 
+pub mod demand;
 pub mod diagnose;
 pub mod hist;
 pub mod price;

@@ -250,12 +250,14 @@ pub struct Fleet {
     pub idle_gpu_hours: f64,
     /// GPU-hours idle while holding memory.
     pub held_idle_gpu_hours: f64,
-    /// Cost of priced devices.
-    pub cost_usd: f64,
-    /// Cost of idle GPU-hours.
-    pub idle_cost_usd: f64,
-    /// Cost of held-idle GPU-hours.
-    pub held_idle_cost_usd: f64,
+    /// Cost of priced devices (`null` when every device is unpriced: unknown, never $0).
+    pub cost_usd: Option<f64>,
+    /// Cost of idle GPU-hours on priced devices (`null` when every idle hour is on an
+    /// unpriced device).
+    pub idle_cost_usd: Option<f64>,
+    /// Cost of held-idle GPU-hours on priced devices (`null` when every held-idle hour is on
+    /// an unpriced device).
+    pub held_idle_cost_usd: Option<f64>,
     /// GPU-hours per class.
     pub gpu_hours_by_class: BTreeMap<String, f64>,
     /// Devices per class.
@@ -419,12 +421,12 @@ pub struct GroupRow {
     pub mean_utilization_pct: Option<f64>,
     /// Idle GPU-hours.
     pub idle_gpu_hours: f64,
-    /// Cost of the group's priced devices.
-    pub cost_usd: f64,
-    /// Idle cost of the group's priced devices.
-    pub idle_cost_usd: f64,
-    /// Held-idle cost of the group's priced devices.
-    pub held_idle_cost_usd: f64,
+    /// Cost of the group's priced devices (`null` when none is priced).
+    pub cost_usd: Option<f64>,
+    /// Idle cost of the group's priced devices (`null` when its idle hours are all unpriced).
+    pub idle_cost_usd: Option<f64>,
+    /// Held-idle cost of the group's priced devices (`null` likewise).
+    pub held_idle_cost_usd: Option<f64>,
     /// Devices of the group without a price (their cost is not in the figures above).
     pub unpriced_devices: usize,
 }
@@ -474,6 +476,13 @@ struct Sums {
     priced_gpu_hours: f64,
     priced_busy_hours: f64,
     unpriced: usize,
+    /// Hours of each kind on priced and on unpriced devices: a sum of dollars over no
+    /// priced hour of its kind is unknown, not $0.
+    priced_idle: f64,
+    priced_held: f64,
+    unpriced_hours: f64,
+    unpriced_idle: f64,
+    unpriced_held: f64,
 }
 
 impl Sums {
@@ -499,12 +508,33 @@ impl Sums {
                 self.idle_cost += i;
                 self.held_cost += h;
                 self.priced_gpu_hours += row.gpu_hours;
+                self.priced_idle += s.idle_hours * share;
+                self.priced_held += s.held_idle_hours * share;
                 if let Some(u) = &s.util {
                     self.priced_busy_hours += u.mean_pct / 100.0 * u.observed_hours * share;
                 }
             }
-            _ => self.unpriced += 1,
+            _ => {
+                self.unpriced += 1;
+                self.unpriced_hours += row.gpu_hours;
+                self.unpriced_idle += s.idle_hours * share;
+                self.unpriced_held += s.held_idle_hours * share;
+            }
         }
+    }
+
+    /// Dollars over `priced` hours of a kind, unknown when every such hour is unpriced.
+    fn dollars(usd: f64, priced: f64, unpriced: f64) -> Option<f64> {
+        (priced > 0.0 || unpriced <= 0.0).then_some(usd)
+    }
+
+    /// Cost, idle cost and held-idle cost, each unknown where its hours are all unpriced.
+    fn costs(&self) -> (Option<f64>, Option<f64>, Option<f64>) {
+        (
+            Self::dollars(self.cost, self.priced_gpu_hours, self.unpriced_hours),
+            Self::dollars(self.idle_cost, self.priced_idle, self.unpriced_idle),
+            Self::dollars(self.held_cost, self.priced_held, self.unpriced_held),
+        )
     }
 
     /// The fleet's KPIs. Costs per hour are over priced devices only: unpriced hours are not
@@ -627,9 +657,9 @@ pub fn build(
             mean_utilization_pct: fleet.mean(),
             idle_gpu_hours: fleet.idle,
             held_idle_gpu_hours,
-            cost_usd: fleet.cost,
-            idle_cost_usd: fleet.idle_cost,
-            held_idle_cost_usd: fleet.held_cost,
+            cost_usd: fleet.costs().0,
+            idle_cost_usd: fleet.costs().1,
+            held_idle_cost_usd: fleet.costs().2,
             gpu_hours_by_class: by_class,
             devices_by_class: count_by_class,
             unpriced_devices,
@@ -1169,15 +1199,16 @@ fn group_rows(groups: BTreeMap<String, Sums>) -> Vec<GroupRow> {
             gpu_hours: g.gpu_hours,
             mean_utilization_pct: g.mean(),
             idle_gpu_hours: g.idle,
-            cost_usd: g.cost,
-            idle_cost_usd: g.idle_cost,
-            held_idle_cost_usd: g.held_cost,
+            cost_usd: g.costs().0,
+            idle_cost_usd: g.costs().1,
+            held_idle_cost_usd: g.costs().2,
             unpriced_devices: g.unpriced,
         })
         .collect();
     rows.sort_by(|a, b| {
         b.cost_usd
-            .total_cmp(&a.cost_usd)
+            .unwrap_or(0.0)
+            .total_cmp(&a.cost_usd.unwrap_or(0.0))
             .then_with(|| a.key.cmp(&b.key))
     });
     rows
@@ -1266,8 +1297,8 @@ mod tests {
         assert_eq!(r.fleet.devices, 2);
         assert!((r.fleet.gpu_hours - 4.0).abs() < 1e-9);
         let expected = 2.0 * 3.43088125 + 2.0 * 0.526;
-        assert!((r.fleet.cost_usd - expected).abs() < 1e-9);
-        assert!((r.fleet.idle_cost_usd - 2.0 * 0.526).abs() < 1e-9);
+        assert!((r.fleet.cost_usd.unwrap_or(f64::NAN) - expected).abs() < 1e-9);
+        assert!((r.fleet.idle_cost_usd.unwrap_or(f64::NAN) - 2.0 * 0.526).abs() < 1e-9);
         assert!((r.fleet.mean_utilization_pct.expect("util") - 45.0).abs() < 1e-9);
         assert_eq!(r.devices[0].id, "h1/GPU-b", "most wasteful first");
         assert_eq!(r.devices[0].class, Class::Idle);
@@ -1322,7 +1353,7 @@ mod tests {
             "{}",
             r.fleet.gpu_hours
         );
-        assert!((r.fleet.cost_usd - 2.0).abs() < 1e-9);
+        assert!((r.fleet.cost_usd.unwrap_or(f64::NAN) - 2.0).abs() < 1e-9);
         assert!((r.fleet.gpu_hours_by_class.values().sum::<f64>() - 1.0).abs() < 1e-9);
         let w = r
             .warnings

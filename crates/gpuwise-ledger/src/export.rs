@@ -2,7 +2,13 @@
 //!
 //! One row per device, owner and UTC day, in the 57 FOCUS 1.2 columns (spec order) followed by
 //! `x_` columns, so the allocation loads beside a cloud bill in any FOCUS tool. Costs are the
-//! showback cost of the device-hours (GPU-hours × $ per GPU-hour); the `x_` columns carry what
+//! showback cost of the device-hours (GPU-hours × $ per GPU-hour paid: `BilledCost`,
+//! `EffectiveCost`). `ListCost` is at the public list price — the catalog's on-demand price of
+//! the GPU in the run's price context, which the caller supplies — so a spot, committed or
+//! negotiated price shows its discount; `ContractedCost` is the price paid for on-demand and
+//! spot rows and the list price for committed rows (FOCUS: contracted is before commitment
+//! discounts). Where no list price is known `ListUnitPrice` is null and `ListCost` (which FOCUS
+//! does not let be null) is the cost paid, with `x_ListPriceKnown` false. The `x_` columns carry what
 //! FOCUS has no column for: team, GPU-hours busy and idle, idle cost, mean utilization and the
 //! price's source. A device without a price has no row (FOCUS costs cannot be null, and gpuwise
 //! never writes an unknown cost as $0); the count is returned. The rows are values; the render
@@ -80,7 +86,7 @@ pub const FOCUS_1_2: [&str; 57] = [
 ];
 
 /// The `x_` columns after the FOCUS ones.
-pub const EXTENSIONS: [&str; 7] = [
+pub const EXTENSIONS: [&str; 8] = [
     "x_Team",
     "x_GpuHours",
     "x_BusyGpuHours",
@@ -88,6 +94,7 @@ pub const EXTENSIONS: [&str; 7] = [
     "x_IdleCost",
     "x_GpuUtilization",
     "x_PriceSource",
+    "x_ListPriceKnown",
 ];
 
 #[derive(Default)]
@@ -145,9 +152,15 @@ pub struct FocusRows {
     pub unpriced_devices: usize,
 }
 
-/// The allocation as FOCUS 1.2 rows (see the module documentation).
+/// The allocation as FOCUS 1.2 rows (see the module documentation). `list_price` is the public
+/// list price per GPU-hour of a device's GPU, if known.
 #[must_use]
-pub fn focus_rows(profiles: &[DeviceProfile], report: &Report, teams: &TeamMap) -> FocusRows {
+pub fn focus_rows(
+    profiles: &[DeviceProfile],
+    report: &Report,
+    teams: &TeamMap,
+    list_price: &dyn Fn(&gpuwise_core::report::DeviceRow) -> Option<f64>,
+) -> FocusRows {
     let rows: BTreeMap<&str, &gpuwise_core::report::DeviceRow> =
         report.devices.iter().map(|d| (d.id.as_str(), d)).collect();
     let mut out = FocusRows {
@@ -179,8 +192,10 @@ pub fn focus_rows(profiles: &[DeviceProfile], report: &Report, teams: &TeamMap) 
             d.idle += h.idle_hours * share;
             d.util_hours += h.util_hours * share;
         }
+        // The list price of the whole GPU, times the device's share like the price paid.
+        let list = list_price(row);
         for ((day, team), d) in days {
-            out.rows.push(focus_row(row, day, team, &d, price));
+            out.rows.push(focus_row(row, day, team, &d, price, list));
         }
     }
     out.unpriced_devices = unpriced;
@@ -193,8 +208,17 @@ fn focus_row(
     team: &str,
     d: &Day,
     price: f64,
+    list: Option<f64>,
 ) -> Vec<String> {
     let cost = d.gpu_hours * price;
+    let committed = matches!(row.pricing, Some("1y" | "3y"));
+    // Contracted is before commitment discounts: the list price for committed rows (where it
+    // is known), the price paid otherwise.
+    let contracted = if committed {
+        list.unwrap_or(price)
+    } else {
+        price
+    };
     let (bp_start, bp_end) = month_bounds(day);
     let tags = serde_json::json!({
         "team": team,
@@ -206,10 +230,16 @@ fn focus_row(
     let mut v: BTreeMap<&str, String> = BTreeMap::new();
     v.insert("BilledCost", format!("{cost:.6}"));
     v.insert("EffectiveCost", format!("{cost:.6}"));
-    v.insert("ListCost", format!("{cost:.6}"));
-    v.insert("ContractedCost", format!("{cost:.6}"));
-    v.insert("ListUnitPrice", format!("{price:.6}"));
-    v.insert("ContractedUnitPrice", format!("{price:.6}"));
+    v.insert(
+        "ListCost",
+        format!("{:.6}", list.map_or(cost, |l| d.gpu_hours * l)),
+    );
+    v.insert("ContractedCost", format!("{:.6}", d.gpu_hours * contracted));
+    if let Some(l) = list {
+        v.insert("ListUnitPrice", format!("{l:.6}"));
+    }
+    v.insert("ContractedUnitPrice", format!("{contracted:.6}"));
+    v.insert("x_ListPriceKnown", list.is_some().to_string());
     v.insert("BillingAccountId", "gpuwise".into());
     v.insert("BillingCurrency", "USD".into());
     v.insert("BillingPeriodStart", ts(bp_start));

@@ -218,15 +218,15 @@ fn kpis(h: &mut String, r: &Report) {
         h,
         "idle_cost_usd",
         "idle cost",
-        &usd(f.idle_cost_usd),
-        Some(f.idle_cost_usd),
+        &f.idle_cost_usd.map_or("unpriced".into(), usd),
+        f.idle_cost_usd,
     );
     kpi(
         h,
         "held_idle_cost_usd",
         "held-idle cost (memory allocated, no work)",
-        &usd(f.held_idle_cost_usd),
-        Some(f.held_idle_cost_usd),
+        &f.held_idle_cost_usd.map_or("unpriced".into(), usd),
+        f.held_idle_cost_usd,
     );
     kpi(
         h,
@@ -250,12 +250,14 @@ fn kpis(h: &mut String, r: &Report) {
         &hours(f.gpu_hours),
         Some(f.gpu_hours),
     );
-    let cost = if f.unpriced_devices > 0 {
-        format!("{} + {} unpriced", usd(f.cost_usd), f.unpriced_devices)
-    } else {
-        usd(f.cost_usd)
+    let cost = match f.cost_usd {
+        None => "unpriced".to_owned(),
+        Some(c) if f.unpriced_devices > 0 => {
+            format!("{} + {} unpriced", usd(c), f.unpriced_devices)
+        }
+        Some(c) => usd(c),
     };
-    kpi(h, "cost_usd", "cost", &cost, Some(f.cost_usd));
+    kpi(h, "cost_usd", "cost", &cost, f.cost_usd);
     h.push_str("</div><p class=\"note\">Spot interruptions are not in GPU telemetry: simulate them on real traces with <code>gpuwise simulate spot</code>.</p>");
 }
 

@@ -119,8 +119,11 @@ fn cards(h: &mut String, r: &Report, advice: Option<&Advice>) {
         ),
         ("mean utilization", pct(f.mean_utilization_pct)),
         ("idle GPU-hours", format!("{:.0}", f.idle_gpu_hours)),
-        ("idle cost", usd(f.idle_cost_usd)),
-        ("held-idle cost", usd(f.held_idle_cost_usd)),
+        ("idle cost", crate::text::usd_or_unpriced(f.idle_cost_usd)),
+        (
+            "held-idle cost",
+            crate::text::usd_or_unpriced(f.held_idle_cost_usd),
+        ),
         (
             "cost per busy GPU-hour",
             f.kpis.cost_per_busy_gpu_hour_usd.map_or("–".into(), usd),
@@ -175,8 +178,8 @@ fn charts(h: &mut String, r: &Report) {
             } else {
                 format!(
                     "{} (idle {}){}",
-                    usd(g.cost_usd),
-                    usd(g.idle_cost_usd),
+                    crate::text::usd_or_unpriced(g.cost_usd),
+                    crate::text::usd_or_unpriced(g.idle_cost_usd),
                     if g.unpriced_devices > 0 {
                         format!(" + {} unpriced", g.unpriced_devices)
                     } else {
@@ -184,7 +187,13 @@ fn charts(h: &mut String, r: &Report) {
                     }
                 )
             };
-            (g.key.clone(), g.cost_usd, g.idle_cost_usd, text)
+            // A bar's length needs a number: an unknown cost draws none, and says so.
+            (
+                g.key.clone(),
+                g.cost_usd.unwrap_or(0.0),
+                g.idle_cost_usd.unwrap_or(0.0),
+                text,
+            )
         })
         .collect();
     h.push_str(&svg::cost_bars(
@@ -251,8 +260,8 @@ fn headline(h: &mut String, r: &Report, advice: Option<&Advice>) {
         ),
         _ => format!(
             "Idle GPU-hours cost {} of {}{}",
-            usd(f.idle_cost_usd),
-            usd(f.cost_usd),
+            crate::text::usd_or_unpriced(f.idle_cost_usd),
+            crate::text::usd_or_unpriced(f.cost_usd),
             f.kpis
                 .waste_share_pct
                 .map_or(String::new(), |p| format!(" ({p:.0} %)"))

@@ -93,13 +93,13 @@ fn fleet(r: &Report, out: &mut Vec<Section>) {
             ],
             vec![
                 "Idle cost".into(),
-                format!("{}{waste_share}", usd(f.idle_cost_usd)),
+                format!("{}{waste_share}", usd_or_unpriced(f.idle_cost_usd)),
             ],
             vec![
                 "Held-idle cost".into(),
                 format!(
                     "{} ({} GPU-hours idle with memory allocated)",
-                    usd(f.held_idle_cost_usd),
+                    usd_or_unpriced(f.held_idle_cost_usd),
                     hours(f.held_idle_gpu_hours)
                 ),
             ],

@@ -36,12 +36,14 @@ pub(crate) fn usd_or_unpriced(v: Option<f64>) -> String {
     v.map_or_else(|| "unpriced".to_owned(), usd)
 }
 
-/// A group's cost: of its priced devices, with how many are unpriced.
-pub(crate) fn group_usd(v: f64, unpriced: usize, devices: usize) -> String {
-    match unpriced {
-        0 => usd(v),
-        n if n >= devices => "unpriced".to_owned(),
-        n => format!("{} + {n} unpriced", usd(v)),
+/// A group's cost: of its priced devices, with how many are unpriced; unknown (`None`, every
+/// hour of its kind unpriced) is `unpriced`, never `$0.00`.
+pub(crate) fn group_usd(v: Option<f64>, unpriced: usize, devices: usize) -> String {
+    match (v, unpriced) {
+        (None, _) => "unpriced".to_owned(),
+        (Some(v), 0) => usd(v),
+        (Some(_), n) if n >= devices => "unpriced".to_owned(),
+        (Some(v), n) => format!("{} + {n} unpriced", usd(v)),
     }
 }
 

@@ -65,13 +65,13 @@ fn fleet_metrics(reg: &mut Registry, report: &Report, generation: u64) {
         reg,
         "gpuwise_fleet_cost_usd",
         "Cost of priced devices, USD",
-        Some(fl.cost_usd),
+        fl.cost_usd,
     );
     fleet(
         reg,
         "gpuwise_fleet_idle_cost_usd",
         "Cost of idle GPU time, USD",
-        Some(fl.idle_cost_usd),
+        fl.idle_cost_usd,
     );
     fleet(
         reg,

@@ -36,8 +36,12 @@ pub struct CommitPrices {
 /// The demand.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Demand {
-    /// Busy GPUs per hour that a commitment can serve.
+    /// Busy GPUs per observed hour that a commitment can serve (hours without telemetry are
+    /// not in the series: unknown, not idle).
     pub busy: Vec<u32>,
+    /// Clock hours the observed hours span (0: the series' length); the study states the
+    /// coverage.
+    pub span_hours: usize,
     /// Busy GPUs per hour that are interruptible (always spot, never committed).
     pub interruptible: Vec<u32>,
     /// Share (0–1) of each hour's demand above the commitment that runs on spot.
@@ -94,8 +98,12 @@ pub struct Term {
 pub struct CommitStudy {
     /// Schema.
     pub schema: &'static str,
-    /// Hours in the series.
+    /// Hours in the series: the observed hours.
     pub window_hours: usize,
+    /// Clock hours those span.
+    pub span_hours: usize,
+    /// Observed hours over the span, %.
+    pub coverage_pct: f64,
     /// Most busy GPUs in an hour.
     pub peak_gpus: u32,
     /// Mean busy GPUs.
@@ -227,9 +235,13 @@ pub fn study(d: &Demand, p: CommitPrices) -> Result<CommitStudy, CommitError> {
             }
         })
         .collect();
+    let span = d.span_hours.max(hours);
     Ok(CommitStudy {
         schema: SCHEMA,
         window_hours: hours,
+        span_hours: span,
+        #[allow(clippy::cast_precision_loss)]
+        coverage_pct: 100.0 * hours as f64 / span as f64,
         peak_gpus: peak,
         mean_gpus: d.busy.iter().map(|&b| f64::from(b)).sum::<f64>() / hours as f64,
         mean_interruptible_gpus: d.interruptible.iter().map(|&b| f64::from(b)).sum::<f64>()

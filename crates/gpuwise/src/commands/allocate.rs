@@ -101,7 +101,24 @@ pub(crate) fn run(args: &AllocateArgs) -> anyhow::Result<ExitCode> {
     let (cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
     if focus {
         policy(&args.alloc, &cfg)?;
-        let rows = gpuwise_ledger::export::focus_rows(&profiles, &report, &settings.teams);
+        // The public list price: the catalog's on-demand price of the device's GPU in the
+        // run's price context (cloud, region).
+        let catalog = settings.prices.catalog();
+        let ctx = settings.prices.context();
+        let list_price = |row: &gpuwise_core::report::DeviceRow| {
+            let gpu = row.model.as_deref()?;
+            catalog
+                .gpu_hour_price(&gpuwise_catalog::PriceQuery {
+                    gpu,
+                    cloud: ctx.cloud.as_deref(),
+                    region: ctx.region.as_deref(),
+                    pricing: gpuwise_catalog::Pricing::OnDemand,
+                })
+                .filter(|q| q.pricing == gpuwise_catalog::Pricing::OnDemand)
+                .map(|q| q.usd_per_gpu_hour)
+        };
+        let rows =
+            gpuwise_ledger::export::focus_rows(&profiles, &report, &settings.teams, &list_price);
         let unpriced = rows.unpriced_devices;
         let csv = gpuwise_render::ledger::focus_csv(&rows);
         if unpriced > 0 {

@@ -267,30 +267,41 @@ fn spot(args: &SpotArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Busy GPUs per hour over the fleet's window (a device is busy in an hour it spent mostly out
-/// of idle episodes, as the advice counts it), split into committable and interruptible demand.
+/// Busy GPUs per observed hour of the devices of `model` (all devices when `None`), by the one
+/// definition in `gpuwise_core::demand`: MIG instances folded into their GPU, hours without
+/// telemetry left out, interruptible demand apart.
 fn busy_series(
     profiles: &[gpuwise_core::profile::DeviceProfile],
+    report: &gpuwise_core::report::Report,
+    model: Option<&str>,
     interruptible: Option<(&str, &str)>,
-) -> (Vec<u32>, Vec<u32>) {
-    let hours = profiles
-        .iter()
-        .flat_map(|p| p.stats.hourly.iter().map(|h| h.start_ms));
-    let (Some(first), Some(last)) = (hours.clone().min(), hours.max()) else {
-        return (Vec::new(), Vec::new());
-    };
-    let n = usize::try_from((last - first) / gpuwise_core::HOUR_MS + 1).unwrap_or(0);
-    let (mut busy, mut spot) = (vec![0u32; n], vec![0u32; n]);
-    for p in profiles {
-        let off = interruptible.is_some_and(|(k, v)| p.info.label(k) == Some(v));
-        for h in &p.stats.hourly {
-            if h.covered_hours - h.idle_hours >= 0.5 {
-                let i = usize::try_from((h.start_ms - first) / gpuwise_core::HOUR_MS).unwrap_or(0);
-                if off { spot[i] += 1 } else { busy[i] += 1 }
-            }
+) -> gpuwise_core::demand::BusyHours {
+    let rows: std::collections::BTreeMap<&str, &gpuwise_core::report::DeviceRow> =
+        report.devices.iter().map(|d| (d.id.as_str(), d)).collect();
+    let ids: Vec<String> = profiles.iter().map(|p| p.key.to_string()).collect();
+    let units = profiles.iter().zip(&ids).filter_map(|(p, id)| {
+        let row = rows.get(id.as_str())?;
+        if model.is_some_and(|m| row.model.as_deref() != Some(m)) {
+            return None;
         }
+        Some(gpuwise_core::demand::Unit {
+            parent: (p.key.host.as_str(), p.key.gpu.as_str()),
+            share: row.gpu_share,
+            hourly: &p.stats.hourly,
+            interruptible: interruptible.is_some_and(|(k, v)| p.info.label(k) == Some(v)),
+        })
+    });
+    gpuwise_core::demand::busy_hours(units)
+}
+
+/// The GPU models of a report's devices, with how many devices each.
+fn models(report: &gpuwise_core::report::Report) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for d in &report.devices {
+        *out.entry(d.model.clone().unwrap_or_else(|| "(unknown model)".into()))
+            .or_default() += 1;
     }
-    (busy, spot)
+    out
 }
 
 /// Commitment prices: given, or the catalog's for --gpu in the fleet's --cloud/--region.
@@ -366,12 +377,48 @@ fn commit(args: &CommitArgs) -> anyhow::Result<ExitCode> {
                 .ok_or_else(|| anyhow!("--interruptible-label must be KEY=VALUE, got `{l}`"))
         })
         .transpose()?;
-    let (_cfg, settings, _report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
+    let (_cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
+    // --gpu sizes that model's devices; given prices instead, the whole fleet is one pool,
+    // which is said when it holds several models.
+    let model = match &args.gpu {
+        Some(name) => Some(one_gpu(settings.prices.catalog(), name)?.name.clone()),
+        None => None,
+    };
+    let present = models(&report);
+    if let Some(m) = &model {
+        anyhow::ensure!(
+            present.contains_key(m),
+            "--gpu {m}: the fleet has no such device (it has {})",
+            present
+                .iter()
+                .map(|(m, n)| format!("{n} × {m}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    } else if present.len() > 1 {
+        printer::warn(&format!(
+            "the fleet holds {} GPU models ({}): sized as one pool at the prices given; \
+             give --gpu NAME to size one model's devices at its catalog prices",
+            present.len(),
+            present
+                .iter()
+                .map(|(m, n)| format!("{n} × {m}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let prices = commit_prices(args, &settings)?;
-    let (busy, interruptible) = busy_series(&profiles, label);
+    let series = busy_series(&profiles, &report, model.as_deref(), label);
+    if series.unknown_share > 0 {
+        printer::warn(&format!(
+            "{} MIG instance(s) of unknown size left out of the demand",
+            series.unknown_share
+        ));
+    }
     let demand = gpuwise_sim::commit::Demand {
-        busy,
-        interruptible,
+        span_hours: series.span_hours,
+        busy: series.busy,
+        interruptible: series.interruptible,
         spot_share: args.spot_share / 100.0,
     };
     let s = gpuwise_sim::commit::study(&demand, prices)?;

@@ -1021,3 +1021,129 @@ fn two_teams_one_unpriced(dir: &Path) -> (String, String) {
     .expect("teams");
     (data.display().to_string(), teams.display().to_string())
 }
+
+/// Unknown stays unknown: a fleet whose only idle device has no price reports its idle and
+/// held-idle cost as unknown (`null`, "unpriced"), not $0.00, while its priced busy device's
+/// cost is known.
+#[test]
+fn idle_cost_of_unpriced_devices_is_unknown_not_zero() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut lines = String::new();
+    for i in 0..48_i64 {
+        let ts = 1_767_571_200_000 + i * 300_000;
+        for (uuid, model, util, fb) in [
+            (
+                "GPU-aaaaaaaa-0000-4000-8000-000000000001",
+                "NVIDIA A100-SXM4-80GB",
+                90,
+                40_000,
+            ),
+            (
+                "GPU-bbbbbbbb-0000-4000-8000-000000000002",
+                "Mystery Accelerator 9000",
+                0,
+                20_000,
+            ),
+        ] {
+            for (m, v) in [("DCGM_FI_DEV_GPU_UTIL", util), ("DCGM_FI_DEV_FB_USED", fb)] {
+                let _ = std::fmt::Write::write_fmt(
+                    &mut lines,
+                    format_args!(
+                        "{m}{{gpu=\"0\",UUID=\"{uuid}\",modelName=\"{model}\",Hostname=\"n\"}} {v} {ts}\n"
+                    ),
+                );
+            }
+        }
+    }
+    let data = dir.path().join("fleet.prom");
+    std::fs::write(&data, lines).expect("data");
+    let data = data.display().to_string();
+    let r = json(&["report", &data]);
+    let fl = &r["fleet"];
+    assert!(f(&fl["idle_gpu_hours"]) > 3.0, "{fl}");
+    assert!(fl["idle_cost_usd"].is_null(), "{fl}");
+    assert!(fl["held_idle_cost_usd"].is_null(), "{fl}");
+    assert!(f(&fl["cost_usd"]) > 0.0, "{fl}");
+    let o = run(&["report", &data, "--no-progress"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let idle_line = o
+        .stdout
+        .lines()
+        .find(|l| l.contains("Idle cost"))
+        .expect("an idle cost line");
+    assert!(
+        idle_line.contains("unpriced") && !idle_line.contains("$0"),
+        "{idle_line}"
+    );
+}
+
+/// The FOCUS export keeps list, contracted and effective cost apart: a spot or committed price
+/// is not the list price. ListUnitPrice is the catalog's on-demand price of the GPU, ListCost
+/// that times the quantity; EffectiveCost the price paid; ContractedCost the price paid for
+/// spot and the list price for a commitment (FOCUS: before commitment discounts).
+#[test]
+fn focus_export_separates_list_contracted_and_effective_cost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, teams) = two_teams_one_unpriced(dir.path());
+    for (pricing, usd) in [("spot", 1.0), ("1y", 2.0)] {
+        let prices = dir.path().join(format!("{pricing}.toml"));
+        std::fs::write(
+            &prices,
+            format!("[[rule]]\nhost = \"node-research\"\nusd_per_gpu_hour = {usd}\npricing = \"{pricing}\"\n"),
+        )
+        .expect("prices");
+        let out = dir.path().join(format!("{pricing}.csv"));
+        let o = run(&[
+            "allocate",
+            &data,
+            "--teams",
+            &teams,
+            "--prices",
+            &prices.display().to_string(),
+            "--format",
+            "focus",
+            "--output",
+            &out.display().to_string(),
+            "--no-progress",
+        ]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let mut rd = csv::Reader::from_path(&out).expect("export");
+        let head = rd.headers().expect("header").clone();
+        let col = |r: &csv::StringRecord, name: &str| -> String {
+            let i = head.iter().position(|h| h == name).expect(name);
+            r[i].to_owned()
+        };
+        let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.expect("row")).collect();
+        assert!(!rows.is_empty(), "the priced A100 has rows");
+        for r in &rows {
+            let num = |name: &str| col(r, name).parse::<f64>().expect(name);
+            let qty = num("PricingQuantity");
+            let list = num("ListUnitPrice");
+            assert!(
+                list > usd,
+                "{pricing}: list {list} is the on-demand price, above {usd}"
+            );
+            assert!(close(num("ListCost"), list * qty, 1e-6));
+            assert!(close(num("EffectiveCost"), usd * qty, 1e-6));
+            assert!(close(num("BilledCost"), usd * qty, 1e-6));
+            let contracted = if pricing == "1y" { list } else { usd };
+            assert!(
+                close(num("ContractedUnitPrice"), contracted, 1e-6),
+                "{pricing}"
+            );
+            assert!(
+                close(num("ContractedCost"), contracted * qty, 1e-6),
+                "{pricing}"
+            );
+            assert_eq!(col(r, "x_ListPriceKnown"), "true");
+            assert_eq!(
+                col(r, "PricingCategory"),
+                if pricing == "1y" {
+                    "Committed"
+                } else {
+                    "Dynamic"
+                }
+            );
+        }
+    }
+}

@@ -334,3 +334,129 @@ fn commit_refuses_what_it_cannot_price_or_read() {
         assert!(o.stderr.contains(want), "{args:?}: {}", o.stderr);
     }
 }
+
+/// nvidia-smi CSV of `gpus` (model, busy hours) sampled every minute for 10 hours from
+/// 2026-01-05, without any row in `outage` (minutes).
+fn smi_fleet(gpus: &[(&str, u32)], outage: std::ops::Range<i64>) -> String {
+    let mut csv = String::from(
+        "timestamp, name, pci.bus_id, uuid, index, utilization.gpu [%], utilization.memory [%], memory.total [MiB], memory.used [MiB], power.draw [W], enforced.power.limit [W]\n",
+    );
+    let start = jiff::Timestamp::from_second(1_767_571_200).expect("ts");
+    for m in (0..=600).filter(|m| !outage.contains(m)) {
+        let stamp = (start + jiff::SignedDuration::from_mins(m)).strftime("%Y/%m/%d %H:%M:%S%.3f");
+        for (g, (model, busy_hours)) in gpus.iter().enumerate() {
+            let util = if m / 60 < i64::from(*busy_hours) {
+                80
+            } else {
+                0
+            };
+            csv.push_str(&format!(
+                "{stamp}, {model}, 00000000:0{g}:00.0, GPU-0000000{g}-0000-4000-8000-000000000000, {g}, {util} %, 3 %, 81920 MiB, 2048 MiB, 250.00 W, 400.00 W\n"
+            ));
+        }
+    }
+    csv
+}
+
+/// Hours without telemetry are not hours without demand: two GPUs busy whenever they were
+/// seen, with the whole fleet silent for hours 3–5, are busy in every observed hour, and the
+/// 75 % break-even commits both (padding the three silent hours with zeros made them busy
+/// 70 % of the time: one GPU). The study states its coverage.
+#[test]
+fn commit_sizes_on_observed_hours_and_states_the_coverage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a100 = "NVIDIA A100-SXM4-80GB";
+    let file = dir.path().join("node.csv");
+    std::fs::write(
+        &file,
+        smi_fleet(&[(a100, 10), (a100, 10), (a100, 3)], 180..360),
+    )
+    .expect("write");
+    let o = run(&[
+        "simulate",
+        "commit",
+        &file.display().to_string(),
+        "--on-demand-price",
+        "4",
+        "--commit-1y-price",
+        "3",
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    assert_eq!(s["window_hours"], 7, "hours 0–2 and 6–9 observed");
+    assert_eq!(s["span_hours"], 10);
+    assert!(
+        (f(&s["coverage_pct"]) - 70.0).abs() < 1e-9,
+        "{}",
+        s["coverage_pct"]
+    );
+    assert_eq!(
+        s["terms"][0]["optimum_committed_gpus"], 2,
+        "{}",
+        s["terms"][0]
+    );
+}
+
+/// `--gpu` sizes that model's devices (a mixed fleet's L4s are not A100s), at its catalog
+/// prices; given prices, a mixed fleet is warned about; a model the fleet lacks is an error.
+#[test]
+fn commit_gpu_selects_that_models_devices() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a100, l4) = ("NVIDIA A100-SXM4-80GB", "NVIDIA L4");
+    let file = dir.path().join("node.csv");
+    std::fs::write(
+        &file,
+        smi_fleet(&[(a100, 10), (a100, 10), (l4, 10), (l4, 10)], 0..0),
+    )
+    .expect("write");
+    let path = file.display().to_string();
+    let o = run(&[
+        "simulate",
+        "commit",
+        &path,
+        "--gpu",
+        "A100-SXM4-80GB",
+        "--cloud",
+        "aws",
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    assert_eq!(s["peak_gpus"], 2, "the two A100s, not the L4s");
+    assert!(!o.stderr.contains("GPU models"), "{}", o.stderr);
+    let o = run(&[
+        "simulate",
+        "commit",
+        &path,
+        "--on-demand-price",
+        "4",
+        "--commit-1y-price",
+        "3",
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("2 GPU models"), "{}", o.stderr);
+    let o = run(&[
+        "simulate",
+        "commit",
+        &path,
+        "--gpu",
+        "H100-SXM5-80GB",
+        "--cloud",
+        "aws",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no such device") && o.stderr.contains("A100-SXM4-80GB"),
+        "{}",
+        o.stderr
+    );
+}
