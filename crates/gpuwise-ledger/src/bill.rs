@@ -174,6 +174,9 @@ pub struct Bill {
     pub currency: Option<String>,
     /// Earliest charge start and latest end of GPU charges.
     pub window: Option<(EpochMs, EpochMs)>,
+    /// GPU rows skipped for want of the join key that carry another: `--join` value → rows
+    /// (`id` for rows with a `ResourceId` but no `ResourceName`), for the hint.
+    pub joinable_by: BTreeMap<&'static str, u64>,
 }
 
 /// Instance types the catalog knows: GPUs per instance and on-demand $ per GPU-hour by region.
@@ -339,6 +342,15 @@ impl<'a> BillBuilder<'a> {
             Kind::Gpu { itype, gpus, from } => (itype, gpus, from),
         };
         let Some(key) = self.key(&row) else {
+            let other = [
+                ("name", row.resource_name.is_some()),
+                ("id", row.resource_id.is_some()),
+            ];
+            for (flag, has) in other {
+                if has && flag != self.join.to_string() {
+                    *self.bill.joinable_by.entry(flag).or_default() += 1;
+                }
+            }
             let join = self.join.to_string();
             self.bill.skips.add("no_join_key", || {
                 format!(

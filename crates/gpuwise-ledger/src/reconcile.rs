@@ -447,8 +447,24 @@ pub fn reconcile(
                 .to_owned(),
         );
     }
-    if bill.window.is_none() {
+    let unjoined = bill.skips.by_reason.get("no_join_key").map_or(0, |e| e.0);
+    let hint = bill
+        .joinable_by
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(flag, n)| format!("; {n} of them carry a value for `--join {flag}`: try that"))
+        .unwrap_or_default();
+    if bill.window.is_none() && unjoined > 0 {
+        warnings.push(format!(
+            "the bill's {unjoined} GPU compute row(s) have no value to join on ({join}) and were \
+             skipped{hint}"
+        ));
+    } else if bill.window.is_none() {
         warnings.push("the bill has no GPU compute rows".to_owned());
+    } else if unjoined > 0 {
+        warnings.push(format!(
+            "{unjoined} GPU compute row(s) have no value to join on ({join}) and were skipped{hint}"
+        ));
     }
     Reconciliation {
         schema: SCHEMA,

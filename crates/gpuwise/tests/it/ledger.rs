@@ -379,6 +379,26 @@ fn the_real_focus_sample_parses_and_its_gpu_rows_are_found() {
     // No telemetry of those instances: all unmonitored; g3 (M60) is not in the catalog.
     assert_eq!(r["unmonitored"].as_array().expect("array").len(), gpu_rows);
     assert_eq!(r["rows"]["not_gpu_instance_types"]["g3.4xlarge"], 2);
+    // Joined by name (the default), its GPU rows have no ResourceName: the warning says they
+    // were skipped and that `--join id` would take them (it said "the bill has no GPU compute
+    // rows").
+    let r = json(&[
+        "reconcile",
+        "--bill",
+        &sample.display().to_string(),
+        &data("smi/two-gpus.csv"),
+    ]);
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!(
+            "the bill's {gpu_rows} GPU compute row(s) have no value to join on"
+        )) && warnings.contains("carry a value for `--join id`"),
+        "{warnings}"
+    );
+    assert!(
+        !warnings.contains("the bill has no GPU compute rows"),
+        "{warnings}"
+    );
 }
 
 const TEAMS: &str = r#"
