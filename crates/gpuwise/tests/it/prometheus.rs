@@ -354,8 +354,39 @@ fn pushdown_and_raw_match_the_files() {
         "{pp} vs {rp}"
     );
 
+    auto_takes_the_cheaper_path(&fx);
     serve_asks_the_store(&fx, &pushed);
     secrets_selector_and_errors(fx);
+}
+
+/// Without `--path`, the cost model picks: the week of 12 GPUs is pushed down, one hour of it
+/// pulled raw, and the report says which path ran and why.
+fn auto_takes_the_cheaper_path(fx: &Fixture) {
+    let auto = |window: &[&str]| {
+        let mut a = vec!["report", "--prometheus", &fx.url];
+        a.extend_from_slice(window);
+        a.extend_from_slice(&["--format", "json", "--no-progress"]);
+        let o = run(&a);
+        assert_eq!(o.code, 0, "{a:?}: {}", o.stderr);
+        assert!(o.stderr.contains("the cheaper path"), "{}", o.stderr);
+        let r: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+        r["ingest"]["pulled"].clone()
+    };
+    let week = auto(&WINDOW);
+    assert_eq!(week["mode"], "pushdown", "{week}");
+    assert!(
+        week["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("the cheaper path")),
+        "{week}"
+    );
+    let hour = auto(&[
+        "--start",
+        "2026-01-06T10:00:00Z",
+        "--end",
+        "2026-01-06T11:00:00Z",
+    ]);
+    assert_eq!(hour["mode"], "raw", "{hour}");
 }
 
 /// A collector that misses scrapes and GPUs that lose their profiling metric for a while: the
