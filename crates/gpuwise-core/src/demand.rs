@@ -56,8 +56,9 @@ impl BusyHours {
 
 /// The busy GPUs of each observed hour (see the module docs).
 pub fn busy_hours<'a>(units: impl IntoIterator<Item = Unit<'a>>) -> BusyHours {
-    // (hour, parent) → busy share-hours, committable and interruptible.
-    let mut gpu_hours: BTreeMap<(EpochMs, (&str, &str)), (f64, f64)> = BTreeMap::new();
+    // (hour, parent GPU) → busy share-hours, committable and interruptible.
+    type Key<'k> = (EpochMs, (&'k str, &'k str));
+    let mut gpu_hours: BTreeMap<Key<'_>, (f64, f64)> = BTreeMap::new();
     let mut observed: BTreeSet<EpochMs> = BTreeSet::new();
     let mut unknown_share = 0;
     for u in units {

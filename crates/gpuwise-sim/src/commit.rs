@@ -328,7 +328,7 @@ mod tests {
         let d = Demand {
             busy: vec![2; 10],
             interruptible: vec![3; 10],
-            spot_share: 0.0,
+            ..Demand::default()
         };
         let s = study(&d, prices()).expect("study");
         // On demand 2 × 4 + interruptible 3 × 1.2 per hour.
