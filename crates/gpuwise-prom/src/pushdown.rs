@@ -195,10 +195,9 @@ struct GridCheck {
 fn off_grid(c: &GridCheck, points: f64) -> Option<String> {
     if c.doubles.iter().any(|d| *d > 0.0) {
         return Some(format!(
-            "{} scrape window(s) hold two samples or more (samples closer than the {} interval, \
-             jitter across the grid, or repeated timestamps)",
-            c.doubles[0].max(c.doubles[1]),
-            "grid's"
+            "{} scrape window(s) hold two samples or more (samples closer than the grid's \
+             interval, jitter across the grid, or repeated timestamps)",
+            c.doubles[0].max(c.doubles[1])
         ));
     }
     if c.stale > 0.0 {

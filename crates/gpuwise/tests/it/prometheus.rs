@@ -56,7 +56,30 @@ pub(crate) fn http_get(port: u16, path: &str) -> Option<String> {
     Some(out)
 }
 
-pub(crate) fn start(data: &Path) -> Server {
+/// Prometheus serving the OpenMetrics file `om`, backfilled by promtool into `dir/tsdb`.
+pub(crate) fn backfilled(om: &Path, dir: &Path) -> Server {
+    let data = dir.join("tsdb");
+    std::fs::create_dir_all(&data).expect("tsdb dir");
+    let backfill = Command::new("promtool")
+        .args([
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--max-block-duration=168h",
+        ])
+        .arg(om)
+        .arg(&data)
+        .output()
+        .expect("promtool runs");
+    assert!(
+        backfill.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&backfill.stderr)
+    );
+    start(&data)
+}
+
+fn start(data: &Path) -> Server {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -188,25 +211,7 @@ impl Fixture {
     fn with(missed: bool) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let (om, files) = generate(dir.path(), missed);
-        let data = dir.path().join("tsdb");
-        std::fs::create_dir_all(&data).expect("tsdb dir");
-        let backfill = Command::new("promtool")
-            .args([
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                "--max-block-duration=168h",
-            ])
-            .arg(om.join("fleet.om.txt"))
-            .arg(&data)
-            .output()
-            .expect("promtool runs");
-        assert!(
-            backfill.status.success(),
-            "promtool: {}",
-            String::from_utf8_lossy(&backfill.stderr)
-        );
-        let server = start(&data);
+        let server = backfilled(&om.join("fleet.om.txt"), dir.path());
         let url = format!("http://127.0.0.1:{}", server.port);
         Self {
             _dir: dir,

@@ -25,10 +25,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
 
 use crate::common::{f, run};
-use crate::prometheus::{by_id, files_report, start_vm, tools, victoria_metrics};
+use crate::prometheus::{backfilled, by_id, files_report, start_vm, tools, victoria_metrics};
 
 /// splitmix64: the test's own generator.
 struct Rng(u64);
@@ -418,34 +417,18 @@ fn both_unknown(
 
 const SEEDS: [u64; 4] = [11, 2_026, 57, 90_210];
 
-#[test]
-fn pushdown_equals_raw_and_files_on_irregular_fleets_in_prometheus() {
-    if !tools() {
-        return;
-    }
+/// Every fleet of [`SEEDS`] in a store started by `serve` (the server, kept to the end of the
+/// fleet's check, and its URL), checked; the devices the pushdown kept, over all fleets.
+fn each_fleet<S>(engine: &str, serve: impl Fn(&Path, &[Dev]) -> (S, String)) -> usize {
     let mut pushed = 0;
     for seed in SEEDS {
-        eprintln!("prometheus, fleet seed {seed}");
+        eprintln!("{engine}, fleet seed {seed}");
         let dir = tempfile::tempdir().expect("tempdir");
         let (s0, start, end, devs) = fleet(seed, 10);
         write(dir.path(), &devs);
-        let data = dir.path().join("tsdb");
-        std::fs::create_dir_all(&data).expect("tsdb dir");
-        let backfill = Command::new("promtool")
-            .args(["tsdb", "create-blocks-from", "openmetrics"])
-            .arg(dir.path().join("fleet.om.txt"))
-            .arg(&data)
-            .output()
-            .expect("promtool runs");
-        assert!(
-            backfill.status.success(),
-            "promtool: {}",
-            String::from_utf8_lossy(&backfill.stderr)
-        );
-        let server = crate::prometheus::start(&data);
-        let url = format!("http://127.0.0.1:{}", server.port);
+        let (_server, url) = serve(dir.path(), &devs);
         pushed += check(
-            &format!("prometheus seed {seed} (S {} s)", s0 / 1000),
+            &format!("{engine} seed {seed} (S {} s)", s0 / 1000),
             &url,
             dir.path(),
             s0,
@@ -454,6 +437,19 @@ fn pushdown_equals_raw_and_files_on_irregular_fleets_in_prometheus() {
             &devs,
         );
     }
+    pushed
+}
+
+#[test]
+fn pushdown_equals_raw_and_files_on_irregular_fleets_in_prometheus() {
+    if !tools() {
+        return;
+    }
+    let pushed = each_fleet("prometheus", |dir, _| {
+        let server = backfilled(&dir.join("fleet.om.txt"), dir);
+        let url = format!("http://127.0.0.1:{}", server.port);
+        (server, url)
+    });
     // The pushdown's own path is exercised, not only its raw fallback.
     assert!(pushed > 0, "some devices pushed down across the fleets");
 }
@@ -463,24 +459,10 @@ fn pushdown_equals_raw_and_files_on_irregular_fleets_in_victoria_metrics() {
     if !victoria_metrics() {
         return;
     }
-    let mut pushed = 0;
-    for seed in SEEDS {
-        eprintln!("victoria-metrics, fleet seed {seed}");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (s0, start, end, devs) = fleet(seed, 10);
-        write(dir.path(), &devs);
-        let (_server, port) = start_vm(dir.path(), &dir.path().join("fleet.om.txt"), devs.len());
-        let url = format!("http://127.0.0.1:{port}");
-        pushed += check(
-            &format!("victoria-metrics seed {seed} (S {} s)", s0 / 1000),
-            &url,
-            dir.path(),
-            s0,
-            start,
-            end,
-            &devs,
-        );
-    }
+    let pushed = each_fleet("victoria-metrics", |dir, devs| {
+        let (server, port) = start_vm(dir, &dir.join("fleet.om.txt"), devs.len());
+        (server, format!("http://127.0.0.1:{port}"))
+    });
     // VictoriaMetrics' lookback follows each series' own interval, so on these fleets every
     // device shows points left empty where the files count a sample (`unfilled`) and is read
     // raw: exact, and said per device (docs/prometheus.md). The regular fleet of
