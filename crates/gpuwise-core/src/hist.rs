@@ -203,20 +203,6 @@ impl UtilHist {
         out
     }
 
-    /// Weight of the values below `pct` (to the 0.1 % bins: `bin(v) < bin(pct)`).
-    #[must_use]
-    pub fn weight_below(&self, pct: f32) -> u64 {
-        let edge = Self::bin(pct);
-        let whole: u64 = self.whole[..edge.div_ceil(10).min(101)].iter().sum();
-        let frac: u64 = self
-            .fractional
-            .iter()
-            .filter(|&(k, _)| (k as usize) < edge)
-            .map(|(_, w)| w)
-            .sum();
-        whole + frac
-    }
-
     /// Bytes held on the heap (for the memory budget per device).
     #[must_use]
     pub fn heap_bytes(&self) -> usize {
@@ -297,22 +283,6 @@ impl LogHist {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn weight_below_an_edge_counts_whole_and_fractional_bins() {
-        let mut h = UtilHist::default();
-        h.add(0.0, 1);
-        h.add(4.0, 2);
-        h.add(4.9, 4);
-        h.add(4.96, 8); // binned to 5.0: not below 5
-        h.add(5.0, 16);
-        h.add(24.94, 32);
-        h.add(100.0, 64);
-        assert_eq!(h.weight_below(5.0), 1 + 2 + 4);
-        assert_eq!(h.weight_below(25.0), 1 + 2 + 4 + 8 + 16 + 32);
-        assert_eq!(h.weight_below(85.0), 127 - 64);
-        assert_eq!(h.weight_below(0.0), 0);
-    }
 
     #[test]
     fn util_quantiles_are_exact_to_the_bin() {

@@ -297,6 +297,8 @@ pub struct DeviceAcc {
     /// The smallest and largest utilization of an interval, exactly (the histogram holds them
     /// to its 0.1 % bins: a reading of 6.22 % had a maximum of 6.2 % under a mean of 6.22 %).
     util_range: Option<(f32, f32)>,
+    /// Time with utilization below each edge of `UTIL_BAND_EDGES_PCT`, exactly.
+    band_below_ms: [u64; 4],
     below_ms: u64,
     below_held_ms: u64,
     sm: Weighted,
@@ -382,6 +384,7 @@ impl DeviceAcc {
             util: Weighted::default(),
             util_hist: None,
             util_range: None,
+            band_below_ms: [0; 4],
             below_ms: 0,
             below_held_ms: 0,
             sm: Weighted::default(),
@@ -562,6 +565,7 @@ impl DeviceAcc {
             util,
             util_hist,
             util_range,
+            band_below_ms,
             below_ms,
             below_held_ms,
             idle,
@@ -582,6 +586,14 @@ impl DeviceAcc {
             util.add(u, dt);
             util_hist.get_or_insert_with(UtilHist::default).add(u, dt);
             *util_range = Some(util_range.map_or((u, u), |(lo, hi)| (lo.min(u), hi.max(u))));
+            for (below, edge) in band_below_ms
+                .iter_mut()
+                .zip(crate::settings::UTIL_BAND_EDGES_PCT)
+            {
+                if u < edge {
+                    *below += dt;
+                }
+            }
             if u < st.idle_threshold_pct {
                 let held = s.mem_used_mib.is_some_and(|m| m >= st.held_idle_min_mib);
                 *below_ms += dt;
@@ -672,6 +684,9 @@ impl DeviceAcc {
             (Some(a), Some(b)) => a.merge(b),
             (a @ None, Some(b)) => *a = Some(b.clone()),
             _ => {}
+        }
+        for (a, b) in self.band_below_ms.iter_mut().zip(later.band_below_ms) {
+            *a += b;
         }
         self.util_range = match (self.util_range, later.util_range) {
             (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
@@ -788,7 +803,7 @@ impl DeviceAcc {
                 .as_ref()
                 .map(|h| h.by_percent().into_iter().map(ms_to_h).collect())
                 .unwrap_or_default(),
-            util_band_hours: self.util_hist.as_ref().map_or([0.0; 5], band_hours),
+            util_band_hours: band_hours(&self.band_below_ms, self.util.ms),
             sm_active_pct: self.sm.mean(),
             sm_occupancy_pct: self.occupancy.mean(),
             tensor_active_pct: self.tensor.mean(),
@@ -835,21 +850,22 @@ impl DeviceAcc {
     }
 }
 
-/// Hours in each band of [`crate::settings::UTIL_BAND_EDGES_PCT`], from the histogram.
 /// `v` clamped into `[lo, hi]`.
 fn within(v: f64, (lo, hi): (f32, f32)) -> f64 {
     v.clamp(f64::from(lo), f64::from(hi))
 }
 
-fn band_hours(h: &UtilHist) -> [f64; 5] {
+/// Hours in each band of [`crate::settings::UTIL_BAND_EDGES_PCT`], from the exact time below
+/// each edge and the time with a reading. (From the 0.1 % histogram, a 4.99 % reading was idle,
+/// below 5 %, and yet in the 5–25 % band, binned to 5.0.)
+fn band_hours(below_ms: &[u64; 4], with_reading_ms: u64) -> [f64; 5] {
     let mut out = [0.0; 5];
     let mut below_prev = 0;
-    for (i, edge) in crate::settings::UTIL_BAND_EDGES_PCT.iter().enumerate() {
-        let below = h.weight_below(*edge);
-        out[i] = ms_to_h(below - below_prev);
+    for (i, &below) in below_ms.iter().enumerate() {
+        out[i] = ms_to_h(below.saturating_sub(below_prev));
         below_prev = below;
     }
-    out[4] = ms_to_h(h.total() - below_prev);
+    out[4] = ms_to_h(with_reading_ms.saturating_sub(below_prev));
     out
 }
 
@@ -1858,7 +1874,9 @@ mod tests {
     #[test]
     fn band_hours_follow_the_one_band_definition() {
         // 1 minute at each value; the bands are [0,5) [5,25) [25,50) [50,85) [85,100].
-        let vals = [0.0, 4.9, 5.0, 24.9, 25.0, 49.9, 50.0, 84.9, 85.0, 100.0];
+        // 4.99 and 84.99 sit within a 0.1 % bin of an edge: their bands are the exact
+        // comparison's, the idle threshold's rule (they were binned across the edge).
+        let vals = [0.0, 4.99, 5.0, 24.9, 25.0, 49.9, 50.0, 84.99, 85.0, 100.0];
         let mut v: Vec<Sample> = vals.iter().zip(0..).map(|(&u, i)| s(i, u, 0.0)).collect();
         v.push(s(10, 0.0, 0.0));
         let stats = fold(&v).finish(&st(), &jiff::tz::TimeZone::UTC);

@@ -10,7 +10,8 @@
 //! longer than the ten-minute minimum. The seeds are fixed and printed; the rule for each
 //! device's shape is written below, before any run.
 //!
-//! What must hold, per device (none dropped):
+//! What must hold, per device (none dropped), for GPU-hours, mean utilization, idle and
+//! held-idle hours and the hours in each utilization band:
 //! - `--path raw` equals the files exactly (the same samples through the same reader);
 //! - the pushdown equals the files where it keeps a device (GPU-hours and mean utilization
 //!   within 0.1 %, idle and held-idle hours within 1 % or two intervals for the window's
@@ -311,13 +312,7 @@ fn check(name: &str, url: &str, dir: &Path, s0: i64, start: i64, end: i64, devs:
     let raw = by_id(&report("raw"));
     let pushed_report = report("pushdown");
     let pushed = by_id(&pushed_report);
-    let read_raw: Vec<String> = pushed_report["warnings"]
-        .as_array()
-        .expect("warnings")
-        .iter()
-        .filter(|w| w["kind"] == "raw_device")
-        .map(|w| w["message"].as_str().unwrap_or_default().to_owned())
-        .collect();
+    let read_raw = raw_device_warnings(&pushed_report);
     eprintln!(
         "{name}: {} devices, {} read raw by the pushdown",
         files.len(),
@@ -396,7 +391,52 @@ fn check(name: &str, url: &str, dir: &Path, s0: i64, start: i64, end: i64, devs:
             );
         }
     }
+    bands_agree(name, &raw, &pushed, &files, s0);
     files.len() - read_raw.len()
+}
+
+/// The messages of a report's `raw_device` warnings: the devices the pushdown read raw.
+fn raw_device_warnings(report: &serde_json::Value) -> Vec<String> {
+    report["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .filter(|w| w["kind"] == "raw_device")
+        .map(|w| w["message"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Hours in each utilization band (`utilization_bands_hours`): the raw path's equal to the
+/// files', the pushdown's within 1 % or one interval at each edge of the window per band.
+fn bands_agree(
+    name: &str,
+    raw: &BTreeMap<String, serde_json::Value>,
+    pushed: &BTreeMap<String, serde_json::Value>,
+    files: &BTreeMap<String, serde_json::Value>,
+    s0: i64,
+) {
+    let bands = |d: &serde_json::Value| -> Vec<f64> {
+        d["utilization_bands_hours"]
+            .as_array()
+            .map(|a| a.iter().map(f).collect())
+            .unwrap_or_default()
+    };
+    let edge_h = 2.0 * s0 as f64 / 3_600_000.0;
+    for (id, w) in files {
+        let want = bands(w);
+        for (path, got, tol) in [
+            ("raw", bands(&raw[id]), 0.0),
+            ("pushdown", bands(&pushed[id]), edge_h),
+        ] {
+            assert_eq!(got.len(), want.len(), "{name} {path} {id} bands");
+            for (g, x) in got.iter().zip(&want) {
+                assert!(
+                    (g - x).abs() <= (0.01 * x).max(tol) + 1e-6,
+                    "{name} {path} {id} bands: {got:?} vs {want:?}"
+                );
+            }
+        }
+    }
 }
 
 /// Unknown on both sides (a figure the data cannot give); unknown on one side alone fails.
