@@ -86,6 +86,9 @@ pub struct Options {
     pub listen: SocketAddr,
     /// The bearer token every request but `/healthz` must carry.
     pub token: Option<String>,
+    /// Host names requests may name besides localhost, 127.0.0.1, `[::1]` and the address
+    /// listened on (a `Host` naming anything else is a DNS-rebinding page: 421).
+    pub allowed_hosts: Vec<String>,
     /// How often files are looked at again (and a store's answers kept).
     pub refresh: Duration,
     /// The longest a request may take.
@@ -198,12 +201,56 @@ impl Server {
             .build()?;
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(self.listener)?;
-            let app = router(state);
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown())
-                .await
+            accept_loop(listener, router(state)).await
         })?;
         Ok(())
+    }
+}
+
+/// Connections served at once; more wait in the listen backlog until one ends or times out.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// The longest a connection may take to send a request's headers (and to start the next one
+/// on a kept-alive connection) before it is closed: connections that never finish their
+/// headers were held forever, and 300 of them made the server unreachable before any token
+/// check.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accept connections until SIGINT or SIGTERM, each served by hyper with the header-read
+/// timeout, at most [`MAX_CONNECTIONS`] at once.
+async fn accept_loop(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let stop = shutdown();
+    tokio::pin!(stop);
+    loop {
+        // At the cap, the next connection waits in the listen backlog for a slot (delayed,
+        // not refused); a slot frees when a connection ends or times out.
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return Ok(()),
+            },
+            () = &mut stop => return Ok(()),
+        };
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                // A connection that failed before it was accepted (reset, out of descriptors
+                // for a moment): the next one may do.
+                Err(_) => continue,
+            },
+            () = &mut stop => return Ok(()),
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(io, service)
+                .await;
+            drop(permit);
+        });
     }
 }
 
@@ -276,8 +323,55 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The token check (all but `/healthz`) and the headers every answer carries.
+/// The host a `Host` header names, without its port, in lower case (`[::1]` keeps its
+/// brackets).
+fn host_name(host: &str) -> String {
+    let host = host.trim();
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split_once(']')
+            .map_or(host.to_owned(), |(ip, _)| format!("[{ip}]"))
+    } else {
+        host.rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(host, |(name, _)| name)
+            .to_owned()
+    };
+    name.to_ascii_lowercase()
+}
+
+/// Whether a request naming `host` may be answered: loopback names, the address listened on
+/// (unless it is the unspecified address, which no client names) and `--allowed-host` names.
+/// A page whose name an attacker made resolve to 127.0.0.1 sends its own name: refused, so it
+/// cannot read the fleet same-origin.
+fn host_allowed(host: &str, opts: &Options) -> bool {
+    let name = host_name(host);
+    let ip = opts.listen.ip();
+    let bound = match ip {
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+    };
+    ["localhost", "127.0.0.1", "[::1]"].contains(&name.as_str())
+        || (!ip.is_unspecified() && name == bound)
+        || opts.allowed_hosts.iter().any(|a| host_name(a) == name)
+}
+
+/// The host check, the token check (all but `/healthz`) and the headers every answer carries.
 async fn guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    // A request without a Host header (HTTP/1.0) is no browser's: browsers always send it.
+    if let Some(host) = req
+        .headers()
+        .get(header::HOST)
+        .map(|h| h.to_str().unwrap_or("\u{fffd}"))
+        && !host_allowed(host, &s.opts)
+    {
+        return Failure(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this server does not answer for that host name; start it with --allowed-host NAME \
+             to reach it by a name other than localhost or its address"
+                .into(),
+        )
+        .into_response();
+    }
     if let Some(token) = &s.opts.token
         && req.uri().path() != "/healthz"
     {
@@ -666,7 +760,45 @@ async fn device(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response 
 
 #[cfg(test)]
 mod tests {
-    use super::same_bytes;
+    use super::{Duration, Options, host_allowed, same_bytes};
+
+    #[test]
+    fn only_loopback_the_bound_address_and_allowed_names_are_answered() {
+        let opts = |listen: &str, allowed: &[&str]| Options {
+            listen: listen.parse().expect("address"),
+            token: None,
+            allowed_hosts: allowed.iter().map(|a| (*a).to_owned()).collect(),
+            refresh: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+        };
+        let local = opts("127.0.0.1:8080", &[]);
+        for ok in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LOCALHOST",
+            "[::1]:8080",
+            "127.0.0.1",
+        ] {
+            assert!(host_allowed(ok, &local), "{ok}");
+        }
+        for bad in [
+            "evil.example:8080",
+            "evil.example",
+            "127.0.0.1.evil.example",
+            "",
+            "[::2]:80",
+        ] {
+            assert!(!host_allowed(bad, &local), "{bad}");
+        }
+        let lan = opts("10.1.2.3:8080", &["gpu-dash.internal:8080"]);
+        assert!(host_allowed("10.1.2.3:8080", &lan));
+        assert!(host_allowed("GPU-DASH.internal", &lan));
+        assert!(!host_allowed("other.internal", &lan));
+        // 0.0.0.0 is no name a client uses.
+        let any = opts("0.0.0.0:8080", &[]);
+        assert!(!host_allowed("0.0.0.0:8080", &any));
+        assert!(host_allowed("localhost:8080", &any));
+    }
 
     #[test]
     fn tokens_compare_whole() {

@@ -156,7 +156,8 @@ pub(crate) struct PackArgs {
 const SERVE_EXAMPLES: &str = "Examples:
   gpuwise serve /var/log/gpu/                       # http://127.0.0.1:8080/
   gpuwise serve logs/ --teams teams.toml --policy policy.toml --refresh 10s
-  GPUWISE_TOKEN=$(openssl rand -hex 16) gpuwise serve logs/ --listen 0.0.0.0:8080 --token-env GPUWISE_TOKEN
+  GPUWISE_TOKEN=$(openssl rand -hex 16) gpuwise serve logs/ --listen 0.0.0.0:8080 \\
+    --token-env GPUWISE_TOKEN --allowed-host gpu-dash.internal
   gpuwise serve --prometheus http://prometheus:9090
   curl 'http://127.0.0.1:8080/api/report?last=7d'
 
@@ -185,6 +186,11 @@ pub(crate) struct ServeArgs {
     /// Environment variable holding the bearer token every request (but /healthz) must carry.
     #[arg(long, value_name = "VAR", help_heading = "Server")]
     pub token_env: Option<String>,
+    /// A name clients may reach the server by (repeatable), besides localhost, 127.0.0.1,
+    /// [::1] and the address listened on: requests naming any other host (a DNS-rebinding
+    /// page) are refused with 421.
+    #[arg(long = "allowed-host", value_name = "NAME", help_heading = "Server")]
+    pub allowed_hosts: Vec<String>,
     /// How often files are looked at again (and a store's answers kept) [default: 30s].
     #[arg(long, value_name = "DURATION", help_heading = "Server")]
     pub refresh: Option<String>,
@@ -686,6 +692,7 @@ pub(crate) struct CheckArgs {
     #[arg(
         long,
         env = "GPUWISE_NOTIFY_URL",
+        hide_env_values = true,
         value_name = "URL",
         help_heading = "Policy"
     )]
@@ -1109,6 +1116,7 @@ pub(crate) struct PromArgs {
     #[arg(
         long,
         env = "GPUWISE_PROMETHEUS",
+        hide_env_values = true,
         value_name = "URL",
         conflicts_with = "inputs"
     )]

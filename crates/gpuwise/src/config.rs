@@ -39,6 +39,8 @@ pub(crate) struct Config {
     pub policy: Option<PathBuf>,
     /// `serve`: the address to listen on.
     pub listen: Option<String>,
+    /// `serve`: names clients may reach the server by (`--allowed-host`).
+    pub allowed_hosts: Option<Vec<String>>,
     /// `serve`: how often files are looked at again.
     pub refresh: Option<String>,
     /// `serve`: the tile length.

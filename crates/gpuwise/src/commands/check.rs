@@ -15,16 +15,49 @@ use crate::config::{Config, output_format};
 use crate::output::emit;
 use crate::{duration, printer};
 
-/// The URL without credentials or query (what messages may show).
+/// The URL without credentials, path or query (what messages may show: a webhook's secret is
+/// its path, and a value that is not a URL at all — a Slack bot token pasted by mistake — is
+/// never echoed).
 fn redacted(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(not a URL)".to_owned();
+    };
     let host = rest.split(['/', '?', '#']).next().unwrap_or("");
     let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
     format!("{scheme}://{host}/…")
 }
 
+/// A notification URL gpuwise will post to: https (a webhook URL is a credential, and the
+/// outcome names teams and costs), or plain http to a loopback address (a local relay).
+fn notify_url(url: &str) -> anyhow::Result<&str> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        anyhow::bail!("--notify: {} is not an http(s) URL", redacted(url));
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let name = host
+        .strip_prefix('[')
+        .and_then(|h| h.split_once(']').map(|(ip, _)| ip))
+        .unwrap_or_else(|| host.rsplit_once(':').map_or(host, |(n, _)| n));
+    let loopback = name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match scheme.to_ascii_lowercase().as_str() {
+        "https" => Ok(url),
+        "http" if loopback => Ok(url),
+        "http" => anyhow::bail!(
+            "--notify {}: plain http would send the webhook's secret path and the outcome in \
+             clear; use https (plain http only to a loopback relay)",
+            redacted(url)
+        ),
+        _ => anyhow::bail!("--notify: {} is not an http(s) URL", redacted(url)),
+    }
+}
+
 /// POST `body` to `url`: a 2xx is done; 429, 5xx and transport errors are retried up to
-/// `retries` times (1 s, 2 s, 4 s… apart); any other status fails at once.
+/// `retries` times (1 s, 2 s, 4 s… apart); any other status fails at once, a redirect
+/// included (it is not followed: the body would go to another origin as an empty GET).
 fn post(
     url: &str,
     body: &serde_json::Value,
@@ -34,14 +67,17 @@ fn post(
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
+        .max_redirects(0)
         .build()
         .into();
     let text = body.to_string();
     let mut last = String::new();
+    let mut attempts = 0;
     for attempt in 0..=retries {
         if attempt > 0 {
             std::thread::sleep(Duration::from_secs(1 << (attempt - 1).min(5)));
         }
+        attempts += 1;
         match agent
             .post(url)
             .header("Content-Type", "application/json")
@@ -50,7 +86,13 @@ fn post(
             Ok(resp) if resp.status().is_success() => return Ok(()),
             Ok(resp) => {
                 let code = resp.status().as_u16();
-                last = format!("HTTP {code}");
+                last = if resp.status().is_redirection() {
+                    format!(
+                        "HTTP {code}, a redirect (not followed: point --notify at the final URL)"
+                    )
+                } else {
+                    format!("HTTP {code}")
+                };
                 if code != 429 && code < 500 {
                     break;
                 }
@@ -59,20 +101,20 @@ fn post(
         }
     }
     Err(anyhow!(
-        "notification to {} failed after {} attempt(s): {last}",
-        redacted(url),
-        retries + 1
+        "notification to {} failed after {attempts} attempt(s): {last}",
+        redacted(url)
     ))
 }
 
 fn notify_if_asked(args: &CheckArgs, o: &Outcome) -> anyhow::Result<()> {
-    let Some(url) = &args.notify else {
+    let Some(url) = args.notify.as_deref() else {
         anyhow::ensure!(
             !args.dry_run,
             "--dry-run shows what --notify would post: give --notify URL"
         );
         return Ok(());
     };
+    let url = notify_url(url)?;
     let style: Style = args
         .notify_format
         .parse()
@@ -118,6 +160,10 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         anyhow!("no policy: give --policy FILE (or `policy = \"FILE\"` in the config file; docs/policy.md)")
     })?;
     let policy = Policy::from_toml(&fs_err::read_to_string(&path)?, &path.display().to_string())?;
+    // A URL that will not be posted to is said before the fleet is read.
+    if let Some(url) = args.notify.as_deref() {
+        notify_url(url)?;
+    }
     let (cfg, settings, report, profiles) =
         crate::fleet::read(&args.fleet, &args.out, args.workloads.as_deref())?;
     let allocation = super::allocate::allocation(&report, &profiles, &settings, &args.alloc, &cfg)?;

@@ -176,6 +176,11 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let opts = Options {
+        allowed_hosts: if args.allowed_hosts.is_empty() {
+            cfg.allowed_hosts.clone().unwrap_or_default()
+        } else {
+            args.allowed_hosts.clone()
+        },
         listen: listen(args.listen.as_deref().or(cfg.listen.as_deref()))?,
         token: token(args.token_env.as_ref())?,
         refresh: Duration::from_millis(length(

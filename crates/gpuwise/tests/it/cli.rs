@@ -671,3 +671,40 @@ fn record_refuses_bad_settings_before_looking_for_a_driver() {
         assert!(!std::path::Path::new(&out).exists());
     }
 }
+
+/// `--help` never prints a credential from the environment: clap shows env values by
+/// default, and `check --help` in a CI log would have shown the Slack webhook.
+#[test]
+fn help_hides_credentials_from_the_environment() {
+    for (cmd, var, secret) in [
+        (
+            "check",
+            "GPUWISE_NOTIFY_URL",
+            "https://hooks.slack.com/services/T0/B0/s3cretHOOK",
+        ),
+        (
+            "report",
+            "GPUWISE_PROMETHEUS",
+            "https://admin:s3cretPASS@prom.example",
+        ),
+        (
+            "serve",
+            "GPUWISE_PROMETHEUS",
+            "https://admin:s3cretPASS@prom.example",
+        ),
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_gpuwise"))
+            .args([cmd, "--help"])
+            .env(var, secret)
+            .output()
+            .expect("runs");
+        let text =
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{cmd}: {text}");
+        assert!(text.contains(var), "{cmd}: the variable is still named");
+        assert!(
+            !text.contains("s3cret"),
+            "{cmd} --help printed {var}'s value"
+        );
+    }
+}

@@ -1167,3 +1167,53 @@ fn focus_export_separates_list_contracted_and_effective_cost() {
         }
     }
 }
+
+/// `--notify` never follows a redirect (the body would reach another origin as an empty GET,
+/// and "notified" was printed), counts the attempts it made, refuses plain http off loopback
+/// (a webhook's path is its secret), and never echoes a value that is not a URL (a Slack bot
+/// token pasted by mistake).
+#[test]
+fn notify_does_not_follow_redirects_or_post_in_clear() {
+    let fl = fleet();
+    let policy = fl.write("policy.toml", "[stale]\nmax_age_hours = 24\n");
+    let check = |url: &str| {
+        run(&[
+            "check",
+            &fl.telemetry(),
+            "--policy",
+            &policy,
+            "--notify",
+            url,
+            "--notify-retries",
+            "2",
+            "--no-progress",
+        ])
+    };
+    let (url, got) = receiver(vec![302]);
+    let o = check(&url);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("failed after 1 attempt(s)") && o.stderr.contains("redirect"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        got.join().expect("receiver").len(),
+        1,
+        "posted once, not retried"
+    );
+    for (url, want) in [
+        ("http://hooks.example/services/T0/B0/s3cret", "plain http"),
+        ("xoxb-1234-s3cret-token", "not a URL"),
+        ("ftp://hooks.example/s3cret", "not an http(s) URL"),
+    ] {
+        let o = check(url);
+        assert_eq!(o.code, 2, "{url}: {}", o.stderr);
+        assert!(o.stderr.contains(want), "{url}: {}", o.stderr);
+        assert!(
+            !o.stderr.contains("s3cret"),
+            "{url}: the secret was echoed: {}",
+            o.stderr
+        );
+    }
+}

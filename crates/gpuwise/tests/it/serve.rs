@@ -625,3 +625,99 @@ fn last_is_the_n_ending_at_the_newest_sample(s: &Served, data: &str, end: &str) 
         }
     }
 }
+
+/// GET `path` with a `Host` header of our choosing (ureq sets its own): the status.
+fn status_with_host(base: &str, path: &str, host: &str) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// DNS rebinding: a page whose name was made to resolve to 127.0.0.1 sends its own name in
+/// `Host`; the server answers only loopback names, its address and `--allowed-host` names
+/// (421 otherwise), on every route, `/healthz` included.
+#[test]
+fn a_forged_host_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "2", "1");
+    let s = Served::start(&[&data, "--allowed-host", "gpu-dash.internal"], &[]);
+    let port = s.base.rsplit(':').next().expect("port").to_owned();
+    for path in ["/", "/api/report", "/metrics", "/healthz"] {
+        assert_eq!(
+            status_with_host(&s.base, path, "evil.example"),
+            421,
+            "{path}"
+        );
+        assert_eq!(
+            status_with_host(&s.base, path, &format!("attacker.example:{port}")),
+            421,
+            "{path}"
+        );
+        assert_eq!(
+            status_with_host(&s.base, path, &format!("127.0.0.1:{port}")),
+            200,
+            "{path}"
+        );
+        assert_eq!(
+            status_with_host(&s.base, path, &format!("localhost:{port}")),
+            200,
+            "{path}"
+        );
+        assert_eq!(
+            status_with_host(&s.base, path, &format!("gpu-dash.internal:{port}")),
+            200,
+            "{path}"
+        );
+    }
+}
+
+/// Connections that never finish their headers are closed after the header-read timeout
+/// (10 s), so 300 of them hold the server for that long at most: a request after it is
+/// answered. (They were held forever, and the server was unreachable before any token check.)
+#[test]
+fn idle_connections_do_not_hold_the_server() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "2", "1");
+    let s = Served::start(&[&data], &[]);
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let idle: Vec<std::net::TcpStream> = (0..300)
+        .filter_map(|_| {
+            let mut c = std::net::TcpStream::connect(&addr).ok()?;
+            c.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n").ok()?;
+            Some(c)
+        })
+        .collect();
+    assert!(idle.len() > 250, "{} idle connections opened", idle.len());
+    std::thread::sleep(Duration::from_secs(12));
+    let started = Instant::now();
+    let (code, _) = s.get("/healthz");
+    assert_eq!(code, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // The server closed the idle ones (it may answer 408 first): a read ends.
+    let mut c = idle.into_iter().next().expect("one");
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut buf = Vec::new();
+    assert!(
+        c.read_to_end(&mut buf).is_ok(),
+        "the idle connection was closed"
+    );
+}
