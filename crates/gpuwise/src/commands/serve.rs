@@ -156,6 +156,29 @@ fn store_window(prom: &PromArgs, span: &Span) -> PromArgs {
     p
 }
 
+/// How the server runs: flags, else the config file, else the defaults.
+fn options(args: &ServeArgs, cfg: &Config) -> anyhow::Result<Options> {
+    Ok(Options {
+        allowed_hosts: if args.allowed_hosts.is_empty() {
+            cfg.allowed_hosts.clone().unwrap_or_default()
+        } else {
+            args.allowed_hosts.clone()
+        },
+        listen: listen(args.listen.as_deref().or(cfg.listen.as_deref()))?,
+        token: token(args.token_env.as_ref())?,
+        refresh: Duration::from_millis(length(
+            "refresh",
+            args.refresh.as_ref().or(cfg.refresh.as_ref()),
+            "30s",
+        )?),
+        request_timeout: Duration::from_millis(length(
+            "request-timeout",
+            args.request_timeout.as_ref(),
+            "30s",
+        )?),
+    })
+}
+
 pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(args.config.as_deref())?;
     anyhow::ensure!(
@@ -175,25 +198,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let opts = Options {
-        allowed_hosts: if args.allowed_hosts.is_empty() {
-            cfg.allowed_hosts.clone().unwrap_or_default()
-        } else {
-            args.allowed_hosts.clone()
-        },
-        listen: listen(args.listen.as_deref().or(cfg.listen.as_deref()))?,
-        token: token(args.token_env.as_ref())?,
-        refresh: Duration::from_millis(length(
-            "refresh",
-            args.refresh.as_ref().or(cfg.refresh.as_ref()),
-            "30s",
-        )?),
-        request_timeout: Duration::from_millis(length(
-            "request-timeout",
-            args.request_timeout.as_ref(),
-            "30s",
-        )?),
-    };
+    let opts = options(args, &cfg)?;
     anyhow::ensure!(
         !args.fleet.inputs.iter().any(|i| i == "-"),
         "serve reads files it can look at again; standard input (`-`) is read once: use `report`"
