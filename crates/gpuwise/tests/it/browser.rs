@@ -385,6 +385,16 @@ fn the_dashboard_shows_the_apis_figures_at_every_width() {
     // The live page, as the browser built it: every KPI is the API's number.
     let dom = headless_url(browser, 1400, &["--dump-dom"], &format!("{}/", s.base));
     assert_kpis_are(&dom, &api);
+    // The page's script ran under the server's content security policy (allowed by its hash,
+    // with no 'unsafe-inline'), and no element carries an inline handler.
+    assert!(
+        dom.contains("data-script=\"ran\""),
+        "the script was blocked"
+    );
+    assert!(
+        !dom.contains("onchange=") && !dom.contains("onclick="),
+        "inline handlers"
+    );
     assert!(dom.contains("id=\"budgets\""), "budget burn");
     assert!(dom.contains("id=\"advice\""), "the advice");
     assert!(
