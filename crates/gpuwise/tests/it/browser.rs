@@ -337,48 +337,7 @@ fn assert_kpis_are(dom: &str, api: &serde_json::Value) {
 fn the_dashboard_shows_the_apis_figures_at_every_width() {
     let Some(browser) = chromium() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("fleet");
-    let g = run(&[
-        "generate",
-        "--out",
-        &data.display().to_string(),
-        "--gpus",
-        "12",
-        "--days",
-        "3",
-        "--interval",
-        "5m",
-        "--format",
-        "nvidia-smi",
-        "--seed",
-        "5",
-        "--start",
-        "2026-11-20",
-    ]);
-    assert_eq!(g.code, 0, "{}", g.stderr);
-    std::fs::remove_file(data.join("truth.json")).expect("truth");
-    let teams = dir.path().join("teams.toml");
-    std::fs::write(
-        &teams,
-        "[hosts]\n\"train-a100-1\" = \"research\"\n\"train-a100-2\" = \"serving\"\n",
-    )
-    .expect("teams");
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
-        "[budget]\nmonthly_usd = { research = 1500, serving = 100000 }\n",
-    )
-    .expect("policy");
-    let s = crate::serve::Served::start(
-        &[
-            &data.display().to_string(),
-            "--teams",
-            &teams.display().to_string(),
-            "--policy",
-            &policy.display().to_string(),
-        ],
-        &[("GPUWISE_NOW", "2026-11-23T12:00:00Z")],
-    );
+    let s = served_team_fleet(dir.path());
     let (code, body) = s.get("/api/report");
     assert_eq!(code, 200);
     let api: serde_json::Value = serde_json::from_str(&body).expect("report");
@@ -483,4 +442,51 @@ window.addEventListener('load', () => {
     let start = dom.find("<title>").expect("a title") + 7;
     let end = dom[start..].find("</title>").expect("title end") + start;
     dom[start..end].to_owned()
+}
+
+/// `serve` over 12 generated GPUs × 3 days in `dir`, two teams, one with a budget, the clock
+/// pinned inside the data's month.
+fn served_team_fleet(dir: &Path) -> crate::serve::Served {
+    let data = dir.join("fleet");
+    let g = run(&[
+        "generate",
+        "--out",
+        &data.display().to_string(),
+        "--gpus",
+        "12",
+        "--days",
+        "3",
+        "--interval",
+        "5m",
+        "--format",
+        "nvidia-smi",
+        "--seed",
+        "5",
+        "--start",
+        "2026-11-20",
+    ]);
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    std::fs::remove_file(data.join("truth.json")).expect("truth");
+    let teams = dir.join("teams.toml");
+    std::fs::write(
+        &teams,
+        "[hosts]\n\"train-a100-1\" = \"research\"\n\"train-a100-2\" = \"serving\"\n",
+    )
+    .expect("teams");
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[budget]\nmonthly_usd = { research = 1500, serving = 100000 }\n",
+    )
+    .expect("policy");
+    crate::serve::Served::start(
+        &[
+            &data.display().to_string(),
+            "--teams",
+            &teams.display().to_string(),
+            "--policy",
+            &policy.display().to_string(),
+        ],
+        &[("GPUWISE_NOW", "2026-11-23T12:00:00Z")],
+    )
 }
