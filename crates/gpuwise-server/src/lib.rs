@@ -125,6 +125,9 @@ struct AppState {
     opts: Options,
     cache: Mutex<Cache>,
     refresh_note: Mutex<RefreshNote>,
+    /// The last analysis that failed, and why (internal detail: shown to who may read the
+    /// dashboard, never in an error body).
+    last_error: Mutex<Option<String>>,
     started: Instant,
 }
 
@@ -177,6 +180,7 @@ impl Server {
                 at: Some(jiff::Timestamp::now()),
                 problem: None,
             }),
+            last_error: Mutex::new(None),
         });
         Ok(Self { listener, state })
     }
@@ -323,6 +327,18 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// A request to `/healthz` without the token.
+#[derive(Clone, Copy)]
+struct Anonymous;
+
+/// The token of an `Authorization: Bearer …` header; the scheme's case does not matter
+/// (RFC 7235).
+fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// The content security policy: nothing from other origins, and of scripts only the
 /// dashboard's own, by its SHA-256 (no `'unsafe-inline'`).
 static CSP: std::sync::LazyLock<HeaderValue> = std::sync::LazyLock::new(|| {
@@ -368,7 +384,7 @@ fn host_allowed(host: &str, opts: &Options) -> bool {
 }
 
 /// The host check, the token check (all but `/healthz`) and the headers every answer carries.
-async fn guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+async fn guard(State(s): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
     // A request without a Host header (HTTP/1.0) is no browser's: browsers always send it.
     if let Some(host) = req
         .headers()
@@ -384,20 +400,20 @@ async fn guard(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Resp
         )
         .into_response();
     }
-    if let Some(token) = &s.opts.token
-        && req.uri().path() != "/healthz"
-    {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
+    if let Some(token) = &s.opts.token {
+        let given = bearer(req.headers()).unwrap_or("");
         if !same_bytes(given.as_bytes(), token.as_bytes()) {
-            let mut r = (StatusCode::UNAUTHORIZED, "a bearer token is required\n").into_response();
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
+            if req.uri().path() == "/healthz" {
+                // Health without the token: whether it is up, never what went wrong (a
+                // refresh error names paths).
+                req.extensions_mut().insert(Anonymous);
+            } else {
+                let mut r =
+                    (StatusCode::UNAUTHORIZED, "a bearer token is required\n").into_response();
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return r;
+            }
         }
     }
     let mut r = next.run(req).await;
@@ -435,6 +451,24 @@ impl Q {
             self.end.as_deref(),
             self.last.as_deref(),
         )
+    }
+}
+
+/// A request's query, or a JSON 400 naming what is wrong with it (axum's own rejection is
+/// plain text: a repeated parameter got one).
+struct Window(Q);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Window {
+    type Rejection = Failure;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Query::<Q>::from_request_parts(parts, state)
+            .await
+            .map(|Query(q)| Window(q))
+            .map_err(|e| Failure(StatusCode::BAD_REQUEST, e.body_text()))
     }
 }
 
@@ -491,7 +525,7 @@ impl AppState {
                 }
                 let w = live
                     .window(a, b)
-                    .map_err(|e| Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+                    .map_err(|e| self.internal("reading the window", e))?;
                 drop(live);
                 // A window whose samples cover no time (one sample per device, as a tile that
                 // holds only a midnight sample) has nothing to report: a 404, never $0.
@@ -502,8 +536,7 @@ impl AppState {
                     ));
                 }
                 let analysis = Arc::new(
-                    analyse(w.profile, w.summary)
-                        .map_err(|e| Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?,
+                    analyse(w.profile, w.summary).map_err(|e| self.internal("the analysis", e))?,
                 );
                 self.keep(key, generation, &analysis);
                 Ok(Answer {
@@ -552,7 +585,18 @@ impl AppState {
         c.insert(key, (Instant::now(), generation, a.clone()));
     }
 
+    /// A failure whose detail (paths, internal errors) stays on the server: kept for the
+    /// dashboard's status line, and the answer says only what failed.
+    fn internal(&self, what: &str, e: impl std::fmt::Display) -> Failure {
+        *lock(&self.last_error) = Some(format!("{what}: {e}"));
+        Failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("{what} failed; the dashboard's status line says why"),
+        )
+    }
+
     fn status(&self) -> (String, Option<String>) {
+        let last_error = lock(&self.last_error).clone();
         let note = lock(&self.refresh_note);
         let refreshed = note.at.map_or("not yet".into(), |t| {
             t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
@@ -566,7 +610,7 @@ impl AppState {
                 "{what} looked at {refreshed}, every {} s",
                 self.opts.refresh.as_secs()
             ),
-            note.problem.clone(),
+            note.problem.clone().or(last_error),
         )
     }
 }
@@ -598,9 +642,12 @@ fn store_words(r: &Report) -> String {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    tokio::task::spawn_blocking(f).await.map_err(|_| {
+        Failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request's work stopped unexpectedly".into(),
+        )
+    })?
 }
 
 async fn answer_for(s: &Arc<AppState>, q: &Q) -> Result<Answer, Failure> {
@@ -615,14 +662,14 @@ fn json(body: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-async fn api_report(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+async fn api_report(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
     match answer_for(&s, &q).await {
         Ok(a) => json(a.analysis.report_json.clone()),
         Err(f) => f.into_response(),
     }
 }
 
-async fn api_advice(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+async fn api_advice(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
     match answer_for(&s, &q).await {
         Ok(a) => match &a.analysis.advice_json {
             Some(j) => json(j.clone()),
@@ -634,7 +681,7 @@ async fn api_advice(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Respo
     }
 }
 
-async fn api_allocation(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+async fn api_allocation(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
     match answer_for(&s, &q).await {
         Ok(a) => match &a.analysis.allocation_json {
             Some(j) => json(j.clone()),
@@ -648,7 +695,7 @@ async fn api_allocation(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> R
     }
 }
 
-async fn metrics_text(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+async fn metrics_text(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
     match answer_for(&s, &q).await {
         Ok(a) => (
             [(
@@ -662,8 +709,12 @@ async fn metrics_text(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Res
     }
 }
 
-async fn healthz(State(s): State<Arc<AppState>>) -> Response {
+async fn healthz(
+    State(s): State<Arc<AppState>>,
+    anonymous: Option<axum::Extension<Anonymous>>,
+) -> Response {
     let s2 = s.clone();
+    let anonymous = anonymous.is_some();
     let body = blocking(move || {
         let (generation, reads) = match &s2.source {
             Source::Files { live, .. } => {
@@ -673,6 +724,14 @@ async fn healthz(State(s): State<Arc<AppState>>) -> Response {
             Source::Store(_) => (s2.store_generation(), None),
         };
         let (status, problem) = s2.status();
+        if anonymous {
+            return Ok(serde_json::json!({
+                "status": "ok",
+                "generation": generation,
+                "problem": problem.map(|_| "something failed: /healthz with the token says what"),
+            })
+            .to_string());
+        }
         Ok(serde_json::json!({
             "status": "ok",
             "generation": generation,
@@ -706,7 +765,7 @@ fn html(body: String) -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
 }
 
-async fn page(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+async fn page(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
     let a = match answer_for(&s, &q).await {
         Ok(a) => a,
         Err(f) => return f.into_response(),
@@ -731,7 +790,7 @@ async fn page(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
     ))
 }
 
-async fn device(State(s): State<Arc<AppState>>, Query(q): Query<Q>) -> Response {
+async fn device(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
     let a = match answer_for(&s, &q).await {
         Ok(a) => a,
         Err(f) => return f.into_response(),

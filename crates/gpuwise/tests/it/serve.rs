@@ -440,18 +440,35 @@ fn a_listener_others_can_reach_needs_a_token() {
     assert_eq!(s.get("/api/report").0, 401);
     assert_eq!(s.get_as("/api/report", Some("s3cret-tokeN")).0, 401);
     assert_eq!(s.get_as("/metrics", Some("nope")).0, 401);
-    assert_eq!(s.get("/healthz").0, 200);
+    // Health without the token says it is up, never what it read or what failed (paths).
+    let (code, body) = s.get("/healthz");
+    assert_eq!(code, 200);
+    let h = json(&body);
+    assert!(h.get("reads").is_none() && h.get("data").is_none(), "{h}");
+    // The scheme's case does not matter (RFC 7235).
+    assert_eq!(s.get_as("/api/report", Some("s3cret-token")).0, 200);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let lower = agent
+        .get(format!("{}/api/report", s.base))
+        .header("Authorization", "bearer s3cret-token")
+        .call()
+        .expect("answers");
+    assert_eq!(lower.status().as_u16(), 200);
     let s = s.with_token("s3cret-token");
+    assert!(json(&s.get("/healthz").1).get("reads").is_some());
+    // A repeated parameter is a JSON 400 like every bad window.
+    let (code, body) = s.get("/api/report?last=1d&last=2d");
+    assert_eq!(code, 400, "{body}");
+    assert!(json(&body)["error"].is_string(), "{body}");
     let (code, body) = s.get("/api/report");
     assert_eq!(code, 200);
     assert!(
         !body.contains("s3cret"),
         "the token never appears in output"
     );
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
     let r = agent
         .post(format!("{}/api/report", s.base))
         .header("Authorization", "Bearer s3cret-token")
