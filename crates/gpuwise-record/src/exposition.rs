@@ -147,11 +147,32 @@ impl Exposition {
 /// The shared exposition, read by the server thread, written by the recorder.
 pub type Shared = Arc<RwLock<Exposition>>;
 
-/// Serve `GET /metrics` on `addr` from a thread of its own.
+/// Whether a request carries `Authorization: Bearer TOKEN` (the scheme in any case), compared
+/// in constant time.
+fn authorized(req: &tiny_http::Request, token: &str) -> bool {
+    use subtle::ConstantTimeEq as _;
+    req.headers()
+        .iter()
+        .find(|h| h.field.equiv("Authorization"))
+        .and_then(|h| {
+            let (scheme, given) = h.value.as_str().trim().split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| bool::from(given.trim().as_bytes().ct_eq(token.as_bytes())))
+        })
+        .unwrap_or(false)
+}
+
+/// Serve `GET /metrics` on `addr` from a thread of its own; with `token`, only to requests
+/// that carry it (`Authorization: Bearer`, as Prometheus' scrape `authorization` sends it).
 ///
 /// # Errors
 /// When the address cannot be bound.
-pub fn serve(addr: SocketAddr, shared: Shared) -> Result<SocketAddr, std::io::Error> {
+pub fn serve(
+    addr: SocketAddr,
+    shared: Shared,
+    token: Option<String>,
+) -> Result<SocketAddr, std::io::Error> {
     let server = tiny_http::Server::http(addr).map_err(std::io::Error::other)?;
     let bound = server
         .server_addr()
@@ -164,6 +185,13 @@ pub fn serve(addr: SocketAddr, shared: Shared) -> Result<SocketAddr, std::io::Er
         )
         .ok();
         for req in server.incoming_requests() {
+            if token.as_deref().is_some_and(|t| !authorized(&req, t)) {
+                let _ = req.respond(
+                    tiny_http::Response::from_string("a bearer token is required\n")
+                        .with_status_code(401),
+                );
+                continue;
+            }
             let ok = req.url() == "/metrics" || req.url().starts_with("/metrics?");
             let resp = if ok && *req.method() == tiny_http::Method::Get {
                 let body = shared.read().map(|e| e.text()).unwrap_or_default();

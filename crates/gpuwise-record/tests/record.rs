@@ -397,7 +397,7 @@ fn the_metrics_endpoint_reads_back_as_dcgm() {
     use gpuwise_record::exposition::{Exposition, serve};
 
     let shared = Arc::new(RwLock::new(Exposition::new("node-a")));
-    let addr = serve("127.0.0.1:0".parse().expect("addr"), shared.clone()).expect("serve");
+    let addr = serve("127.0.0.1:0".parse().expect("addr"), shared.clone(), None).expect("serve");
     let (tx, rx) = mpsc::channel();
     tx.send(()).expect("send"); // one tick, then stop
     let dir = tempfile::tempdir().expect("tmp");
@@ -454,4 +454,39 @@ fn the_metrics_endpoint_reads_back_as_dcgm() {
     assert_eq!(util, Some(80.0));
     let mig = devices.iter().find(|d| d.key.mig.is_some()).expect("mig");
     assert_eq!(mig.info.mig_profile.as_deref(), Some("3g.40gb"));
+}
+
+/// With a token, /metrics answers only requests that carry it (the scheme in any case), as
+/// Prometheus' scrape `authorization` sends it; without, a 401.
+#[test]
+fn a_token_guards_the_metrics_endpoint() {
+    use std::io::Write as _;
+    use std::sync::{Arc, RwLock};
+
+    use gpuwise_record::exposition::{Exposition, serve};
+
+    let shared = Arc::new(RwLock::new(Exposition::new("node-a")));
+    let addr = serve(
+        "127.0.0.1:0".parse().expect("addr"),
+        shared,
+        Some("s3cret".into()),
+    )
+    .expect("serve");
+    let get = |auth: Option<&str>| {
+        let mut c = std::net::TcpStream::connect(addr).expect("connect");
+        let header = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+        write!(
+            c,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\n{header}Connection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut r = String::new();
+        c.read_to_string(&mut r).expect("read");
+        r
+    };
+    assert!(get(None).starts_with("HTTP/1.1 401"));
+    assert!(get(Some("Bearer wrong")).starts_with("HTTP/1.1 401"));
+    assert!(get(Some("Basic s3cret")).starts_with("HTTP/1.1 401"));
+    assert!(get(Some("Bearer s3cret")).starts_with("HTTP/1.1 200"));
+    assert!(get(Some("bearer s3cret")).starts_with("HTTP/1.1 200"));
 }

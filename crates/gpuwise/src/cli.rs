@@ -746,6 +746,7 @@ const RECORD_EXAMPLES: &str = "Examples:
   gpuwise record --out /var/log/gpuwise                 # until stopped (SIGTERM/Ctrl-C flush)
   gpuwise record --out gpu-logs --duration 48h --interval 5s
   gpuwise record --out gpu-logs --prometheus-listen 9400   # also serve /metrics on 127.0.0.1:9400
+  GPUWISE_TOKEN=… gpuwise record --out gpu-logs --prometheus-listen 0.0.0.0:9400 --token-env GPUWISE_TOKEN
   gpuwise report gpu-logs                               # read back what was recorded
 
 Writes OUT/HOST.csv (nvidia-smi --query-gpu CSV, UTC) and OUT/processes/HOST.csv (per-process
@@ -779,9 +780,13 @@ pub(crate) struct RecordArgs {
     #[arg(long)]
     pub no_processes: bool,
     /// Also serve the latest readings as OpenMetrics at http://ADDR/metrics; a bare PORT listens
-    /// on 127.0.0.1 only.
+    /// on 127.0.0.1 only. An address others can reach needs --token-env, as `serve` does.
     #[arg(long, value_name = "ADDR|PORT")]
     pub prometheus_listen: Option<String>,
+    /// Environment variable holding the bearer token /metrics requires (Prometheus sends it
+    /// with `authorization: {credentials_file: …}` in the scrape config).
+    #[arg(long, value_name = "VAR", requires = "prometheus_listen")]
+    pub token_env: Option<String>,
 }
 
 const ADVISE_EXAMPLES: &str = "Examples:

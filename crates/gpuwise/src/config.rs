@@ -60,6 +60,13 @@ impl Config {
                 if !p.is_file() {
                     return Ok(Self::default());
                 }
+                // A file picked up from the working directory changes results: said once.
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    crate::printer::info(
+                        "using ./gpuwise.toml, the config file in this directory (--config FILE names another)",
+                    );
+                });
                 p
             }
         };

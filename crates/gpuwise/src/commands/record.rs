@@ -58,6 +58,28 @@ fn settings(args: &RecordArgs) -> anyhow::Result<Settings> {
     })
 }
 
+/// The token `--token-env` names, if any; an error for a listener off loopback without one.
+fn listener_token(args: &RecordArgs, listen: Option<SocketAddr>) -> anyhow::Result<Option<String>> {
+    let token = match &args.token_env {
+        Some(var) => {
+            let t = std::env::var(var)
+                .map_err(|_| anyhow::anyhow!("--token-env: ${var} is not set"))?;
+            let t = t.trim().to_owned();
+            anyhow::ensure!(!t.is_empty(), "--token-env: ${var} is empty");
+            Some(t)
+        }
+        None => None,
+    };
+    if let Some(addr) = listen {
+        anyhow::ensure!(
+            addr.ip().is_loopback() || token.is_some(),
+            "--prometheus-listen {addr} is not a loopback address: other machines could read \
+             this host's GPUs and processes. Give a token (--token-env VAR) or listen on 127.0.0.1"
+        );
+    }
+    Ok(token)
+}
+
 pub(crate) fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let settings = settings(args)?;
     let listen = args
@@ -65,13 +87,16 @@ pub(crate) fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(listen_addr)
         .transpose()?;
+    // One rule with `serve`: a listener others can reach needs a token (checked before the
+    // driver, so the refusal needs no GPU).
+    let token = listener_token(args, listen)?;
     // The driver first: without one, stop before anything is written.
     let mut sampler = NvmlSampler::new(settings.processes)?;
     let shared = match listen {
         Some(addr) => {
             let shared: exposition::Shared =
                 Arc::new(RwLock::new(exposition::Exposition::new(&settings.host)));
-            let bound = exposition::serve(addr, shared.clone())
+            let bound = exposition::serve(addr, shared.clone(), token)
                 .with_context(|| format!("cannot listen on {addr}"))?;
             printer::info(&format!("serving OpenMetrics at http://{bound}/metrics"));
             Some(shared)

@@ -708,3 +708,25 @@ fn help_hides_credentials_from_the_environment() {
         );
     }
 }
+
+/// `record` keeps `serve`'s rule: a /metrics listener others can reach needs a token, refused
+/// before the driver is looked for.
+#[test]
+fn record_refuses_a_tokenless_listener_off_loopback() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("logs");
+    let o = run(&[
+        "record",
+        "--out",
+        &out.display().to_string(),
+        "--prometheus-listen",
+        "0.0.0.0:0",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("not a loopback address") && o.stderr.contains("--token-env"),
+        "{}",
+        o.stderr
+    );
+    assert!(!out.exists(), "nothing written");
+}
