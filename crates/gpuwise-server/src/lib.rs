@@ -15,11 +15,11 @@
 //! constant time) or the server refuses to start; no CORS headers; a content security policy
 //! that allows nothing from elsewhere; a time limit per request.
 
+mod cache;
 pub mod live;
 pub mod metrics;
 pub mod window;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -117,13 +117,11 @@ pub struct Server {
     state: Arc<AppState>,
 }
 
-/// Analyses by window: when made, of which data generation.
-type Cache = HashMap<String, (Instant, u64, Arc<Analysis>)>;
-
 struct AppState {
     source: Source,
     opts: Options,
-    cache: Mutex<Cache>,
+    /// Analyses by window (LRU, one computation per window at a time, bounded turns).
+    windows: cache::Windows<Analysis, Failure>,
     refresh_note: Mutex<RefreshNote>,
     /// The last analysis that failed, and why (internal detail: shown to who may read the
     /// dashboard, never in an error body).
@@ -174,7 +172,10 @@ impl Server {
         let state = Arc::new(AppState {
             source,
             opts,
-            cache: Mutex::new(HashMap::new()),
+            windows: cache::Windows::new(
+                CACHE_ENTRIES,
+                std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+            ),
             started: Instant::now(),
             refresh_note: Mutex::new(RefreshNote {
                 at: Some(jiff::Timestamp::now()),
@@ -473,6 +474,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Window {
 }
 
 /// A request that cannot be answered, as a status and a JSON message.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Failure(StatusCode, String);
 
 impl IntoResponse for Failure {
@@ -500,66 +502,54 @@ impl AppState {
     fn answer(&self, span: &Span) -> Result<Answer, Failure> {
         match &self.source {
             Source::Files { live, analyse } => {
-                let live = live.read().unwrap_or_else(PoisonError::into_inner);
-                let generation = live.generation();
-                let tile = live.tile_ms();
-                let (Some((first, end)), Some(last)) = (live.tiles(), live.last_ms()) else {
-                    return Err(Failure(StatusCode::NOT_FOUND, "no samples read yet".into()));
+                let (generation, tile, a, b) = {
+                    let live = live.read().unwrap_or_else(PoisonError::into_inner);
+                    let generation = live.generation();
+                    let tile = live.tile_ms();
+                    let (Some((first, end)), Some(last)) = (live.tiles(), live.last_ms()) else {
+                        return Err(Failure(StatusCode::NOT_FOUND, "no samples read yet".into()));
+                    };
+                    let Some((a, b)) = window::tiles(span, first, end, last, tile) else {
+                        return Err(Failure(
+                            StatusCode::NOT_FOUND,
+                            "no samples in the window".into(),
+                        ));
+                    };
+                    (generation, tile, a, b)
                 };
-                let Some((a, b)) = window::tiles(span, first, end, last, tile) else {
-                    return Err(Failure(
-                        StatusCode::NOT_FOUND,
-                        "no samples in the window".into(),
-                    ));
-                };
-                let words = tile_words(a, b, tile);
-                let key = format!("{a}..{b}");
-                if let Some((_, g, hit)) = lock(&self.cache).get(&key)
-                    && *g == generation
-                {
-                    return Ok(Answer {
-                        analysis: hit.clone(),
-                        window: words,
-                        generation,
-                    });
-                }
-                let w = live
-                    .window(a, b)
-                    .map_err(|e| self.internal("reading the window", e))?;
-                drop(live);
-                // A window whose samples cover no time (one sample per device, as a tile that
-                // holds only a midnight sample) has nothing to report: a 404, never $0.
-                if w.profile.is_empty() || w.profile.covered_ms() == 0 {
-                    return Err(Failure(
-                        StatusCode::NOT_FOUND,
-                        "no samples in the window".into(),
-                    ));
-                }
-                let analysis = Arc::new(
-                    analyse(w.profile, w.summary).map_err(|e| self.internal("the analysis", e))?,
-                );
-                self.keep(key, generation, &analysis);
+                // The data generation is in the key: a refresh that read something makes every
+                // window new.
+                let key = format!("{a}..{b}@{generation}");
+                let analysis = self.windows.get_or_compute(&key, &|_| true, || {
+                    let w = live
+                        .read()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .window(a, b)
+                        .map_err(|e| self.internal("reading the window", e))?;
+                    // A window whose samples cover no time (one sample per device, as a tile
+                    // that holds only a midnight sample) has nothing to report: a 404, never $0.
+                    if w.profile.is_empty() || w.profile.covered_ms() == 0 {
+                        return Err(Failure(
+                            StatusCode::NOT_FOUND,
+                            "no samples in the window".into(),
+                        ));
+                    }
+                    analyse(w.profile, w.summary).map_err(|e| self.internal("the analysis", e))
+                })?;
                 Ok(Answer {
                     analysis,
-                    window: words,
+                    window: tile_words(a, b, tile),
                     generation,
                 })
             }
             Source::Store(query) => {
                 let key = format!("{span:?}");
-                if let Some((at, _, hit)) = lock(&self.cache).get(&key)
-                    && at.elapsed() < self.opts.refresh
-                {
-                    return Ok(Answer {
-                        analysis: hit.clone(),
-                        window: store_words(&hit.report),
-                        generation: self.store_generation(),
-                    });
-                }
-                let analysis = Arc::new(
-                    query(span).map_err(|e| Failure(StatusCode::BAD_GATEWAY, e.to_string()))?,
-                );
-                self.keep(key, 0, &analysis);
+                let refresh = self.opts.refresh;
+                let analysis = self.windows.get_or_compute(
+                    &key,
+                    &|made: Instant| made.elapsed() < refresh,
+                    || query(span).map_err(|e| Failure(StatusCode::BAD_GATEWAY, e.to_string())),
+                )?;
                 Ok(Answer {
                     window: store_words(&analysis.report),
                     analysis,
@@ -574,15 +564,6 @@ impl AppState {
     fn store_generation(&self) -> u64 {
         let every = self.opts.refresh.as_millis().max(1);
         u64::try_from(self.started.elapsed().as_millis() / every).unwrap_or(u64::MAX)
-    }
-
-    fn keep(&self, key: String, generation: u64, a: &Arc<Analysis>) {
-        let mut c = lock(&self.cache);
-        c.retain(|_, (_, g, _)| *g == generation);
-        if c.len() >= CACHE_ENTRIES {
-            c.clear();
-        }
-        c.insert(key, (Instant::now(), generation, a.clone()));
     }
 
     /// A failure whose detail (paths, internal errors) stays on the server: kept for the
@@ -738,6 +719,10 @@ async fn healthz(
             "reads": reads,
             "data": status,
             "problem": problem,
+            "analyses": {
+                "computed": s2.windows.computed(),
+                "kept": s2.windows.len(),
+            },
         })
         .to_string())
     })

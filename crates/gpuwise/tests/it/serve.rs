@@ -738,3 +738,63 @@ fn idle_connections_do_not_hold_the_server() {
         "the idle connection was closed"
     );
 }
+
+/// Load control: sixteen requests at once for one cold window compute it once (the others wait
+/// for that answer), and forty distinct windows keep at most 32 answers (the least recently used
+/// go first; the cache was cleared whole). `/healthz` counts both.
+#[test]
+fn one_window_asked_at_once_is_analysed_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "8", "3");
+    let s = Served::start(&[&data, "--tile", "1h"], &[]);
+    let analyses = |s: &Served| json(&s.get("/healthz").1)["analyses"].clone();
+    let before = analyses(&s)["computed"].as_u64().expect("computed");
+    let base = s.base.clone();
+    let threads: Vec<_> = (0..16)
+        .map(|_| {
+            let base = base.clone();
+            std::thread::spawn(move || {
+                let agent: ureq::Agent = ureq::Agent::config_builder()
+                    .http_status_as_error(false)
+                    .build()
+                    .into();
+                let mut r = agent
+                    .get(format!("{base}/api/report?last=2d"))
+                    .call()
+                    .expect("answers");
+                (
+                    r.status().as_u16(),
+                    r.body_mut().read_to_string().expect("body"),
+                )
+            })
+        })
+        .collect();
+    let bodies: Vec<(u16, String)> = threads
+        .into_iter()
+        .map(|t| t.join().expect("thread"))
+        .collect();
+    assert!(bodies.iter().all(|(c, b)| *c == 200 && *b == bodies[0].1));
+    let after = analyses(&s)["computed"].as_u64().expect("computed");
+    assert_eq!(after - before, 1, "one analysis for sixteen requests");
+    // Forty distinct windows of whole hours.
+    let first = json(&s.get("/api/report").1)["window"]["start"]
+        .as_str()
+        .expect("start")[..10]
+        .to_owned();
+    let computed = analyses(&s)["computed"].as_u64().expect("computed");
+    for h in 0..40 {
+        let (code, body) = s.get(&format!(
+            "/api/report?start={first}T{:02}:00:00Z&end={first}T{:02}:30:00Z",
+            h / 2,
+            h / 2 + 1 + h % 2
+        ));
+        assert_eq!(code, 200, "{body}");
+    }
+    let a = analyses(&s);
+    assert_eq!(
+        a["computed"].as_u64().expect("computed") - computed,
+        40,
+        "{a}"
+    );
+    assert_eq!(a["kept"], 32, "{a}");
+}
