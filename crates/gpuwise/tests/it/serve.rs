@@ -423,6 +423,12 @@ fn a_listener_others_can_reach_needs_a_token() {
         (vec!["--listen", "everywhere"], "is not an address"),
         (vec!["--tile", "0s"], "--tile"),
         (vec!["--tile", "10s"], "at least 1m"),
+        // 35 days of minute tiles: 50,400 per device (406 MB for 12 GPUs over a week).
+        (vec!["--tile", "1m"], "keeps 50400 tiles per device"),
+        (
+            vec!["--tile", "1h", "--retain", "90d"],
+            "keeps 2160 tiles per device",
+        ),
         (vec!["-"], "standard input"),
         (vec!["--since", "2026-01-05"], "per request"),
     ] {
