@@ -66,7 +66,7 @@ struct SourceState {
     appendable: bool,
     profile: Profile,
     tally: Tally,
-    /// The path no longer exists: what it gave stays (history), it cannot be read again.
+    /// No longer listed: what it gave is dropped (see [`Live::apply`]).
     gone: bool,
 }
 
@@ -143,13 +143,15 @@ pub struct Changes {
     pub grown: usize,
     /// Inputs read again whole (replaced, truncated, compressed or DCGM text that changed).
     pub reread: usize,
+    /// Inputs no longer listed under any name, whose data was dropped.
+    pub gone: usize,
 }
 
 impl Changes {
-    /// Whether anything was read.
+    /// Whether anything changed (read, or dropped).
     #[must_use]
     pub fn any(&self) -> bool {
-        self.new + self.grown + self.reread > 0
+        self.new + self.grown + self.reread + self.gone > 0
     }
 }
 
@@ -361,7 +363,7 @@ impl Live {
             whole,
             tails,
             renames,
-            mut order,
+            order,
             mut seen,
         } = look;
         // The settings this look read with (its plausible-time bound) are the ones joins and
@@ -411,10 +413,17 @@ impl Live {
                 self.sources[w.i] = state;
             }
         }
-        for (i, (s, seen)) in self.sources.iter_mut().zip(seen).enumerate() {
-            s.gone = !seen;
-            if s.gone {
-                order.push(i);
+        for (s, seen) in self.sources.iter_mut().zip(seen) {
+            if !seen && !s.gone {
+                // No longer listed under any name (deleted, or replaced at its path by a new
+                // file): the server answers for the files as they are, as `report` would, so
+                // what it gave goes. (Kept, it overlapped the new file's data and its memory
+                // was never given back.) Seen again, it is read as a new input.
+                changes.gone += 1;
+                *s = SourceState {
+                    gone: true,
+                    ..SourceState::unread(s.input.clone(), None)
+                };
             }
         }
         self.order = order;
@@ -422,6 +431,7 @@ impl Live {
         self.reads.new += changes.new;
         self.reads.grown += changes.grown;
         self.reads.reread += changes.reread;
+        self.reads.gone += changes.gone;
         if changes.any() {
             self.generation += 1;
         }

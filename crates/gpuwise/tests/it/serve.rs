@@ -804,3 +804,67 @@ fn one_window_asked_at_once_is_analysed_once() {
     );
     assert_eq!(a["kept"], 32, "{a}");
 }
+
+/// The server survives its inputs changing under it, and after each change answers what
+/// `report` says of the files as they now are: a log truncated in place, a log replaced by
+/// another, a log deleted, and a log grown by one 100 MB line (past the 1 MiB line bound:
+/// skipped and counted, the lines after it read).
+#[test]
+fn inputs_that_change_under_the_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "12", "2");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&data)
+        .expect("dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "{files:?}");
+    let s = Served::start(&[&data, "--refresh", "1s"], &[]);
+    let settle = |s: &Served, what: &str| {
+        let expected = || cli(&["report", &data, "--format", "json", "--no-progress"]);
+        let start = Instant::now();
+        let mut got = s.get("/api/report").1;
+        while got != expected() && start.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(300));
+            got = s.get("/api/report").1;
+        }
+        assert_eq!(got, expected(), "after {what}");
+    };
+    settle(&s, "the start");
+    // Truncated in place (copytruncate) to its header and first hour.
+    let text = std::fs::read_to_string(&files[0]).expect("read");
+    let keep: Vec<&str> = text.lines().take(1 + 8 * 12).collect(); // the header, an hour
+    std::fs::write(&files[0], keep.join("\n") + "\n").expect("truncate");
+    settle(&s, "a truncation");
+    // Replaced by another file at the same path (a new inode).
+    let tmp = files[0].with_extension("new");
+    std::fs::write(&tmp, &text).expect("new");
+    std::fs::rename(&tmp, &files[0]).expect("replace");
+    settle(&s, "a replacement");
+    // Deleted.
+    std::fs::remove_file(&files[1]).expect("delete");
+    settle(&s, "a deletion");
+    // Grown by a 100 MB line, then by good lines.
+    let last = text.lines().last().expect("a line").to_owned();
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&files[0])
+            .expect("open");
+        let junk = "x".repeat(1 << 20);
+        for _ in 0..100 {
+            f.write_all(junk.as_bytes()).expect("junk");
+        }
+        writeln!(f).expect("end of the long line");
+        writeln!(f, "{}", shift_hour(&last)).expect("a good line");
+    }
+    settle(&s, "a 100 MB line");
+    let r = json(&s.get("/api/report").1);
+    assert!(
+        r["ingest"]["skipped"].as_u64().expect("skipped") >= 1,
+        "{}",
+        r["ingest"]
+    );
+}
