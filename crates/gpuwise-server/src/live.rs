@@ -70,6 +70,13 @@ struct SourceState {
     gone: bool,
 }
 
+/// The sources read before, by device and inode and by path.
+#[derive(Default)]
+struct Known {
+    by_id: std::collections::HashMap<(u64, u64), usize>,
+    by_path: std::collections::HashMap<std::path::PathBuf, usize>,
+}
+
 /// What a look at the inputs found to read: see [`Live::look`].
 pub struct Look {
     opts: ReadOptions,
@@ -285,15 +292,27 @@ impl Live {
             renames: Vec::new(),
             order: Vec::new(),
         };
+        // Every listed file is matched to what was read before by device and inode (else by
+        // path): indexed once per look, not compared with every source (per-scrape files
+        // make hundreds of thousands).
+        let mut known = Known::default();
+        for (i, src) in self.sources.iter().enumerate().filter(|(_, s)| !s.gone) {
+            if let Some(id) = src.id {
+                known.by_id.entry(id).or_insert(i);
+            }
+            if let Some(p) = &src.input.path {
+                known.by_path.entry(p.clone()).or_insert(i);
+            }
+        }
         for input in inputs {
-            self.look_at(input, &mut look);
+            self.look_at(input, &known, &mut look);
         }
         Ok(look)
     }
 
     /// Decide what to do with one listed input: nothing (unchanged), read what it grew by, or
     /// read it whole (new or replaced).
-    fn look_at(&self, input: Input, look: &mut Look) {
+    fn look_at(&self, input: Input, known_sources: &Known, look: &mut Look) {
         let Some(path) = input.path.clone() else {
             return;
         };
@@ -309,8 +328,8 @@ impl Live {
         // By device and inode where the system has them (a new file at a known path, as
         // rotation leaves, is a new input; the renamed old one keeps its data), else by path.
         let known = match id {
-            Some(_) => self.sources.iter().position(|s| s.id == id),
-            None => self.sources.iter().position(|s| s.input.path == input.path),
+            Some(id) => known_sources.by_id.get(&id).copied(),
+            None => known_sources.by_path.get(&path).copied(),
         };
         let Some(i) = known else {
             let i = self.sources.len() + look.whole.iter().filter(|w| w.new).count();
