@@ -165,7 +165,7 @@ struct Acc {
     hours: BTreeMap<EpochMs, Hour>,
 }
 
-/// How one metric's raw samples sit on the grid of multiples of S, from four counts over the
+/// How one metric's raw samples sit on the grid of multiples of S, from five counts over the
 /// window. The grid's points equal the file reader's intervals exactly when every sample keeps
 /// one phase (each interval a multiple of S, none longer than the maximum gap); the counts
 /// find a device that does not where that shows as a count:
@@ -173,10 +173,10 @@ struct Acc {
 ///   and half a step off it (a scrape that jitters across the grid, an interval shorter than
 ///   S, a repeated timestamp: two samples closer than S/2 always share a window at one of the
 ///   two phases);
-/// - `stale`: points with a sample in their window and none in the maximum gap − S after it
-///   (the whole maximum gap when S is over half of it)
-///   (a gap longer than the maximum gap, where the file reader counts nothing and the store's
-///   lookback carries the sample on; a device that stopped before the window's end);
+/// - `stale`: points with a sample in their window and none in the next maximum gap − S: a gap
+///   longer than the maximum gap, where the file reader counts nothing and the store's
+///   lookback carries the sample on, or a device that stopped before the window's end (where S
+///   is over half the maximum gap, every point the store fills: see `grid_check_jobs`);
 /// - `unfilled`: points the store leaves empty where a sample within the maximum gap stands
 ///   (VictoriaMetrics' lookback follows the series' own interval and drops a point after a
 ///   missed scrape that Prometheus' 5 minutes carry, and the file reader counts);
@@ -1723,6 +1723,52 @@ pub fn raw(client: &Client, q: &Query, step_ms: i64, only: Only<'_>) -> Result<R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_is_off_the_grid_by_any_of_its_counts() {
+        let on = GridCheck {
+            samples: 100.0,
+            ..GridCheck::default()
+        };
+        // 100 samples, 103 points: three missed scrapes the lookback carries, on the grid.
+        assert_eq!(off_grid(&on, 103.0), None);
+        for (c, points, says) in [
+            (
+                GridCheck {
+                    doubles: [0.0, 2.0],
+                    ..on
+                },
+                100.0,
+                "two samples or more",
+            ),
+            (
+                GridCheck { stale: 1.0, ..on },
+                100.0,
+                "longer than --max-gap",
+            ),
+            (
+                GridCheck {
+                    unfilled: 3.0,
+                    ..on
+                },
+                100.0,
+                "leaves 3 point(s) empty",
+            ),
+            (on, 150.0, "not the grid's"),
+        ] {
+            assert!(
+                off_grid(&c, points).is_some_and(|w| w.contains(says)),
+                "{says}"
+            );
+        }
+    }
+
+    #[test]
+    fn uuids_are_regex_literals() {
+        assert_eq!(regex_quote("GPU-ab.c"), "GPU-ab\\\\.c");
+        assert_eq!(regex_quote("a\"b"), "a\\\"b");
+        assert_eq!(regex_quote("MIG-1|2"), "MIG-1\\\\|2");
+    }
 
     #[test]
     fn the_cost_model_picks_what_the_bench_measured() {

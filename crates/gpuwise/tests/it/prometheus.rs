@@ -223,22 +223,28 @@ impl Fixture {
 
     /// `report --prometheus` over the window, as JSON.
     fn report(&self, extra: &[&str]) -> serde_json::Value {
-        let mut a = vec!["report", "--prometheus", &self.url];
-        if !extra.contains(&"--raw") {
-            a.extend_from_slice(&["--path", "pushdown"]);
-        }
-        a.extend_from_slice(&WINDOW);
-        a.extend_from_slice(&["--format", "json", "--no-progress"]);
-        a.extend_from_slice(extra);
-        let o = run(&a);
-        assert_eq!(o.code, 0, "{a:?}: {}", o.stderr);
-        serde_json::from_str(&o.stdout).expect("JSON")
+        store_report(&self.url, extra)
     }
 
     /// `report` over the DCGM files, as JSON.
     fn files_report(&self, extra: &[&str]) -> serde_json::Value {
         files_report(&self.files, extra)
     }
+}
+
+/// `report --prometheus URL` over [`WINDOW`] by the pushdown (or `--raw` when `extra` has it),
+/// as JSON.
+fn store_report(url: &str, extra: &[&str]) -> serde_json::Value {
+    let mut a = vec!["report", "--prometheus", url];
+    if !extra.contains(&"--raw") {
+        a.extend_from_slice(&["--path", "pushdown"]);
+    }
+    a.extend_from_slice(&WINDOW);
+    a.extend_from_slice(&["--format", "json", "--no-progress"]);
+    a.extend_from_slice(extra);
+    let o = run(&a);
+    assert_eq!(o.code, 0, "{a:?}: {}", o.stderr);
+    serde_json::from_str(&o.stdout).expect("JSON")
 }
 
 /// `report` over the DCGM files in `dir`, as JSON.
@@ -614,18 +620,7 @@ fn victoria_metrics_gives_the_file_figures() {
     let (om, files) = generate(dir.path(), true);
     let (_server, port) = start_vm(dir.path(), &om.join("fleet.om.txt"), 12);
     let url = format!("http://127.0.0.1:{port}");
-    let report = |extra: &[&str]| {
-        let mut a = vec!["report", "--prometheus", &url];
-        if !extra.contains(&"--raw") {
-            a.extend_from_slice(&["--path", "pushdown"]);
-        }
-        a.extend_from_slice(&WINDOW);
-        a.extend_from_slice(&["--format", "json", "--no-progress"]);
-        a.extend_from_slice(extra);
-        let o = run(&a);
-        assert_eq!(o.code, 0, "{a:?}: {}", o.stderr);
-        by_id(&serde_json::from_str(&o.stdout).expect("JSON"))
-    };
+    let report = |extra: &[&str]| by_id(&store_report(&url, extra));
     let want = by_id(&files_report(&files, &[]));
     assert_eq!(want.len(), 12);
     for (name, got) in [("pushdown", report(&[])), ("raw", report(&["--raw"]))] {
