@@ -187,7 +187,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "VAR", help_heading = "Server")]
     pub token_env: Option<String>,
     /// A name clients may reach the server by (repeatable), besides localhost, 127.0.0.1,
-    /// [::1] and the address listened on: requests naming any other host (a DNS-rebinding
+    /// `[::1]` and the address listened on: requests naming any other host (a DNS-rebinding
     /// page) are refused with 421.
     #[arg(long = "allowed-host", value_name = "NAME", help_heading = "Server")]
     pub allowed_hosts: Vec<String>,
