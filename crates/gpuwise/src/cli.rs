@@ -12,7 +12,8 @@ const REPORT_EXAMPLES: &str = "Examples:
   gpuwise report gpu.log --columns timestamp,uuid,utilization.gpu,memory.used,memory.total
   gpuwise report export.csv --map timestamp=ts,device=gpu_id,util=value
   nvidia-smi dmon -o DT | gpuwise report - --host $(hostname)
-  gpuwise report --prometheus http://prometheus:9090 --last 7d --selector '{namespace=~\"ml-.*\"}'";
+  gpuwise report --prometheus http://prometheus:9090 --last 7d --selector '{namespace=~\"ml-.*\"}'
+  gpuwise report --prometheus http://prometheus:9090 --last 6h --path raw   # every sample, as the files";
 
 /// gpuwise: where your GPU money goes, how much of it is wasted, and why.
 #[derive(Debug, Parser)]

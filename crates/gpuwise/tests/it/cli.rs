@@ -730,3 +730,50 @@ fn record_refuses_a_tokenless_listener_off_loopback() {
     );
     assert!(!out.exists(), "nothing written");
 }
+
+/// This session's new knobs refuse bad values by name: `--path`, `GPUWISE_CLOCK_RATE`, and
+/// `record --token-env` naming an unset variable.
+#[test]
+fn new_knobs_refuse_bad_values_by_name() {
+    let log = crate::common::data("smi/two-gpus.csv");
+    let o = run(&[
+        "report",
+        "--prometheus",
+        "http://127.0.0.1:9",
+        "--path",
+        "sideways",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("--path") && o.stderr.contains("sideways"),
+        "{}",
+        o.stderr
+    );
+    for rate in ["fast", "-1", "0", "NaN"] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_gpuwise"))
+            .args(["report", log.as_str(), "--no-progress"])
+            .env("GPUWISE_NOW", "2026-01-06T00:00:00Z")
+            .env("GPUWISE_CLOCK_RATE", rate)
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{rate}: {err}");
+        assert!(err.contains("GPUWISE_CLOCK_RATE"), "{rate}: {err}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = run(&[
+        "record",
+        "--out",
+        &dir.path().join("logs").display().to_string(),
+        "--prometheus-listen",
+        "9400",
+        "--token-env",
+        "GPUWISE_TEST_SURELY_UNSET",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("GPUWISE_TEST_SURELY_UNSET is not set"),
+        "{}",
+        o.stderr
+    );
+}
