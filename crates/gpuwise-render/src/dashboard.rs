@@ -50,6 +50,8 @@ pub struct View<'a> {
     pub problem: Option<&'a str>,
     /// Budget burn per team (with a policy that has budgets).
     pub budgets: &'a [BudgetBurn],
+    /// Whether the viewer is signed in with a session (a "log out" button is shown).
+    pub logout: bool,
 }
 
 const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:16px auto;max-width:1200px;color:#1d2733;padding:0 16px}\
@@ -192,13 +194,32 @@ pub fn page(report: &Report, advice: Option<&Advice>, view: &View<'_>) -> String
     devices(&mut h, report, view.query);
     let _ = writeln!(
         h,
-        "<p class=\"note\">Every dollar figure is GPU-hours × the price named on the device's page. Data: <a href=\"{}\">report JSON</a> · <a href=\"{}\">advice JSON</a> · <a href=\"{}\">allocation JSON</a> · <a href=\"{}\">/metrics</a>.</p><script>{SCRIPT}</script></body></html>",
+        "<p class=\"note\">Every dollar figure is GPU-hours × the price named on the device's page. Data: <a href=\"{}\">report JSON</a> · <a href=\"{}\">advice JSON</a> · <a href=\"{}\">allocation JSON</a> · <a href=\"{}\">/metrics</a>.</p>{}<script>{SCRIPT}</script></body></html>",
         esc(&with_query("api/report", view.query, "")),
         esc(&with_query("api/advice", view.query, "")),
         esc(&with_query("api/allocation", view.query, "")),
-        esc(&with_query("metrics", view.query, ""))
+        esc(&with_query("metrics", view.query, "")),
+        if view.logout {
+            "<form class=\"pick\" method=\"post\" action=\"logout\"><button type=\"submit\">Log out</button></form>"
+        } else {
+            ""
+        }
     );
     h
+}
+
+/// The sign-in page of a server that needs a token: a form that posts it to `login` (no
+/// script); `failed` says the last try was wrong.
+#[must_use]
+pub fn login_page(failed: bool) -> String {
+    format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>gpuwise — sign in</title><style>{CSS}</style></head><body><h1>gpuwise</h1><p class=\"sub\">This dashboard needs the server's token (the value of the variable <code>--token-env</code> names).</p>{}<form method=\"post\" action=\"login\"><label for=\"token\">Token</label> <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required> <button type=\"submit\">Sign in</button></form></body></html>",
+        if failed {
+            "<p class=\"notice\" role=\"alert\">That is not the token.</p>"
+        } else {
+            ""
+        }
+    )
 }
 
 fn kpis(h: &mut String, r: &Report) {

@@ -126,6 +126,9 @@ struct AppState {
     /// The last analysis that failed, and why (internal detail: shown to who may read the
     /// dashboard, never in an error body).
     last_error: Mutex<Option<String>>,
+    /// The session cookie's value while a token is required: drawn at start, so a restart
+    /// signs everyone out.
+    session: Option<String>,
     started: Instant,
 }
 
@@ -169,6 +172,7 @@ impl Server {
             },
             Telemetry::Store(f) => Source::Store(f),
         };
+        let session = opts.token.as_ref().map(|_| session_value());
         let state = Arc::new(AppState {
             source,
             opts,
@@ -182,6 +186,7 @@ impl Server {
                 problem: None,
             }),
             last_error: Mutex::new(None),
+            session,
         });
         Ok(Self { listener, state })
     }
@@ -313,6 +318,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/api/allocation", get(api_allocation))
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", axum::routing::post(logout))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -331,6 +338,78 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// A request to `/healthz` without the token.
 #[derive(Clone, Copy)]
 struct Anonymous;
+
+/// A request signed in with the session cookie (the dashboard shows "log out").
+#[derive(Clone, Copy)]
+struct SignedIn;
+
+/// The session cookie's name.
+const SESSION: &str = "gpuwise_session";
+
+/// 32 random bytes as hex: the session cookie's value until the server stops.
+fn session_value() -> String {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; 32];
+    // The system's generator; should it fail, a value no browser holds (no one can sign in).
+    if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
+        return "unavailable".to_owned();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The session cookie's value in a request, if any.
+fn session_cookie(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == SESSION)
+        .map(|(_, v)| v)
+}
+
+/// The cookie that signs a browser in (`value`) or out (`None`): `HttpOnly` (no script reads
+/// it), `SameSite=Strict` (no other site's page sends it), for the whole server.
+fn session_set_cookie(value: Option<&str>) -> HeaderValue {
+    let v = match value {
+        Some(v) => format!("{SESSION}={v}; HttpOnly; SameSite=Strict; Path=/"),
+        None => format!("{SESSION}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
+    };
+    HeaderValue::from_str(&v).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// The token a sign-in form posts.
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+async fn login_form() -> Response {
+    html(dashboard::login_page(false))
+}
+
+/// Check the posted token (in constant time); right, set the session cookie and go to the
+/// dashboard; wrong, the form again with a 401.
+async fn login(State(s): State<Arc<AppState>>, axum::Form(f): axum::Form<LoginForm>) -> Response {
+    let (Some(token), Some(session)) = (&s.opts.token, &s.session) else {
+        return axum::response::Redirect::to("./").into_response();
+    };
+    if !same_bytes(f.token.trim().as_bytes(), token.as_bytes()) {
+        return (StatusCode::UNAUTHORIZED, html(dashboard::login_page(true))).into_response();
+    }
+    let mut r = axum::response::Redirect::to("./").into_response();
+    r.headers_mut()
+        .insert(header::SET_COOKIE, session_set_cookie(Some(session)));
+    r
+}
+
+async fn logout() -> Response {
+    let mut r = axum::response::Redirect::to("login").into_response();
+    r.headers_mut()
+        .insert(header::SET_COOKIE, session_set_cookie(None));
+    r
+}
 
 /// The token of an `Authorization: Bearer …` header; the scheme's case does not matter
 /// (RFC 7235).
@@ -403,8 +482,22 @@ async fn guard(State(s): State<Arc<AppState>>, mut req: Request, next: Next) -> 
     }
     if let Some(token) = &s.opts.token {
         let given = bearer(req.headers()).unwrap_or("");
-        if !same_bytes(given.as_bytes(), token.as_bytes()) {
-            if req.uri().path() == "/healthz" {
+        let signed_in = s.session.as_deref().is_some_and(|v| {
+            session_cookie(req.headers()).is_some_and(|c| same_bytes(c.as_bytes(), v.as_bytes()))
+        });
+        let path = req.uri().path();
+        if signed_in {
+            req.extensions_mut().insert(SignedIn);
+        } else if !same_bytes(given.as_bytes(), token.as_bytes())
+            // Signing in and out need no credentials: one checks the token, the other only
+            // clears a cookie.
+            && !matches!(path, "/login" | "/logout")
+        {
+            if matches!(path, "/" | "/device") && req.method() == axum::http::Method::GET {
+                // A person at a browser: the sign-in form, not a bare 401.
+                return axum::response::Redirect::to("login").into_response();
+            }
+            if path == "/healthz" {
                 // Health without the token: whether it is up, never what went wrong (a
                 // refresh error names paths).
                 req.extensions_mut().insert(Anonymous);
@@ -750,7 +843,11 @@ fn html(body: String) -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
 }
 
-async fn page(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
+async fn page(
+    State(s): State<Arc<AppState>>,
+    signed_in: Option<axum::Extension<SignedIn>>,
+    Window(q): Window,
+) -> Response {
     let a = match answer_for(&s, &q).await {
         Ok(a) => a,
         Err(f) => return f.into_response(),
@@ -767,6 +864,7 @@ async fn page(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
         refresh_s: s.opts.refresh.as_secs().max(1),
         problem: problem.as_deref(),
         budgets: &a.analysis.budgets,
+        logout: signed_in.is_some(),
     };
     html(dashboard::page(
         &a.analysis.report,
@@ -775,7 +873,11 @@ async fn page(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
     ))
 }
 
-async fn device(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
+async fn device(
+    State(s): State<Arc<AppState>>,
+    signed_in: Option<axum::Extension<SignedIn>>,
+    Window(q): Window,
+) -> Response {
     let a = match answer_for(&s, &q).await {
         Ok(a) => a,
         Err(f) => return f.into_response(),
@@ -805,6 +907,7 @@ async fn device(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
         refresh_s: s.opts.refresh.as_secs().max(1),
         problem: problem.as_deref(),
         budgets: &[],
+        logout: signed_in.is_some(),
     };
     html(dashboard::device_page(row, profile, &view))
 }

@@ -490,3 +490,41 @@ fn served_team_fleet(dir: &Path) -> crate::serve::Served {
         &[("GPUWISE_NOW", "2026-11-23T12:00:00Z")],
     )
 }
+
+/// The sign-in page of a server that needs a token, as Chromium builds it at desktop and phone
+/// widths: the form is there (no script), and the dashboard sends a browser to it.
+#[test]
+fn the_sign_in_page_at_every_width() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = crate::serve::fleet(dir.path(), "2", "1");
+    let s = crate::serve::Served::start(
+        &[&data, "--token-env", "GPUWISE_TEST_TOKEN"],
+        &[("GPUWISE_TEST_TOKEN", "s3cret-token")],
+    );
+    let shots = repo().join("target/screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshots dir");
+    for width in [1400u32, 420] {
+        // The dashboard's address: the browser lands on the form.
+        let dom = headless_url(browser, width, &["--dump-dom"], &format!("{}/", s.base));
+        assert!(
+            dom.contains("id=\"token\"")
+                && dom.contains("type=\"password\"")
+                && dom.contains("Sign in"),
+            "{dom}"
+        );
+        let png = shots.join(format!("sign-in-{width}.png"));
+        let _ = std::fs::remove_file(&png);
+        headless_url(
+            browser,
+            width,
+            &[&format!("--screenshot={}", png.display())],
+            &format!("{}/login", s.base),
+        );
+        assert!(
+            std::fs::metadata(&png).is_ok_and(|m| m.len() > 2_000),
+            "{}",
+            png.display()
+        );
+    }
+}

@@ -868,3 +868,106 @@ fn inputs_that_change_under_the_server() {
         r["ingest"]
     );
 }
+
+/// A raw HTTP/1.1 request to `base`: the status, the headers (lower-case names) and the body.
+fn raw_request(base: &str, head: &str, body: &str) -> (u16, String, String) {
+    use std::io::{Read as _, Write as _};
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        s,
+        "{head}\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let (headers, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let code = headers
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, headers.to_ascii_lowercase(), body.to_owned())
+}
+
+/// With a token, a browser signs in through a form: the dashboard redirects to it, a wrong token
+/// gets it again (401), the right one sets an HttpOnly, SameSite=Strict session cookie that
+/// opens the dashboard and the API, logging out clears it, and a restart signs everyone out.
+#[test]
+fn a_browser_signs_in_with_the_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "2", "1");
+    let env = [("GPUWISE_TEST_TOKEN", "s3cret-token")];
+    let s = Served::start(&[&data, "--token-env", "GPUWISE_TEST_TOKEN"], &env);
+    let (code, headers, _) = raw_request(&s.base, "GET / HTTP/1.1", "");
+    assert_eq!(code, 303, "{headers}");
+    assert!(headers.contains("location: login"), "{headers}");
+    let (code, _, form) = raw_request(&s.base, "GET /login HTTP/1.1", "");
+    assert_eq!(code, 200);
+    assert!(
+        form.contains("type=\"password\"") && !form.contains("<script"),
+        "{form}"
+    );
+    let post = |token: &str| {
+        raw_request(
+            &s.base,
+            "POST /login HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded",
+            &format!("token={token}"),
+        )
+    };
+    let (code, headers, body) = post("wrong");
+    assert_eq!(code, 401);
+    assert!(
+        !headers.contains("set-cookie") && body.contains("not the token"),
+        "{headers}"
+    );
+    let (code, headers, _) = post("s3cret-token");
+    assert_eq!(code, 303, "{headers}");
+    let cookie_line = headers
+        .lines()
+        .find(|l| l.starts_with("set-cookie:"))
+        .expect("a session cookie")
+        .to_owned();
+    assert!(
+        cookie_line.contains("httponly") && cookie_line.contains("samesite=strict"),
+        "{cookie_line}"
+    );
+    // The header's own case, for sending it back.
+    let value = cookie_line
+        .trim_start_matches("set-cookie:")
+        .trim()
+        .split(';')
+        .next()
+        .expect("name=value")
+        .to_owned();
+    let with_cookie = |path: &str| {
+        raw_request(
+            &s.base,
+            &format!("GET {path} HTTP/1.1\r\nCookie: {value}"),
+            "",
+        )
+    };
+    let (code, _, page) = with_cookie("/");
+    assert_eq!(code, 200);
+    assert!(
+        page.contains("Log out"),
+        "signed in, the page offers to log out"
+    );
+    assert_eq!(with_cookie("/api/report").0, 200);
+    assert!(with_cookie("/healthz").2.contains("\"reads\""));
+    let (code, headers, _) = raw_request(&s.base, "POST /logout HTTP/1.1", "");
+    assert_eq!(code, 303);
+    assert!(headers.contains("max-age=0"), "{headers}");
+    // A restart draws a new session value: the old cookie opens nothing.
+    drop(s);
+    let s = Served::start(&[&data, "--token-env", "GPUWISE_TEST_TOKEN"], &env);
+    let (code, _, _) = raw_request(
+        &s.base,
+        &format!("GET /api/report HTTP/1.1\r\nCookie: {value}"),
+        "",
+    );
+    assert_eq!(code, 401);
+}
