@@ -132,9 +132,24 @@ pub struct Resource {
     pub charges: Vec<Charge>,
     /// The price ids its charges name.
     pub skus: Vec<String>,
+    /// Charges held when duplicates are next folded away (so a bill of the same rows repeated
+    /// millions of times holds each once, not every copy).
+    compact_at: usize,
 }
 
 impl Resource {
+    /// Sort the charges by period and drop identical ones; how many were dropped.
+    fn fold_duplicates(&mut self) -> u64 {
+        self.charges.sort_by(|a, b| {
+            (a.start_ms, a.end_ms, &a.sku)
+                .cmp(&(b.start_ms, b.end_ms, &b.sku))
+                .then(a.billed.total_cmp(&b.billed))
+        });
+        let before = self.charges.len();
+        self.charges.dedup();
+        (before - self.charges.len()) as u64
+    }
+
     /// Σ GPU-hours.
     #[must_use]
     pub fn gpu_hours(&self) -> f64 {
@@ -230,6 +245,11 @@ enum Kind {
     /// Not GPU compute; the instance type when the row names one.
     NotGpu(Option<String>),
     Unknown(String),
+    /// The bill says 0 GPUs for a type the catalog knows with some.
+    ZeroGpus {
+        itype: String,
+        catalog: f64,
+    },
 }
 
 /// A word of a charge description shaped like an AWS instance type (`c5.2xlarge`,
@@ -279,6 +299,14 @@ impl<'a> BillBuilder<'a> {
             })
         });
         match (named, row.gpu_count) {
+            (Some((t, _)), Some(0.0)) => match known(&t) {
+                Some(c) if c > 0.0 => Kind::ZeroGpus {
+                    itype: t,
+                    catalog: c,
+                },
+                _ => Kind::NotGpu(Some(t)),
+            },
+            (None, Some(0.0)) => Kind::NotGpu(None),
             (Some((t, _)), Some(g)) => Kind::Gpu {
                 itype: t,
                 gpus: g,
@@ -314,21 +342,16 @@ impl<'a> BillBuilder<'a> {
         }
     }
 
-    /// Take one row.
-    pub fn add(&mut self, row: BillRow) {
-        self.bill.rows += 1;
-        *self.currencies.entry(row.currency.clone()).or_default() += 1;
-        if !row.charge_category.eq_ignore_ascii_case("usage") {
-            self.bill.not_usage_rows += 1;
-            return;
-        }
-        let (itype, gpus, from) = match self.kind(&row) {
+    /// The instance type, GPUs per instance and their source of a GPU compute row; `None`
+    /// (counted) for any other.
+    fn gpu_compute(&mut self, row: &BillRow) -> Option<(String, f64, &'static str)> {
+        match self.kind(row) {
             Kind::NotGpu(t) => {
                 self.bill.not_gpu_rows += 1;
                 if let Some(t) = t {
                     *self.bill.not_gpu_types.entry(t).or_default() += 1;
                 }
-                return;
+                None
             }
             Kind::Unknown(t) => {
                 self.bill.skips.add("unknown_instance_type", || {
@@ -337,9 +360,31 @@ impl<'a> BillBuilder<'a> {
                         row.line
                     )
                 });
-                return;
+                None
             }
-            Kind::Gpu { itype, gpus, from } => (itype, gpus, from),
+            Kind::ZeroGpus { itype, catalog } => {
+                self.bill.skips.add("bad_gpu_count", || {
+                    format!(
+                        "line {}: the bill says 0 GPUs for {itype}, which the catalog knows with {catalog}",
+                        row.line
+                    )
+                });
+                None
+            }
+            Kind::Gpu { itype, gpus, from } => Some((itype, gpus, from)),
+        }
+    }
+
+    /// Take one row.
+    pub fn add(&mut self, row: BillRow) {
+        self.bill.rows += 1;
+        *self.currencies.entry(row.currency.clone()).or_default() += 1;
+        if !row.charge_category.eq_ignore_ascii_case("usage") {
+            self.bill.not_usage_rows += 1;
+            return;
+        }
+        let Some((itype, gpus, from)) = self.gpu_compute(&row) else {
+            return;
         };
         let Some(key) = self.key(&row) else {
             let other = [
@@ -361,9 +406,21 @@ impl<'a> BillBuilder<'a> {
             return;
         };
         #[allow(clippy::cast_precision_loss)]
-        let hours = row
-            .quantity_hours
-            .unwrap_or((row.end_ms - row.start_ms) as f64 / gpuwise_core::HOUR_MS as f64);
+        let period = (row.end_ms - row.start_ms) as f64 / gpuwise_core::HOUR_MS as f64;
+        let hours = row.quantity_hours.unwrap_or(period);
+        // One instance cannot run longer than the period it is charged for (a hair over for
+        // rounding), nor for no time at all. (Other resources can: two IP addresses bill two
+        // hours an hour.)
+        if !(hours > 0.0 && hours <= period * 1.001) {
+            self.bill.skips.add("implausible_quantity", || {
+                format!(
+                    "line {}: {hours} hours of {itype} in a charge period of {} h",
+                    row.line,
+                    (period * 100.0).round() / 100.0
+                )
+            });
+            return;
+        }
         self.bill.gpu_rows += 1;
         let w = self.bill.window.get_or_insert((row.start_ms, row.end_ms));
         *w = (w.0.min(row.start_ms), w.1.max(row.end_ms));
@@ -407,6 +464,10 @@ impl<'a> BillBuilder<'a> {
                 .is_some_and(|p| p.eq_ignore_ascii_case("dynamic")),
             sku,
         });
+        if r.charges.len() >= r.compact_at {
+            self.bill.duplicates += r.fold_duplicates();
+            r.compact_at = (2 * r.charges.len()).max(1024);
+        }
     }
 
     /// Count the rows a reader could not read (they are rows of the bill too).
@@ -440,14 +501,7 @@ impl<'a> BillBuilder<'a> {
             self.bill.currency = Some(c.clone());
         }
         for r in self.bill.resources.values_mut() {
-            r.charges.sort_by(|a, b| {
-                (a.start_ms, a.end_ms, &a.sku)
-                    .cmp(&(b.start_ms, b.end_ms, &b.sku))
-                    .then(a.billed.total_cmp(&b.billed))
-            });
-            let before = r.charges.len();
-            r.charges.dedup();
-            self.bill.duplicates += (before - r.charges.len()) as u64;
+            self.bill.duplicates += r.fold_duplicates();
             let mut reach = EpochMs::MIN;
             for c in &r.charges {
                 if c.start_ms < reach {

@@ -6,12 +6,20 @@
 //!
 //! Real exports bend the spec (docs/formats.md §6.3): `NULL` and `""` for null, timestamps
 //! with a space and no zone (`2024-09-27 15:00:00`, read as UTC, which FOCUS prescribes),
-//! extra columns without the `x_` prefix, units such as `Hours` or `Hrs`. A row whose value
-//! cannot be read is skipped and counted with its line and field; a file without the columns
-//! every reading needs is an error naming them.
+//! extra columns without the `x_` prefix, units such as `Hours` or `Hrs`, `;` or tabs between
+//! cells (the separator is read off the header). A row whose value cannot be read, or is not
+//! plausible (see [`PLAUSIBLE`]), is skipped and counted with its line and field; a file
+//! without the columns every reading needs, or with one of them twice, is an error naming them.
+//!
+//! Memory is bounded whatever the file holds: a CSV record over [`MAX_LINE`] bytes is skipped
+//! whole ([`RecordLimit`]), Parquet is decoded [`BATCH`] rows at a time after its metadata
+//! says no column chunk exceeds [`MAX_CHUNK`], and a Parquet cell over [`MAX_LINE`] skips its
+//! row.
 
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::BufRead;
+
+use gpuwise_sources::lines::{MAX_LINE, RecordLimit};
 
 use gpuwise_core::sample::EpochMs;
 
@@ -120,9 +128,49 @@ impl std::fmt::Display for Col {
     }
 }
 
+/// The plausible ranges of a bill's values, as the docs state them: a value outside is a
+/// counted skip (`implausible_timestamp`, `implausible_cost`, `implausible_quantity`,
+/// `bad_gpu_count`), never a figure.
+pub const PLAUSIBLE: &str = "timestamps in 2000-01-01..2100-01-01; costs within ±$1e9 a row; \
+     a GPU instance's hours above 0 and at most its charge period; GPUs per instance a whole number 0..=128";
+
+/// Earliest plausible charge time (2000-01-01T00:00:00Z).
+const EARLIEST_MS: EpochMs = 946_684_800_000;
+/// Latest plausible charge time (2100-01-01T00:00:00Z).
+const LATEST_MS: EpochMs = 4_102_444_800_000;
+/// The largest cost one row may carry.
+const MAX_COST: f64 = 1e9;
+/// The most GPUs one billed instance has (the largest machines have 8 or 16; racks sold as
+/// one instance reach 72).
+pub const MAX_GPUS_PER_INSTANCE: f64 = 128.0;
+/// Parquet rows decoded at a time.
+pub const BATCH: usize = 8192;
+/// The largest column chunk (uncompressed) read from a Parquet bill.
+pub const MAX_CHUNK: i64 = 1 << 30;
+
 /// A bill that cannot be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum FocusError {
+    /// A column the ledger reads appears twice.
+    #[error(
+        "{origin}: column {column} appears twice (columns {first} and {second}); which one is billed cannot be told"
+    )]
+    DuplicateColumn {
+        /// File.
+        origin: String,
+        /// FOCUS column name.
+        column: &'static str,
+        /// 1-based positions.
+        first: usize,
+        /// 1-based positions.
+        second: usize,
+    },
+    /// The header alone is longer than a record may be.
+    #[error("{origin}: line 1: the header is longer than {MAX_LINE} bytes; not a FOCUS bill")]
+    HeaderTooLong {
+        /// File.
+        origin: String,
+    },
     /// Columns every reading needs are absent.
     #[error("{origin}: not a FOCUS bill: missing column(s) {}", .missing.join(", "))]
     MissingColumns {
@@ -230,6 +278,8 @@ pub struct ReadTally {
     pub rows: u64,
     /// FOCUS version the columns fit best (`1.0`, `1.1`, `1.2`).
     pub version: &'static str,
+    /// The separator of a CSV bill (`,` `;` tab `|`; `None` for Parquet).
+    pub delimiter: Option<u8>,
     /// Rows that could not be read.
     pub skips: Skips,
 }
@@ -241,11 +291,19 @@ struct Layout {
 
 impl Layout {
     fn new(header: &[String], origin: &str) -> Result<(Self, &'static str), FocusError> {
-        let mut index = [None; READ.len()];
+        let mut index: [Option<usize>; READ.len()] = [None; READ.len()];
         for (i, h) in header.iter().enumerate() {
             let h = h.trim().trim_start_matches('\u{feff}');
             if let Some(c) = READ.iter().position(|n| n.eq_ignore_ascii_case(h)) {
-                index[c].get_or_insert(i);
+                if let Some(first) = index[c] {
+                    return Err(FocusError::DuplicateColumn {
+                        origin: origin.to_owned(),
+                        column: READ[c],
+                        first: first + 1,
+                        second: i + 1,
+                    });
+                }
+                index[c] = Some(i);
             }
         }
         let missing: Vec<String> = REQUIRED
@@ -296,7 +354,7 @@ impl Cells for csv::StringRecord {
     }
 }
 
-impl Cells for Vec<Option<String>> {
+impl Cells for &[Option<String>] {
     fn at(&self, i: usize) -> Option<&str> {
         self.get(i)?.as_deref()
     }
@@ -337,64 +395,119 @@ fn is_hours(unit: &str) -> bool {
         || u.ends_with(" hours")
 }
 
+/// A skipped row: its reason and an example naming the line and field.
+type Skip = (&'static str, String);
+
+/// A number cell: finite, else `bad_number`.
+fn number(line: u64, name: Col, v: &str) -> Result<f64, Skip> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite())
+        .ok_or_else(|| {
+            (
+                "bad_number",
+                format!("line {line}: {name} `{v}` is not a number"),
+            )
+        })
+}
+
+/// A cost cell: a number within ±[`MAX_COST`], else `implausible_cost`.
+fn cost(line: u64, name: Col, v: &str) -> Result<f64, Skip> {
+    let x = number(line, name, v)?;
+    if x.abs() > MAX_COST {
+        return Err((
+            "implausible_cost",
+            format!("line {line}: {name} {v} is beyond ±$1e9 for one row"),
+        ));
+    }
+    Ok(x)
+}
+
+/// A timestamp cell within [`EARLIEST_MS`]..[`LATEST_MS`]: `bad_timestamp` when it is no
+/// timestamp, `implausible_timestamp` when it is one out of range (`9999-12-31T23:59:59Z`, an
+/// open end some exports write, is one even where it exceeds what a timestamp type holds).
+fn timestamp(line: u64, name: Col, v: &str) -> Result<EpochMs, Skip> {
+    let implausible = || {
+        (
+            "implausible_timestamp",
+            format!("line {line}: {name} `{v}` is outside 2000–2099"),
+        )
+    };
+    let year = v
+        .get(..5)
+        .filter(|y| y.ends_with('-'))
+        .and_then(|y| y[..4].parse::<i32>().ok());
+    if year.is_some_and(|y| !(2000..2100).contains(&y)) {
+        return Err(implausible());
+    }
+    let ms = parse_time(v).ok_or_else(|| {
+        (
+            "bad_timestamp",
+            format!("line {line}: {name} `{v}` is not a timestamp"),
+        )
+    })?;
+    if !(EARLIEST_MS..LATEST_MS).contains(&ms) {
+        return Err(implausible());
+    }
+    Ok(ms)
+}
+
+/// GPUs per instance as a bill states them: a whole number in 0..=[`MAX_GPUS_PER_INSTANCE`].
+fn gpu_count(line: u64, from: &str, v: &serde_json::Value) -> Result<Option<f64>, Skip> {
+    let g = match v {
+        serde_json::Value::Null => return Ok(None),
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(s) if non_null(s).is_none() => return Ok(None),
+        serde_json::Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match g {
+        Some(g) if g.fract() == 0.0 && (0.0..=MAX_GPUS_PER_INSTANCE).contains(&g) => Ok(Some(g)),
+        _ => Err((
+            "bad_gpu_count",
+            format!("line {line}: {from} GPU count `{v}` is not a whole number 0–128"),
+        )),
+    }
+}
+
 /// Parse one row's cells (`Err`: the reason and field for the skip count).
-fn parse_row(
-    layout: &Layout,
-    cells: &dyn Cells,
-    line: u64,
-) -> Result<BillRow, (&'static str, String)> {
+fn parse_row(layout: &Layout, cells: &dyn Cells, line: u64) -> Result<BillRow, Skip> {
     let need = |name: Col| {
         layout
             .cell(cells, name)
             .ok_or_else(|| ("missing_value", format!("line {line}: {name} is empty")))
     };
-    let number = |name: Col, v: &str| {
-        v.parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite())
-            .ok_or_else(|| {
-                (
-                    "bad_number",
-                    format!("line {line}: {name} `{v}` is not a number"),
-                )
-            })
-    };
-    let time = |name: Col| {
-        let v = need(name)?;
-        parse_time(v).ok_or_else(|| {
-            (
-                "bad_timestamp",
-                format!("line {line}: {name} `{v}` is not a timestamp"),
-            )
-        })
-    };
-    let optional_number = |name: Col| {
+    let optional_cost = |name: Col| {
         layout
             .cell(cells, name)
-            .map(|v| number(name, v))
+            .map(|v| cost(line, name, v))
             .transpose()
     };
     let text = |name: Col| layout.cell(cells, name).map(str::to_owned);
-    let start_ms = time(Col::ChargePeriodStart)?;
-    let end_ms = time(Col::ChargePeriodEnd)?;
+    let start_ms = timestamp(line, Col::ChargePeriodStart, need(Col::ChargePeriodStart)?)?;
+    let end_ms = timestamp(line, Col::ChargePeriodEnd, need(Col::ChargePeriodEnd)?)?;
     if end_ms <= start_ms {
         return Err((
             "bad_period",
             format!("line {line}: ChargePeriodEnd is not after ChargePeriodStart"),
         ));
     }
-    let billed_cost = number(Col::BilledCost, need(Col::BilledCost)?)?;
-    let quantity = |q: Col, u: Col| -> Result<Option<f64>, (&'static str, String)> {
-        match (layout.cell(cells, q), layout.cell(cells, u)) {
-            (Some(v), Some(unit)) if is_hours(unit) => number(q, v).map(Some),
-            _ => Ok(None),
+    let billed_cost = cost(line, Col::BilledCost, need(Col::BilledCost)?)?;
+    let charge_category = need(Col::ChargeCategory)?.to_owned();
+    let quantity = |q: Col, u: Col| -> Result<Option<f64>, Skip> {
+        let (Some(v), Some(unit)) = (layout.cell(cells, q), layout.cell(cells, u)) else {
+            return Ok(None);
+        };
+        if !is_hours(unit) {
+            return Ok(None);
         }
+        number(line, q, v).map(Some)
     };
     let quantity_hours = match quantity(Col::ConsumedQuantity, Col::ConsumedUnit)? {
         Some(h) => Some(h),
         None => quantity(Col::PricingQuantity, Col::PricingUnit)?,
     };
-    let (instance_type, gpu_count) = instance_of(layout, cells);
+    let (instance_type, gpu_count) = instance_of(layout, cells, line)?;
     let tags = match layout.cell(cells, Col::Tags) {
         None => BTreeMap::new(),
         Some(v) => parse_tags(v).ok_or_else(|| {
@@ -406,13 +519,13 @@ fn parse_row(
     };
     Ok(BillRow {
         line,
-        charge_category: need(Col::ChargeCategory)?.to_owned(),
+        charge_category,
         currency: need(Col::BillingCurrency)?.to_ascii_uppercase(),
         start_ms,
         end_ms,
         billed_cost,
-        effective_cost: optional_number(Col::EffectiveCost)?,
-        list_cost: optional_number(Col::ListCost)?,
+        effective_cost: optional_cost(Col::EffectiveCost)?,
+        list_cost: optional_cost(Col::ListCost)?,
         quantity_hours,
         pricing_category: text(Col::PricingCategory),
         resource_id: text(Col::ResourceId),
@@ -429,12 +542,13 @@ fn parse_row(
     })
 }
 
+/// An instance type with the column it was read from, and GPUs per instance.
+type Stated = (Option<(String, &'static str)>, Option<f64>);
+
 /// The instance type and GPU count a row states: `SkuPriceDetails` (`InstanceType`,
-/// `GpuCount`, or their `x_` forms), else the `x_InstanceType` and `x_GpuCount` columns.
-fn instance_of(
-    layout: &Layout,
-    cells: &dyn Cells,
-) -> (Option<(String, &'static str)>, Option<f64>) {
+/// `GpuCount`, or their `x_` forms), else the `x_InstanceType` and `x_GpuCount` columns. A GPU
+/// count that is stated but not a whole number 0–128 skips the row (`bad_gpu_count`).
+fn instance_of(layout: &Layout, cells: &dyn Cells, line: u64) -> Result<Stated, Skip> {
     let text = |name: Col| layout.cell(cells, name).map(str::to_owned);
     let details = layout
         .cell(cells, Col::SkuPriceDetails)
@@ -449,14 +563,18 @@ fn instance_of(
     let instance_type = detail(&["InstanceType", "x_InstanceType"])
         .and_then(|v| v.as_str().map(|s| (s.to_owned(), "SkuPriceDetails")))
         .or_else(|| text(Col::XInstanceType).map(|s| (s, "x_InstanceType")));
-    let gpu_count = detail(&["GpuCount", "x_GpuCount"])
-        .and_then(|v| {
-            v.as_f64()
-                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-        })
-        .or_else(|| text(Col::XGpuCount).and_then(|s| s.parse().ok()))
-        .filter(|g: &f64| g.is_finite() && *g > 0.0);
-    (instance_type, gpu_count)
+    let from_details = match detail(&["GpuCount", "x_GpuCount"]) {
+        Some(v) => gpu_count(line, "SkuPriceDetails", &v)?,
+        None => None,
+    };
+    let gpus = match from_details {
+        Some(g) => Some(g),
+        None => match text(Col::XGpuCount) {
+            Some(v) => gpu_count(line, "x_GpuCount", &serde_json::Value::String(v))?,
+            None => None,
+        },
+    };
+    Ok((instance_type, gpus))
 }
 
 /// A flat JSON object's values as text (`null` values left out); `None` if not an object.
@@ -487,34 +605,59 @@ fn fold_row(
     }
 }
 
-/// Read a FOCUS CSV export (already decompressed), handing each row to `sink`.
+/// The separator of a CSV bill, read off its header line: `,` unless `;`, a tab or `|` occurs
+/// more often there (European spreadsheets write `;`, some tools tabs).
+fn sniff_delimiter(head: &[u8]) -> u8 {
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let count = |d: u8| line.iter().filter(|&&b| b == d).count();
+    let mut best = (count(b','), b',');
+    for d in [b';', b'\t', b'|'] {
+        if count(d) > best.0 {
+            best = (count(d), d);
+        }
+    }
+    best.1
+}
+
+/// Read a FOCUS CSV export (already decompressed), handing each row to `sink`. A record whose
+/// cells do not match the header in number is skipped (`wrong_column_count`), one over
+/// [`MAX_LINE`] bytes too (`record_too_long`).
 ///
 /// # Errors
 /// [`FocusError::MissingColumns`] when the header lacks [`REQUIRED`] columns,
+/// [`FocusError::DuplicateColumn`] when it has one twice, [`FocusError::HeaderTooLong`],
 /// [`FocusError::Csv`] when the CSV itself is broken.
 pub fn read_csv(
-    reader: impl Read,
+    mut reader: impl BufRead,
     origin: &str,
     sink: &mut dyn FnMut(BillRow),
 ) -> Result<ReadTally, FocusError> {
-    let mut csv = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(true)
-        .from_reader(reader);
     let csv_error = |e: &csv::Error| FocusError::Csv {
         origin: origin.to_owned(),
         line: e.position().map_or(1, csv::Position::line),
         message: e.to_string(),
     };
+    let delimiter = sniff_delimiter(reader.fill_buf().map_err(|e| csv_error(&e.into()))?);
+    let mut csv = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .delimiter(delimiter)
+        .from_reader(RecordLimit::new(reader, MAX_LINE, delimiter));
     let header: Vec<String> = csv
         .headers()
         .map_err(|e| csv_error(&e))?
         .iter()
         .map(str::to_owned)
         .collect();
+    if csv.get_ref().dropped.first() == Some(&1) {
+        return Err(FocusError::HeaderTooLong {
+            origin: origin.to_owned(),
+        });
+    }
     let (layout, version) = Layout::new(&header, origin)?;
     let mut tally = ReadTally {
         version,
+        delimiter: Some(delimiter),
         ..ReadTally::default()
     };
     let mut record = csv::StringRecord::new();
@@ -525,20 +668,35 @@ pub fn read_csv(
             Err(e) => return Err(csv_error(&e)),
         }
         let line = record.position().map_or(0, csv::Position::line);
+        if record.len() != header.len() {
+            tally.rows += 1;
+            let (n, m) = (record.len(), header.len());
+            tally.skips.add("wrong_column_count", || {
+                format!("line {line}: {n} cell(s) where the header has {m}")
+            });
+            continue;
+        }
         fold_row(&layout, &record, line, &mut tally, sink);
+    }
+    for &line in &csv.get_ref().dropped {
+        tally.rows += 1;
+        tally.skips.add("record_too_long", || {
+            format!("line {line}: a row longer than {MAX_LINE} bytes")
+        });
     }
     Ok(tally)
 }
 
 /// Read a FOCUS Parquet export, handing each row to `sink`. Maps (`Tags` as
-/// `map<string,string>`, as some exports write it) become JSON objects; decimals, timestamps
-/// and dates become the text the CSV path reads.
+/// `map<string,string>`, as some exports write it) and structs become JSON objects; decimals,
+/// timestamps (milli-, micro- and nanoseconds) and dates become the text the CSV path reads.
 ///
 /// # Errors
-/// [`FocusError::Parquet`] when the file is not Parquet or a page cannot be decoded,
-/// [`FocusError::MissingColumns`] as for CSV.
-pub fn read_parquet(
-    data: bytes::Bytes,
+/// [`FocusError::Parquet`] when the file is not Parquet, a page cannot be decoded or a column
+/// chunk is over [`MAX_CHUNK`], [`FocusError::MissingColumns`] and
+/// [`FocusError::DuplicateColumn`] as for CSV.
+pub fn read_parquet<R: parquet::file::reader::ChunkReader + 'static>(
+    data: R,
     origin: &str,
     sink: &mut dyn FnMut(BillRow),
 ) -> Result<ReadTally, FocusError> {
@@ -560,17 +718,44 @@ pub fn read_parquet(
     })
 }
 
-fn parquet_rows(
-    data: bytes::Bytes,
+/// Hand on a Parquet row's cells, or skip it when a cell is over [`MAX_LINE`] bytes.
+fn fold_cells(
+    layout: &Layout,
+    cells: &[Option<String>],
+    line: u64,
+    tally: &mut ReadTally,
+    sink: &mut dyn FnMut(BillRow),
+) {
+    if let Some(h) = layout.positions().find(|&h| {
+        cells
+            .get(h)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| c.len() > MAX_LINE)
+    }) {
+        tally.rows += 1;
+        tally.skips.add("cell_too_long", || {
+            format!(
+                "row {}: a cell of column {} is longer than {MAX_LINE} bytes",
+                line - 1,
+                h + 1
+            )
+        });
+        return;
+    }
+    fold_row(layout, &cells, line, tally, sink);
+}
+
+fn parquet_rows<R: parquet::file::reader::ChunkReader + 'static>(
+    data: R,
     origin: &str,
     sink: &mut dyn FnMut(BillRow),
 ) -> Result<ReadTally, FocusError> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
-    let broken = |e: &parquet::errors::ParquetError| FocusError::Parquet {
+    let broken = |message: String| FocusError::Parquet {
         origin: origin.to_owned(),
-        message: e.to_string(),
+        message,
     };
-    let reader = SerializedFileReader::new(data).map_err(|e| broken(&e))?;
+    let reader = SerializedFileReader::new(data).map_err(|e| broken(e.to_string()))?;
     let schema = reader.metadata().file_metadata().schema_descr_ptr();
     let header: Vec<String> = schema
         .root_schema()
@@ -583,6 +768,18 @@ fn parquet_rows(
         version,
         ..ReadTally::default()
     };
+    // Bounded before anything is decoded: a page is at most its column chunk.
+    for (g, group) in reader.metadata().row_groups().iter().enumerate() {
+        for c in group.columns() {
+            if !(0..=MAX_CHUNK).contains(&c.uncompressed_size()) {
+                return Err(broken(format!(
+                    "row group {g}, column {}: {} bytes uncompressed, over the {MAX_CHUNK} a column chunk may hold here; write the bill with smaller row groups",
+                    c.column_path(),
+                    c.uncompressed_size()
+                )));
+            }
+        }
+    }
     // The leaf column of each top-level primitive field: those are read column by column.
     let leaf: BTreeMap<&str, usize> = schema
         .columns()
@@ -595,46 +792,93 @@ fn parquet_rows(
         .positions()
         .map(|h| (h, leaf.get(header[h].as_str()).copied()))
         .collect();
+    let mut cells: Vec<Option<String>> = vec![None; header.len()];
     if wanted.iter().any(|(_, l)| l.is_none()) {
-        // A column the ledger reads is nested (`Tags` as a map): the row API assembles it.
-        let rows = reader.get_row_iter(None).map_err(|e| broken(&e))?;
-        let mut cells: Vec<Option<String>> = Vec::with_capacity(header.len());
+        // A column the ledger reads is nested (`Tags` as a map or struct): the row API
+        // assembles it, one row at a time. Nanosecond timestamps come out of it as plain
+        // integers; the leaf's logical type says which.
+        let nanos: Vec<bool> = header
+            .iter()
+            .map(|h| {
+                leaf.get(h.as_str())
+                    .is_some_and(|&l| is_nanos(&schema.column(l)))
+            })
+            .collect();
+        let rows = reader
+            .get_row_iter(None)
+            .map_err(|e| broken(e.to_string()))?;
         for (n, row) in rows.enumerate() {
-            let row = row.map_err(|e| broken(&e))?;
-            cells.clear();
-            cells.extend(row.get_column_iter().map(|(_, f)| field_text(f)));
-            fold_row(&layout, &cells, n as u64 + 2, &mut tally, sink);
+            let row = row.map_err(|e| broken(e.to_string()))?;
+            for (i, (_, f)) in row.get_column_iter().enumerate() {
+                if let Some(c) = cells.get_mut(i) {
+                    *c = match f {
+                        parquet::record::Field::Long(v) if nanos[i] => nanos_text(*v),
+                        f => field_text(f),
+                    };
+                }
+            }
+            fold_cells(&layout, &cells, n as u64 + 2, &mut tally, sink);
         }
         return Ok(tally);
     }
-    // Flat: decode only the wanted columns of each row group, then hand rows on.
+    // Flat: decode the wanted columns of each row group in step, [`BATCH`] rows at a time.
     let mut line = 1u64;
     for g in 0..reader.num_row_groups() {
-        let group = reader.get_row_group(g).map_err(|e| broken(&e))?;
-        let rows = usize::try_from(group.metadata().num_rows()).unwrap_or(0);
-        let mut columns: Vec<Vec<Option<String>>> = vec![Vec::new(); header.len()];
+        let group = reader.get_row_group(g).map_err(|e| broken(e.to_string()))?;
+        let mut columns = Vec::with_capacity(wanted.len());
         for &(h, l) in &wanted {
-            let Some(l) = l else { continue };
-            let col = group.get_column_reader(l).map_err(|e| broken(&e))?;
-            columns[h] = column_text(col, &schema.column(l), rows).map_err(|e| broken(&e))?;
+            let l = l.unwrap_or_default();
+            let col = group
+                .get_column_reader(l)
+                .map_err(|e| broken(e.to_string()))?;
+            columns.push((h, col, schema.column(l)));
         }
-        let mut cells: Vec<Option<String>> = vec![None; header.len()];
-        for r in 0..rows {
-            for &(h, _) in &wanted {
-                cells[h] = columns[h].get_mut(r).and_then(Option::take);
+        loop {
+            let mut batch: Vec<(usize, Vec<Option<String>>)> = Vec::with_capacity(columns.len());
+            for (h, col, descr) in &mut columns {
+                batch.push((
+                    *h,
+                    column_text(col, descr, BATCH).map_err(|e| broken(e.to_string()))?,
+                ));
             }
-            line += 1;
-            fold_row(&layout, &cells, line, &mut tally, sink);
+            let n = batch.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            for r in 0..n {
+                for (h, values) in &mut batch {
+                    cells[*h] = values.get_mut(r).and_then(Option::take);
+                }
+                line += 1;
+                fold_cells(&layout, &cells, line, &mut tally, sink);
+            }
         }
     }
     Ok(tally)
 }
 
-/// One column chunk's values as text, `rows` of them (`None`: null).
+/// Whether a leaf column holds timestamps in nanoseconds (pyarrow's and pandas' default),
+/// which the crate's conversion leaves as plain integers.
+fn is_nanos(descr: &parquet::schema::types::ColumnDescriptor) -> bool {
+    matches!(
+        descr.logical_type_ref(),
+        Some(parquet::basic::LogicalType::Timestamp(t))
+            if t.unit == parquet::basic::TimeUnit::NANOS
+    )
+}
+
+/// Nanoseconds since the epoch as RFC 3339.
+fn nanos_text(ns: i64) -> Option<String> {
+    jiff::Timestamp::from_nanosecond(i128::from(ns))
+        .ok()
+        .map(|t| t.to_string())
+}
+
+/// The next up to `max` values of a column as text (`None`: null); empty at the chunk's end.
 fn column_text(
-    reader: parquet::column::reader::ColumnReader,
+    reader: &mut parquet::column::reader::ColumnReader,
     descr: &parquet::schema::types::ColumnDescPtr,
-    rows: usize,
+    max: usize,
 ) -> parquet::errors::Result<Vec<Option<String>>> {
     use parquet::basic::ConvertedType;
     use parquet::column::reader::ColumnReader as C;
@@ -642,12 +886,12 @@ fn column_text(
     let max_def = descr.max_def_level();
     macro_rules! text {
         ($reader:expr, $convert:expr) => {{
-            let mut reader = $reader;
-            let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+            let reader = $reader;
+            let (mut defs, mut values) = (Vec::with_capacity(max), Vec::with_capacity(max));
             let mut got = 0;
-            while got < rows {
+            while got < max {
                 let (records, _, _) =
-                    reader.read_records(rows - got, Some(&mut defs), None, &mut values)?;
+                    reader.read_records(max - got, Some(&mut defs), None, &mut values)?;
                 if records == 0 {
                     break;
                 }
@@ -670,9 +914,15 @@ fn column_text(
         }};
     }
     let ok = |f: Field| -> parquet::errors::Result<Field> { Ok(f) };
+    let nanos = is_nanos(descr);
     match reader {
         C::BoolColumnReader(r) => text!(r, |d, v| ok(Field::convert_bool(d, v))),
         C::Int32ColumnReader(r) => text!(r, |d, v| ok(Field::convert_int32(d, v))),
+        C::Int64ColumnReader(r) if nanos => {
+            text!(r, |_, v: i64| ok(
+                nanos_text(v).map_or(Field::Null, Field::Str)
+            ))
+        }
         C::Int64ColumnReader(r) => text!(r, |d, v| ok(Field::convert_int64(d, v))),
         C::Int96ColumnReader(r) => text!(r, |d, v| ok(Field::convert_int96(d, v))),
         C::FloatColumnReader(r) => text!(r, |d, v| ok(Field::convert_float(d, v))),
@@ -712,6 +962,17 @@ fn field_text(f: &parquet::record::Field) -> Option<String> {
         Field::Double(v) => v.to_string(),
         Field::TimestampMillis(ms) => jiff::Timestamp::from_millisecond(*ms).ok()?.to_string(),
         Field::TimestampMicros(us) => jiff::Timestamp::from_microsecond(*us).ok()?.to_string(),
+        // `Tags` written as a struct (one field per key): a JSON object.
+        Field::Group(row) => {
+            let obj: serde_json::Map<String, serde_json::Value> = row
+                .get_column_iter()
+                .map(|(k, v)| {
+                    let v = field_text(v).map_or(serde_json::Value::Null, Into::into);
+                    (k.clone(), v)
+                })
+                .collect();
+            serde_json::Value::Object(obj).to_string()
+        }
         Field::MapInternal(m) => {
             let obj: serde_json::Map<String, serde_json::Value> = m
                 .entries()
@@ -875,7 +1136,8 @@ mod tests {
         rg.close().expect("group");
         w.close().expect("close");
         let mut rows = Vec::new();
-        let tally = read_parquet(buf.into(), "m.parquet", &mut |r| rows.push(r)).expect("reads");
+        let tally = read_parquet(bytes::Bytes::from(buf), "m.parquet", &mut |r| rows.push(r))
+            .expect("reads");
         assert_eq!(tally.skips.total(), 0, "{tally:?}");
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].tags.get("team").map(String::as_str), Some("vision"));

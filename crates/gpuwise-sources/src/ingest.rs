@@ -455,7 +455,19 @@ fn read_input(
     job: &Job,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Outcome, IngestError> {
-    read_opened(input, input::open(input)?, opts, job, progress)
+    let (reader, trailing) = input::open_noting(input)?;
+    let mut out = read_opened(input, reader, opts, job, progress)?;
+    if let Outcome::Data { tally, .. } = &mut out
+        && trailing.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        tally.skip(
+            "trailing_garbage",
+            &input.name,
+            0,
+            "bytes after the last gzip member are not gzip; ignored",
+        );
+    }
+    Ok(out)
 }
 
 /// Read `input` from `reader` instead of opening it: a prefix of a file that is still being
@@ -721,7 +733,7 @@ fn read_csv(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
         host: opts.host.as_deref(),
         stem: &stem,
     };
-    let mut limited = crate::lines::LineLimit::new(all, MAX_LINE);
+    let mut limited = crate::lines::RecordLimit::new(all, MAX_LINE, b',');
     generic::read(&mut limited, map, &origin, &mut clock, &mut b, &mut t)?;
     for line in limited.dropped {
         t.lines += 1;
@@ -729,7 +741,7 @@ fn read_csv(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
             "line_too_long",
             file,
             line,
-            format!("line longer than {MAX_LINE} bytes"),
+            format!("record longer than {MAX_LINE} bytes"),
         );
     }
     Ok((b.build(), t))
@@ -870,7 +882,7 @@ fn place_block(
             "line_too_long",
             file,
             *lines_before,
-            format!("line longer than {MAX_LINE} bytes"),
+            format!("record longer than {MAX_LINE} bytes"),
         );
     }
 }

@@ -225,6 +225,55 @@ fn walk(
 /// Open an input for reading, decompressing gzip or zstd (recognized by their magic bytes,
 /// whatever the file is called).
 pub fn open(input: &Input) -> Result<Box<dyn BufRead + Send>, IngestError> {
+    open_noting(input).map(|(r, _)| r)
+}
+
+/// Set once a gzip input ended in bytes that are no gzip member (padding a copy tool or a
+/// tape left): they were ignored, as `gzip -d` does, and the reader should say so.
+pub type TrailingGarbage = std::sync::Arc<std::sync::atomic::AtomicBool>;
+
+/// The concatenated members of a gzip stream (as `MultiGzDecoder`), ending quietly at bytes
+/// after a member that do not start another one instead of failing the whole input; those are
+/// flagged in `trailing`. Hand-written because flate2's multi-member decoder errors there.
+struct GzMembers<R: BufRead> {
+    member: Option<flate2::bufread::GzDecoder<R>>,
+    trailing: TrailingGarbage,
+}
+
+impl<R: BufRead> Read for GzMembers<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let Some(member) = self.member.as_mut() else {
+                return Ok(0);
+            };
+            let n = member.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            let Some(member) = self.member.take() else {
+                return Ok(0);
+            };
+            let mut rest = member.into_inner();
+            let next = rest.fill_buf()?;
+            if next.is_empty() {
+                return Ok(0);
+            }
+            if next.starts_with(&[0x1f, 0x8b]) {
+                self.member = Some(flate2::bufread::GzDecoder::new(rest));
+            } else {
+                self.trailing
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                return Ok(0);
+            }
+        }
+    }
+}
+
+/// [`open`], and the flag a gzip input sets when it ends in bytes that are not gzip.
+pub fn open_noting(
+    input: &Input,
+) -> Result<(Box<dyn BufRead + Send>, TrailingGarbage), IngestError> {
+    let trailing = TrailingGarbage::default();
     let raw: Box<dyn Read + Send> = match &input.path {
         Some(p) => Box::new(fs_err::File::open(p).map_err(|source| IngestError::Io {
             path: p.clone(),
@@ -239,16 +288,20 @@ pub fn open(input: &Input) -> Result<Box<dyn BufRead + Send>, IngestError> {
     };
     let head = buf.fill_buf().map_err(err)?;
     if head.starts_with(&[0x1f, 0x8b]) {
-        return Ok(Box::new(BufReader::with_capacity(
-            1 << 20,
-            flate2::bufread::MultiGzDecoder::new(buf),
-        )));
+        let members = GzMembers {
+            member: Some(flate2::bufread::GzDecoder::new(buf)),
+            trailing: trailing.clone(),
+        };
+        return Ok((
+            Box::new(BufReader::with_capacity(1 << 20, members)),
+            trailing,
+        ));
     }
     if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         let dec = zstd::stream::read::Decoder::with_buffer(buf).map_err(err)?;
-        return Ok(Box::new(BufReader::with_capacity(1 << 20, dec)));
+        return Ok((Box::new(BufReader::with_capacity(1 << 20, dec)), trailing));
     }
-    Ok(Box::new(buf))
+    Ok((Box::new(buf), trailing))
 }
 
 /// The time a scrape file without timestamps was taken: an RFC 3339 stamp in its name

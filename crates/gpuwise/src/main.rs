@@ -4,9 +4,10 @@
 //! command → render → exit code. Everything else lives in the library crates.
 //!
 //! Exit codes: 0 success; 1 the report ran and a `--max-idle-share` budget was exceeded;
-//! 2 an error (bad arguments, unreadable input, `--strict` skip). A closed pipe on stdout
+//! 2 an error (bad arguments, unreadable input, `--strict` skip, memory exhausted). A closed pipe on stdout
 //! (`gpuwise report | head`) is success.
 
+mod alloc;
 mod cli;
 mod clock;
 mod commands;
@@ -18,8 +19,17 @@ mod printer;
 
 use std::process::ExitCode;
 
+#[global_allocator]
+static ALLOCATOR: alloc::ErrorOnExhaustion = alloc::ErrorOnExhaustion;
+
 fn main() -> ExitCode {
     let args = cli::parse();
+    // Start the worker threads now, so that a process that may not have them (a memory or
+    // thread limit) is told so plainly instead of panicking at the first parallel step.
+    if let Err(e) = rayon::ThreadPoolBuilder::new().build_global() {
+        printer::error(&anyhow::anyhow!("cannot start worker threads: {e}"));
+        return ExitCode::from(2);
+    }
     match commands::run(args) {
         Ok(code) => code,
         Err(err) => {

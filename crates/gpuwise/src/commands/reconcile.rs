@@ -4,7 +4,7 @@ use std::io::{BufRead, Read};
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, anyhow};
+use anyhow::{Context, anyhow, bail};
 use gpuwise_ledger::bill::{BillBuilder, JoinKey};
 use gpuwise_ledger::focus::{self, BillRow, ReadTally};
 use gpuwise_ledger::observed::Observed;
@@ -22,30 +22,55 @@ const PARQUET_MAGIC: &[u8] = b"PAR1";
 /// Read one bill file (CSV, gzip or zstd CSV, or Parquet) into `sink`.
 pub(crate) fn read_bill(path: &Path, sink: &mut dyn FnMut(BillRow)) -> anyhow::Result<ReadTally> {
     let name = path.display().to_string();
+    let cannot = || format!("cannot read `{name}`");
     let input = gpuwise_sources::Input {
         path: Some(path.to_path_buf()),
         name: name.clone(),
         found_in_dir: false,
     };
-    let mut reader = gpuwise_sources::input::open(&input)?;
-    let head = reader
-        .fill_buf()
-        .with_context(|| format!("cannot read `{name}`"))?;
+    let (mut reader, trailing) = gpuwise_sources::input::open_noting(&input)?;
+    let head = reader.fill_buf().with_context(cannot)?;
     if head.starts_with(PARQUET_MAGIC) {
-        // Parquet's footer is at the end: the file is read whole.
-        let mut bytes = Vec::new();
-        reader
-            .read_to_end(&mut bytes)
-            .with_context(|| format!("cannot read `{name}`"))?;
+        // Parquet's footer is at the end. A plain file is read where it lies (pages as they
+        // are needed); a compressed one (rare) is decompressed into memory first.
+        let mut file = std::fs::File::open(path).with_context(cannot)?;
+        let mut magic = [0u8; 4];
+        let plain = file.read_exact(&mut magic).is_ok() && magic == PARQUET_MAGIC;
+        let bytes = if plain {
+            None
+        } else {
+            let mut bytes = Vec::new();
+            reader.read_to_end(&mut bytes).with_context(cannot)?;
+            Some(bytes::Bytes::from(bytes))
+        };
         // The reader turns a panic of the Parquet decoder on corrupt data into an error;
         // silence the default hook meanwhile so the user sees that error, not a panic trace.
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
-        let read = focus::read_parquet(bytes.into(), &name, sink);
+        let read = match bytes {
+            Some(b) => focus::read_parquet(b, &name, sink),
+            None => focus::read_parquet(file, &name, sink),
+        };
         std::panic::set_hook(hook);
         return Ok(read?);
     }
-    Ok(focus::read_csv(reader, &name, sink)?)
+    let tally = focus::read_csv(reader, &name, sink)?;
+    if trailing.load(std::sync::atomic::Ordering::Relaxed) {
+        printer::warn(&format!(
+            "{name}: bytes after the last gzip member are not gzip; ignored"
+        ));
+    }
+    Ok(tally)
+}
+
+/// How a tally's separator reads in a message (`""` for a comma or Parquet).
+fn separated(tally: &ReadTally) -> &'static str {
+    match tally.delimiter {
+        Some(b';') => "semicolon-separated, ",
+        Some(b'\t') => "tab-separated, ",
+        Some(b'|') => "pipe-separated, ",
+        _ => "",
+    }
 }
 
 pub(crate) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
@@ -72,9 +97,10 @@ pub(crate) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         let tally = read_bill(path, &mut |r| builder.add(r))?;
         builder.add_read_skips(&tally.skips);
         printer::info(&format!(
-            "{}: FOCUS {} ({} rows{})",
+            "{}: FOCUS {} ({}{} rows{})",
             path.display(),
             tally.version,
+            separated(&tally),
             tally.rows,
             if tally.skips.total() > 0 {
                 format!(", {} skipped", tally.skips.total())
@@ -84,6 +110,28 @@ pub(crate) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let bill = builder.finish()?;
+    if bill.rows == bill.skips.total() {
+        let files = args
+            .bill
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if bill.rows == 0 {
+            bail!("{files}: the bill has no rows");
+        }
+        let why = bill
+            .skips
+            .by_reason
+            .iter()
+            .map(|(k, (n, e))| format!("{n} {k}, e.g. {e}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        bail!(
+            "{files}: no bill row could be read; all {} were skipped ({why})",
+            bill.rows
+        );
+    }
     let prices = gpuwise_ledger::bill::catalog_prices(catalog, &bill);
     let observed = Observed::new(&profiles, &report);
     let r = reconcile::reconcile(

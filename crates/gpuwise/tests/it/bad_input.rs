@@ -247,7 +247,7 @@ fn very_long_line_is_skipped_and_the_rest_kept() {
     assert!(
         r["warnings"]
             .to_string()
-            .contains("long.csv` line 7: line longer than"),
+            .contains("long.csv` line 7: record longer than"),
         "{:?}",
         r["warnings"]
     );
@@ -338,4 +338,87 @@ fn strict_turns_the_first_skip_into_an_error() {
         o.stderr
     );
     assert!(o.stderr.contains("--strict"), "{}", o.stderr);
+}
+
+/// Run the binary with `args` under an address-space limit of `kib` KiB (`ulimit -v`).
+fn limited(kib: u64, args: &[&str]) -> std::process::Output {
+    let bin = crate::common::cmd().get_program().to_owned();
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let script = format!(
+        "ulimit -v {kib}; exec '{}' {}",
+        bin.to_string_lossy(),
+        quoted.join(" ")
+    );
+    std::process::Command::new("bash")
+        .args(["-c", &script])
+        .env("GPUWISE_NOW", crate::common::NOW)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("bash runs")
+}
+
+/// A bill holding one 1 GiB line (a 30 KB `.zst`) is read under a 400 MB address-space limit:
+/// the line is a counted skip (it was allocated whole and aborted before).
+#[test]
+fn a_one_gib_bill_line_is_read_in_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bill = dir.path().join("bill.csv.zst");
+    let file = std::fs::File::create(&bill).expect("create");
+    let mut z = zstd::stream::write::Encoder::new(file, 1).expect("zstd");
+    let head = "BilledCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd\n";
+    std::io::Write::write_all(&mut z, head.as_bytes()).expect("write");
+    let chunk = vec![b'7'; 1 << 20];
+    for _ in 0..1024 {
+        std::io::Write::write_all(&mut z, &chunk).expect("write");
+    }
+    z.finish().expect("finish");
+    let o = limited(
+        400_000,
+        &[
+            "reconcile",
+            "--bill",
+            &bill.display().to_string(),
+            &data("smi/two-gpus.csv"),
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("1 record_too_long, e.g. line 2: a row longer than 1048576 bytes"),
+        "{err}"
+    );
+}
+
+/// Under any memory limit the binary exits 0, or 2 with a message saying memory ran out:
+/// never an abort (exit 134) or Rust's bare "memory allocation of N bytes failed".
+#[test]
+fn a_memory_limit_is_an_error_never_an_abort() {
+    let (mut ran_out, mut passed) = (false, false);
+    let mut kib = 8_000u64;
+    while kib < 1_000_000 && !passed {
+        let o = limited(
+            kib,
+            &["report", &data("smi/two-gpus.csv"), "--format", "json"],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !err.contains("memory allocation of") && !err.contains("panicked"),
+            "{kib} KiB: {err}"
+        );
+        let signal = std::os::unix::process::ExitStatusExt::signal(&o.status);
+        match (o.status.code(), signal) {
+            (Some(0), _) => passed = true,
+            (Some(2), _) if err.contains("error: out of memory: an allocation of") => {
+                ran_out = true;
+            }
+            (Some(2), _) if err.contains("error: cannot start worker threads") => {}
+            // Too little to load the binary at all: the loader says so, or the process
+            // cannot map its first stack page (SIGSEGV before `main`, nothing printed).
+            (Some(127), _) => {}
+            (None, Some(11)) if err.is_empty() => {}
+            other => panic!("{kib} KiB: exit {other:?}: {err}"),
+        }
+        kib = kib * 3 / 2;
+    }
+    assert!(ran_out && passed, "ran out {ran_out}, passed {passed}");
 }

@@ -342,6 +342,107 @@ fn bad_bills_are_clear_errors_or_counted_skips() {
     assert_eq!(r["rows"]["gpu_compute"], 1, "the good row is kept");
 }
 
+/// Values no bill can hold are counted skips naming line and field, never figures: a cost of
+/// 1e308, GPU counts 1e9, 8.5, −8, `eight` and 0 (for a type the catalog knows with 8), hours
+/// −1, 0 and 1e15 in a one-hour period, an end in 9999, a ragged row. What is left is the two
+/// good rows, to the cent; a null count falls back to the catalog; a CPU type's 0 GPUs is no
+/// GPU compute.
+#[test]
+fn implausible_bill_values_are_counted_skips_never_figures() {
+    let r = reconciled("implausible.csv");
+    let skipped = &r["rows"]["skipped"];
+    for (reason, count, first_line) in [
+        ("bad_gpu_count", 5, 8),
+        ("implausible_cost", 1, 3),
+        ("implausible_quantity", 3, 10),
+        ("implausible_timestamp", 1, 13),
+        ("wrong_column_count", 1, 14),
+    ] {
+        assert_eq!(skipped[reason]["count"], count, "{reason}: {r}");
+        let example = skipped[reason]["example"].as_str().expect("example");
+        assert!(
+            example.starts_with(&format!("line {first_line}:")),
+            "{example}"
+        );
+    }
+    assert_eq!(r["rows"]["read"], 14);
+    assert_eq!(r["rows"]["gpu_compute"], 2);
+    assert_eq!(r["rows"]["not_gpu_compute"], 1);
+    assert!(close(f(&r["billed_cost_usd"]), 65.54, 1e-9), "{r}");
+    assert!(close(f(&r["billed_gpu_hours"]), 16.0, 1e-9), "{r}");
+    // A `;`-separated export reads as its comma twin; two BilledCost columns and a bill whose
+    // every row is skipped are errors naming the file.
+    let mut semi = reconciled("semicolon.csv");
+    let mut comma = reconciled("unknown-type.csv");
+    for v in [&mut semi, &mut comma] {
+        v["rows"]["skipped"]["unknown_instance_type"]["example"].take();
+    }
+    assert_eq!(semi, comma);
+    refused("duplicate-column.csv", |e| {
+        e.contains("duplicate-column.csv: column BilledCost appears twice (columns 1 and 6)")
+    });
+    refused("all-skipped.csv", |e| {
+        e.contains("all-skipped.csv: no bill row could be read; all 2 were skipped")
+            && e.contains("bad_number, e.g. line 2")
+    });
+}
+
+/// Pandas' and pyarrow's defaults, written by DuckDB: timestamps in nanoseconds and `Tags` as
+/// a struct read like the CSV twin (they made every row "not a timestamp" and dropped every
+/// tag). A gzip bill with bytes after its member is read, with a warning; a record over 1 MiB
+/// is a counted skip, the rest kept.
+#[test]
+fn bills_in_other_tools_shapes_read_like_their_csv() {
+    let telemetry = data("smi/two-gpus.csv");
+    let read = |bill: &str| json(&["reconcile", "--bill", bill, "--join", "id", &telemetry]);
+    let pq = read(&data("bills/nanos-struct.parquet"));
+    assert_eq!(pq, read(&data("bills/nanos-struct.csv")));
+    assert_eq!(pq["teams"][0]["team"], "vision", "{pq}");
+    assert_eq!(pq["rows"]["gpu_compute"], 2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gz = dir.path().join("bill.csv.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(
+        &mut enc,
+        &std::fs::read(bad_bill("unknown-type.csv")).expect("bill"),
+    )
+    .expect("gzip");
+    let mut bytes = enc.finish().expect("gzip");
+    bytes.extend_from_slice(&[0; 512]);
+    std::fs::write(&gz, bytes).expect("write");
+    let o = run(&[
+        "reconcile",
+        "--bill",
+        &gz.display().to_string(),
+        "--join",
+        "id",
+        &telemetry,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("bytes after the last gzip member are not gzip; ignored"),
+        "{}",
+        o.stderr
+    );
+    let long = dir.path().join("long.csv");
+    let mut text = std::fs::read_to_string(bad_bill("unknown-type.csv")).expect("bill");
+    text.push_str(&format!(
+        "1,USD,Usage,2026-01-05T10:00:00Z,2026-01-05T11:00:00Z,1,Hours,i-9,\"{}\",\n",
+        "x".repeat(2 << 20)
+    ));
+    std::fs::write(&long, text).expect("write");
+    let r = read(&long.display().to_string());
+    assert_eq!(r["rows"]["skipped"]["record_too_long"]["count"], 1, "{r}");
+    assert_eq!(
+        r["rows"]["skipped"]["record_too_long"]["example"],
+        "line 5: a row longer than 1048576 bytes"
+    );
+    assert_eq!(r["rows"]["gpu_compute"], 1);
+}
+
 #[test]
 fn the_real_focus_sample_parses_and_its_gpu_rows_are_found() {
     let Some(shared) = shared() else { return };
@@ -600,7 +701,7 @@ fn the_focus_export_has_the_spec_columns_and_sums_to_the_allocation() {
     let mut total = 0.0;
     let mut rows = 0;
     let tally = gpuwise_ledger::focus::read_csv(
-        std::fs::File::open(&out).expect("open"),
+        std::io::BufReader::new(std::fs::File::open(&out).expect("open")),
         "alloc.csv",
         &mut |r| {
             rows += 1;
