@@ -10,6 +10,17 @@
 //!   until the next, sampled at `tick_s`.
 
 /// A trace that cannot be used.
+/// The most ticks a trace may have (a year at 3-second ticks): its counts are held, and every
+/// policy walks them from every start.
+pub const MAX_TICKS: usize = 10_000_000;
+
+/// The plausible tick of a trace, in seconds (a second to a day).
+pub const TICK_RANGE_S: std::ops::RangeInclusive<f64> = 1.0..=86_400.0;
+
+/// The latest plausible time in a trace, in seconds from its zero (about 317 years: epoch
+/// seconds until 2286, or a relative clock).
+pub const MAX_TIME_S: f64 = 1e10;
+
 #[derive(Debug, thiserror::Error)]
 #[error("{origin}: {message}")]
 pub struct TraceError {
@@ -90,12 +101,23 @@ impl Trace {
             .and_then(|m| m.get("gap_seconds"))
             .ok_or_else(|| err(origin, "has no metadata.gap_seconds"))?
             .as_f64()
-            .filter(|g| g.is_finite() && *g > 0.0)
-            .ok_or_else(|| err(origin, "metadata.gap_seconds must be a positive number"))?;
+            .filter(|g| TICK_RANGE_S.contains(g))
+            .ok_or_else(|| {
+                err(
+                    origin,
+                    "metadata.gap_seconds must be a number of seconds from 1 to 86400",
+                )
+            })?;
         let data = v
             .get("data")
             .and_then(serde_json::Value::as_array)
             .ok_or_else(|| err(origin, "has no data array"))?;
+        if data.len() > MAX_TICKS {
+            return Err(err(
+                origin,
+                format!("has {} ticks; at most {MAX_TICKS} are read", data.len()),
+            ));
+        }
         let available = data
             .iter()
             .enumerate()
@@ -118,8 +140,8 @@ impl Trace {
     /// Parse a step function given as `(time_s, count)` changes, sampled every `tick_s` from
     /// the first time to the last.
     fn from_steps(steps: &[(f64, u32)], tick_s: f64, origin: &str) -> Result<Self, TraceError> {
-        if !(tick_s.is_finite() && tick_s > 0.0) {
-            return Err(err(origin, "the tick must be a positive duration"));
+        if !TICK_RANGE_S.contains(&tick_s) {
+            return Err(err(origin, "the tick must be from 1 s to 1 day"));
         }
         let (Some(first), Some(last)) = (steps.first(), steps.last()) else {
             return Err(err(origin, "has no rows"));
@@ -130,8 +152,18 @@ impl Trace {
                 "covers no time (first and last times are equal)",
             ));
         }
+        let span = ((last.0 - first.0) / tick_s).floor();
+        #[allow(clippy::cast_precision_loss)]
+        if span > MAX_TICKS as f64 {
+            return Err(err(
+                origin,
+                format!(
+                    "spans {span:.0} ticks of {tick_s} s; at most {MAX_TICKS} are read (a longer --tick, or a shorter trace)"
+                ),
+            ));
+        }
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let ticks = ((last.0 - first.0) / tick_s).floor() as usize;
+        let ticks = span as usize;
         let mut available = Vec::with_capacity(ticks);
         let mut j = 0;
         for k in 0..ticks {
@@ -172,11 +204,15 @@ impl Trace {
             let (Some(t), Some(ev), Some(node)) = (f.next(), f.next(), f.next()) else {
                 return Err(bad("expected time_ms,event,node".into()));
             };
-            let t: f64 = t
+            let text = t;
+            let t: f64 = text
                 .parse()
                 .ok()
                 .filter(|x: &f64| x.is_finite() && *x >= 0.0)
-                .ok_or_else(|| bad(format!("time `{t}` is not a non-negative number")))?;
+                .ok_or_else(|| bad(format!("time `{text}` is not a non-negative number")))?;
+            if t / 1000.0 > MAX_TIME_S {
+                return Err(bad(format!("time `{text}` ms is beyond {MAX_TIME_S:e} s")));
+            }
             if t < last_t {
                 return Err(bad("time goes back".into()));
             }
@@ -217,12 +253,15 @@ impl Trace {
             let Some((t, n)) = line.split_once(',') else {
                 return Err(bad("expected time_s,available".into()));
             };
-            let t: f64 = t
-                .trim()
+            let text = t.trim();
+            let t: f64 = text
                 .parse()
                 .ok()
                 .filter(|x: &f64| x.is_finite() && *x >= 0.0)
-                .ok_or_else(|| bad(format!("time `{t}` is not a non-negative number")))?;
+                .ok_or_else(|| bad(format!("time `{text}` is not a non-negative number")))?;
+            if t > MAX_TIME_S {
+                return Err(bad(format!("time `{text}` s is beyond {MAX_TIME_S:e} s")));
+            }
             let n: u32 = n
                 .trim()
                 .parse()

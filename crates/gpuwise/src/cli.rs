@@ -519,7 +519,7 @@ pub(crate) struct SpotArgs {
     /// (the offline optimum, with a deadline), multi_zone (with --zones) [default: all that apply].
     #[arg(long = "policy", value_name = "POLICY", help_heading = "Simulation")]
     pub policies: Vec<String>,
-    /// Random start offsets per trace.
+    /// Random start offsets per trace (1–10,000; each takes about 20 ms per trace).
     #[arg(
         long,
         default_value_t = 300,

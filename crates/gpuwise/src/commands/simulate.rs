@@ -200,7 +200,24 @@ fn plan(args: &SpotArgs) -> anyhow::Result<Plan> {
             .map(|p| p.parse().map_err(|e| anyhow!("--policy: {e}")))
             .collect::<anyhow::Result<_>>()?
     };
-    anyhow::ensure!(args.starts > 0, "--starts must be at least 1");
+    anyhow::ensure!(
+        (1..=MAX_STARTS).contains(&args.starts),
+        "--starts must be from 1 to {MAX_STARTS}"
+    );
+    anyhow::ensure!(
+        args.work_hours.is_finite() && args.work_hours > 0.0 && args.work_hours <= MAX_HOURS,
+        "--work-hours must be positive and at most {MAX_HOURS} (ten years)"
+    );
+    if let Some(d) = args.deadline_hours {
+        anyhow::ensure!(
+            d.is_finite() && d > 0.0 && d <= MAX_HOURS,
+            "--deadline-hours must be positive and at most {MAX_HOURS} (ten years)"
+        );
+    }
+    anyhow::ensure!(
+        (1..=MAX_NODES).contains(&args.nodes),
+        "--nodes must be from 1 to {MAX_NODES}"
+    );
     Ok(Plan {
         job: Job {
             work_s: args.work_hours * 3600.0,
@@ -218,6 +235,14 @@ fn plan(args: &SpotArgs) -> anyhow::Result<Plan> {
         zones: Vec::new(),
     })
 }
+
+/// The most `--starts`: each start runs every policy over the trace (about 20 ms a start on a
+/// week-long trace with the offline optimum, release build), and 300 already pin the mean.
+const MAX_STARTS: usize = 10_000;
+/// The longest `--work-hours` and `--deadline-hours`.
+const MAX_HOURS: f64 = 87_600.0;
+/// The most `--nodes`.
+const MAX_NODES: u32 = 100_000;
 
 /// The traces of `--trace` and of `--zones` (each file read once), and the zone groups as
 /// indices into them.

@@ -1,7 +1,7 @@
 //! `gpuwise simulate spot` end to end: a tiny trace worked by hand, the paper's traces, and
 //! bad input.
 
-use crate::common::{f, run, shared};
+use crate::common::{data, f, run, shared};
 
 fn json(args: &[&str]) -> serde_json::Value {
     let mut all = vec!["simulate", "spot"];
@@ -179,6 +179,80 @@ fn bad_traces_and_jobs_are_clear_errors() {
         let o = run(&all);
         assert_eq!(o.code, 2, "{args:?}");
         assert!(o.stderr.contains(want), "{args:?}: {}", o.stderr);
+    }
+}
+
+/// Numbers no trace or job holds are errors naming the file, line and bound, never a panic or
+/// an allocation of the whole machine (a `gap_seconds` of 1e308, a time of 1e300 s or 1e20 ms
+/// panicked or aborted; `--starts 1000000000` took 22.9 GB).
+#[test]
+fn implausible_trace_numbers_and_flags_are_errors() {
+    let trace = |name: &str| data(&format!("bad/spot/{name}"));
+    let cases: [(&str, &str, &[&str], &str); 7] = [
+        (
+            "gap-huge.json",
+            "auto",
+            &[],
+            "gap-huge.json: metadata.gap_seconds must be a number of seconds from 1 to 86400",
+        ),
+        (
+            "time-huge.csv",
+            "csv",
+            &[],
+            "time-huge.csv: line 4: time `1e300` s is beyond 1e10 s",
+        ),
+        (
+            "events-huge.csv",
+            "events",
+            &[],
+            "events-huge.csv: line 3: time `100000000000000000000` ms is beyond 1e10 s",
+        ),
+        (
+            "span-huge.csv",
+            "csv",
+            &[],
+            "span-huge.csv: spans 150000000 ticks of 60 s; at most 10000000 are read",
+        ),
+        (
+            "time-huge.csv",
+            "csv",
+            &["--starts", "1000000000"],
+            "--starts must be from 1 to 10000",
+        ),
+        (
+            "time-huge.csv",
+            "csv",
+            &["--nodes", "4000000000"],
+            "--nodes must be from 1 to 100000",
+        ),
+        (
+            "time-huge.csv",
+            "csv",
+            &["--deadline-hours", "1e300"],
+            "--deadline-hours must be positive and at most 87600",
+        ),
+    ];
+    for (file, format, extra, want) in cases {
+        let path = trace(file);
+        let mut args = vec![
+            "simulate",
+            "spot",
+            "--trace",
+            &path,
+            "--trace-format",
+            format,
+            "--work-hours",
+            "1",
+            "--on-demand-price",
+            "3",
+            "--spot-price",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_eq!(o.code, 2, "{file} {extra:?}: {}", o.stderr);
+        assert!(o.stderr.contains(want), "{file} {extra:?}: {}", o.stderr);
+        assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
     }
 }
 
