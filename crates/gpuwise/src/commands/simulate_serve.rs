@@ -157,6 +157,10 @@ fn autoscale(v: &str) -> anyhow::Result<(Scaling, Policy, f64)> {
         max >= 1 && min <= max,
         "--autoscale: need min ≤ max and max ≥ 1"
     );
+    anyhow::ensure!(
+        max <= MAX_REPLICAS && warm <= MAX_REPLICAS,
+        "--autoscale: max and warm may be at most {MAX_REPLICAS}"
+    );
     anyhow::ensure!(interval > 0.0, "--autoscale: interval must be above zero");
     anyhow::ensure!(period >= 3600.0, "--autoscale: period must be at least 1h");
     let scaling = Scaling::Autoscale {
@@ -217,7 +221,7 @@ fn model_of(a: &ServeSimArgs) -> anyhow::Result<Model> {
     })
 }
 
-/// The serving setup the planner costs: the trace's mean prompt and output, the largest batch.
+/// The serving setup the planner costs: the trace's mean prompt and output, a batch limit.
 fn setup(a: &ServeSimArgs, m: &Model, reqs: &[Request], max_batch: u32) -> anyhow::Result<Setup> {
     let n = reqs.len().max(1) as f64;
     let mean = |f: fn(&Request) -> u32| reqs.iter().map(|r| f64::from(f(r))).sum::<f64>() / n;
@@ -229,7 +233,7 @@ fn setup(a: &ServeSimArgs, m: &Model, reqs: &[Request], max_batch: u32) -> anyho
         ("batch", max_batch.to_string()),
         ("prompt", format!("{prompt}")),
         ("output", format!("{output}")),
-        ("tp", a.tp.max(1).to_string()),
+        ("tp", a.tp.to_string()),
     ]
     .into_iter()
     .chain(a.precision.clone().map(|p| ("precision", p)))
@@ -239,6 +243,23 @@ fn setup(a: &ServeSimArgs, m: &Model, reqs: &[Request], max_batch: u32) -> anyho
     }
     Ok(Setup::new(m, &w))
 }
+
+/// The most replicas one configuration simulates (each is a server stepped through the trace).
+const MAX_REPLICAS: u32 = 1024;
+/// The largest batch limit.
+const MAX_BATCH: u32 = 65_536;
+
+/// A configuration whose weights, or workspace at its batch limit, leave no room for a KV cache.
+#[derive(Debug)]
+struct DoesNotFit(String);
+
+impl std::fmt::Display for DoesNotFit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DoesNotFit {}
 
 /// One GPU's step model and price.
 fn gpu_model(
@@ -254,15 +275,17 @@ fn gpu_model(
     let hw = Hardware::from_spec(spec);
     let c = perf::step_costs(m, s, &hw, &Constants::default(), max_batch)
         .map_err(|e| anyhow!("{} on {}: {e}", m.name, spec.name))?;
-    anyhow::ensure!(
-        c.kv_capacity_tokens >= 1.0,
-        "{} does not fit {} × {} at {}: the weights and workspaces take more than its {:.0} GB (try --tp, a smaller --precision or a larger GPU)",
-        m.name,
-        s.tp,
-        spec.name,
-        s.precision.name(),
-        hw.memory_bytes / 1e9
-    );
+    if c.kv_capacity_tokens < 1.0 {
+        return Err(DoesNotFit(format!(
+            "{} does not fit {} × {} ({:.0} GB) at {}",
+            m.name,
+            s.tp,
+            spec.name,
+            hw.memory_bytes / 1e9,
+            s.precision.name(),
+        ))
+        .into());
+    }
     let price = match a.price {
         Some(p) => p,
         None => {
@@ -374,13 +397,17 @@ fn configs(
     m: &Model,
 ) -> anyhow::Result<(Vec<Candidate>, Vec<String>)> {
     let batches: Vec<u32> = list("max-batch", a.max_batch.as_deref(), "64")?;
-    anyhow::ensure!(batches.iter().all(|b| *b >= 1), "--max-batch: at least 1");
+    anyhow::ensure!(
+        batches.iter().all(|b| (1..=MAX_BATCH).contains(b)),
+        "--max-batch: from 1 to {MAX_BATCH}"
+    );
     let largest = batches.iter().copied().max().unwrap_or(1);
     let scalings: Vec<(Scaling, Policy, f64)> = if a.autoscale.is_empty() {
         list::<u32>("replicas", a.replicas.as_deref(), "1")?
             .into_iter()
             .map(|r| {
                 anyhow::ensure!(r >= 1, "--replicas: at least 1 (or --autoscale with min=0)");
+                anyhow::ensure!(r <= MAX_REPLICAS, "--replicas: at most {MAX_REPLICAS}");
                 Ok((Scaling::Fixed { replicas: r }, Policy::Reactive, 0.0))
             })
             .collect::<anyhow::Result<_>>()?
@@ -394,21 +421,53 @@ fn configs(
         Some(p) => profile(p)?,
         None => Vec::new(),
     };
-    let s = setup(a, m, reqs, largest)?;
+    anyhow::ensure!(a.tp >= 1, "--tp: at least 1");
     let catalog = Catalog::builtin();
     let timeout_s = seconds("batch-timeout", &a.batch_timeout)?;
     let mut out = Vec::new();
     let mut notes = Vec::new();
-    for gpu in a.gpu.split(',').map(str::trim).filter(|g| !g.is_empty()) {
-        let (model, name, price) = gpu_model(a, &catalog, gpu, m, &s, largest, &measured)?;
-        notes.push(format!(
-            "{name}: a replica is {} GPU(s) at ${price:.4}/GPU-hour; its KV cache holds {:.0} tokens beside the weights",
-            model.gpus, model.kv_capacity_tokens
-        ));
-        // Figures that are a bound, not the GPU's own (the A10G's), are said, as in `plan`.
-        notes.extend(catalog.resolve(&name).and_then(GpuSpec::compute_caveat));
-        for (scaling, policy, period) in &scalings {
-            for &b in &batches {
+    let mut unfit = Vec::new();
+    let gpus: Vec<&str> = a
+        .gpu
+        .split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .collect();
+    for gpu in gpus {
+        // Each batch limit sizes its own workspace: one that does not fit is left out and
+        // listed, the others still run.
+        for &b in &batches {
+            let s = setup(a, m, reqs, b)?;
+            let (model, name, price) = match gpu_model(a, &catalog, gpu, m, &s, b, &measured) {
+                Ok(x) => x,
+                Err(e) => match e.downcast::<DoesNotFit>() {
+                    Ok(DoesNotFit(what)) => {
+                        // The weights alone, or the workspace of this batch limit beside them?
+                        let one = setup(a, m, reqs, 1)?;
+                        let why = if b > 1
+                            && gpu_model(a, &catalog, gpu, m, &one, 1, &measured).is_ok()
+                        {
+                            format!(
+                                "with a batch limit of {b} the activation workspace leaves no room for a KV cache (try a smaller --max-batch)"
+                            )
+                        } else {
+                            "the weights take more than its memory (try --tp, a smaller --precision or a larger GPU)".to_owned()
+                        };
+                        unfit.push(format!("{what}: {why}"));
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                },
+            };
+            if b == largest || !out.iter().any(|(_, c): &Candidate| c.gpu == name) {
+                notes.push(format!(
+                    "{name}: a replica is {} GPU(s) at ${price:.4}/GPU-hour; at a batch limit of {b} its KV cache holds {:.0} tokens beside the weights",
+                    model.gpus, model.kv_capacity_tokens
+                ));
+            }
+            // Figures that are a bound, not the GPU's own (the A10G's), are said, as in `plan`.
+            notes.extend(catalog.resolve(&name).and_then(GpuSpec::compute_caveat));
+            for (scaling, policy, period) in &scalings {
                 let batching = match a.batching.as_str() {
                     "continuous" => Batching::Continuous {
                         max_batch: b,
@@ -434,7 +493,15 @@ fn configs(
             }
         }
     }
+    if out.is_empty() && !unfit.is_empty() {
+        bail!("{}", unfit.join("; "));
+    }
     anyhow::ensure!(!out.is_empty(), "--gpu: name at least one GPU");
+    notes.sort();
+    notes.dedup();
+    for why in unfit {
+        notes.push(format!("left out: {why}"));
+    }
     Ok((out, notes))
 }
 

@@ -290,6 +290,71 @@ fn the_sweep_picks_the_cheapest_that_meets_the_slo() {
     );
 }
 
+/// A sweep candidate that does not fit (a batch limit whose workspace leaves no KV cache) is
+/// left out and named with the right cause, the rest still run; only nothing fitting is an
+/// error. Flags that size work are bounded, and a zero `--tp` is refused, not clamped.
+#[test]
+fn a_candidate_that_does_not_fit_is_left_out_and_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = steady(dir.path(), 200, 4.0, 800, 150);
+    let base = [
+        "simulate",
+        "serve",
+        "--trace",
+        &trace,
+        "--model",
+        "llama-3-8b",
+    ];
+    let with = |extra: &[&str]| {
+        let mut all = base.to_vec();
+        all.extend_from_slice(extra);
+        run(&all)
+    };
+    let o = with(&[
+        "--gpu",
+        "H100-SXM5-80GB,L4",
+        "--replicas",
+        "1,2",
+        "--max-batch",
+        "4,32,20000",
+        "--slo-ttft-ms",
+        "1500",
+        "--sweep",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    assert_eq!(
+        r["candidates"].as_array().map(Vec::len),
+        Some(8),
+        "2 GPUs × 2 × 2"
+    );
+    let notes = r["notes"].to_string();
+    for gpu in ["1 × H100-SXM5-80GB (80 GB)", "1 × L4 (24 GB)"] {
+        assert!(
+            notes.contains(&format!("left out: llama-3-8b does not fit {gpu} at bf16: with a batch limit of 20000 the activation workspace leaves no room for a KV cache")),
+            "{notes}"
+        );
+    }
+    let o = with(&["--gpu", "L4", "--max-batch", "20000"]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("try a smaller --max-batch"),
+        "{}",
+        o.stderr
+    );
+    for (flag, value, want) in [
+        ("--replicas", "1000000", "--replicas: at most 1024"),
+        ("--max-batch", "0", "--max-batch: from 1 to 65536"),
+        ("--tp", "0", "--tp: at least 1"),
+    ] {
+        let o = with(&["--gpu", "L4", flag, value]);
+        assert_eq!(o.code, 2, "{flag} {value}");
+        assert!(o.stderr.contains(want), "{flag} {value}: {}", o.stderr);
+    }
+}
+
 #[test]
 fn autoscaling_to_zero_follows_the_bursts() {
     // Two bursts an hour apart, from zero replicas: scaled to zero between them, the GPU-hours
