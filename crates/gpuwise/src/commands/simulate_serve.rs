@@ -387,6 +387,40 @@ fn schedule(reqs: &[Request], model: &StepModel, reactive: &Config, period: f64)
     }
 }
 
+/// [`gpu_model`] at batch limit `b`, or `None` with the reason in `unfit` when the model does
+/// not fit: the weights alone, or the workspace of this batch limit beside them.
+#[allow(clippy::too_many_arguments)]
+fn fitted(
+    a: &ServeSimArgs,
+    catalog: &Catalog,
+    gpu: &str,
+    m: &Model,
+    reqs: &[Request],
+    b: u32,
+    measured: &[(u32, f64)],
+    unfit: &mut Vec<String>,
+) -> anyhow::Result<Option<(StepModel, String, f64)>> {
+    let s = setup(a, m, reqs, b)?;
+    match gpu_model(a, catalog, gpu, m, &s, b, measured) {
+        Ok(x) => Ok(Some(x)),
+        Err(e) => match e.downcast::<DoesNotFit>() {
+            Ok(DoesNotFit(what)) => {
+                let one = setup(a, m, reqs, 1)?;
+                let why = if b > 1 && gpu_model(a, catalog, gpu, m, &one, 1, measured).is_ok() {
+                    format!(
+                        "with a batch limit of {b} the activation workspace leaves no room for a KV cache (try a smaller --max-batch)"
+                    )
+                } else {
+                    "the weights take more than its memory (try --tp, a smaller --precision or a larger GPU)".to_owned()
+                };
+                unfit.push(format!("{what}: {why}"));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        },
+    }
+}
+
 /// A replica's step model and a configuration to run on it.
 type Candidate = (StepModel, Config);
 
@@ -437,27 +471,10 @@ fn configs(
         // Each batch limit sizes its own workspace: one that does not fit is left out and
         // listed, the others still run.
         for &b in &batches {
-            let s = setup(a, m, reqs, b)?;
-            let (model, name, price) = match gpu_model(a, &catalog, gpu, m, &s, b, &measured) {
-                Ok(x) => x,
-                Err(e) => match e.downcast::<DoesNotFit>() {
-                    Ok(DoesNotFit(what)) => {
-                        // The weights alone, or the workspace of this batch limit beside them?
-                        let one = setup(a, m, reqs, 1)?;
-                        let why = if b > 1
-                            && gpu_model(a, &catalog, gpu, m, &one, 1, &measured).is_ok()
-                        {
-                            format!(
-                                "with a batch limit of {b} the activation workspace leaves no room for a KV cache (try a smaller --max-batch)"
-                            )
-                        } else {
-                            "the weights take more than its memory (try --tp, a smaller --precision or a larger GPU)".to_owned()
-                        };
-                        unfit.push(format!("{what}: {why}"));
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                },
+            let Some((model, name, price)) =
+                fitted(a, &catalog, gpu, m, reqs, b, &measured, &mut unfit)?
+            else {
+                continue;
             };
             if b == largest || !out.iter().any(|(_, c): &Candidate| c.gpu == name) {
                 notes.push(format!(
