@@ -301,7 +301,8 @@ impl Hints {
             origin: origin.to_owned(),
             message,
         };
-        let doc: toml::Table = toml::from_str(text).map_err(|e| file(e.to_string()))?;
+        let doc: toml::Table =
+            toml::from_str(text).map_err(|e| file(gpuwise_catalog::toml_message(&e, text)))?;
         let mut rules = Vec::new();
         for (k, v) in &doc {
             if k != "workload" {

@@ -582,11 +582,36 @@ struct GpuFile {
     gpu: Vec<GpuSpec>,
 }
 
+/// A TOML error as one line: where (line and column), what, and the line itself cut to 80
+/// characters (the `toml` crate's own message spans several lines and repeats the whole
+/// offending line, however long). Here because this is the lowest crate that reads TOML: every
+/// file gpuwise reads (catalog, prices, teams, policies, hints, config) reports through it.
+#[must_use]
+pub fn toml_message(e: &toml::de::Error, text: &str) -> String {
+    let what = e.message().trim().replace('\n', " ");
+    let Some(span) = e.span() else {
+        return what;
+    };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let src = text.lines().nth(line - 1).unwrap_or("").trim();
+    let shown: String = src.chars().take(80).collect();
+    let cut = if src.chars().count() > 80 { "…" } else { "" };
+    // A bare TOML date reaches a text field as a table: say how to write it.
+    let hint = if what.contains("invalid type: map") && src.contains(|c: char| c.is_ascii_digit()) {
+        " (a date or time is written in quotes here: \"2026-01-01\")"
+    } else {
+        ""
+    };
+    format!("line {line}, column {column}: {what}{hint} (`{shown}{cut}`)")
+}
+
 /// Parse a GPU specification file.
 pub fn parse_gpus(text: &str, origin: &str) -> Result<Vec<GpuSpec>, CatalogError> {
     let file: GpuFile = toml::from_str(text).map_err(|e| CatalogError::Gpus {
         origin: origin.to_owned(),
-        message: e.to_string(),
+        message: toml_message(&e, text),
     })?;
     let mut seen = BTreeMap::new();
     for g in &file.gpu {
@@ -715,7 +740,7 @@ impl Overlay {
     pub fn parse(text: &str, origin: &str) -> Result<Self, CatalogError> {
         toml::from_str(text).map_err(|e| CatalogError::Overlay {
             origin: origin.to_owned(),
-            message: e.to_string(),
+            message: toml_message(&e, text),
         })
     }
 }

@@ -151,7 +151,7 @@ impl PriceBook {
     pub fn with_rules(mut self, text: &str, origin: &str) -> Result<Self, PriceError> {
         let file: PriceFile = toml::from_str(text).map_err(|e| PriceError::Syntax {
             origin: origin.to_owned(),
-            message: e.to_string(),
+            message: gpuwise_catalog::toml_message(&e, text),
         })?;
         for (i, rule) in file.rules.into_iter().enumerate() {
             let index = i + 1;

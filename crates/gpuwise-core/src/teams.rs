@@ -99,6 +99,28 @@ struct File {
 }
 
 /// `2026-11-15` (UTC midnight) or an RFC 3339 timestamp.
+/// Whether `team` can name a team: not blank, and not in parentheses, which the reports keep
+/// for their own buckets (`(untagged)`, `(fleet)`): a team literally named `(untagged)` would
+/// merge into the untagged costs. A label value that is not usable names no team.
+///
+/// # Errors
+/// Why not, for the message.
+pub fn usable_team(team: &str) -> Result<(), String> {
+    let t = team.trim();
+    if t.is_empty() {
+        return Err("the team name is empty".to_owned());
+    }
+    if t.starts_with('(') && t.ends_with(')') {
+        return Err(format!(
+            "`{t}`: names in parentheses are kept for the reports' own buckets"
+        ));
+    }
+    if t.chars().any(char::is_control) {
+        return Err("the team name holds a control character (a line break?)".to_owned());
+    }
+    Ok(())
+}
+
 fn date_ms(s: &str) -> Option<EpochMs> {
     if let Ok(t) = s.parse::<jiff::Timestamp>() {
         return Some(t.as_millisecond());
@@ -135,8 +157,12 @@ impl TeamMap {
             origin: origin.to_owned(),
             message,
         };
-        let file: File =
-            toml::from_str(text).map_err(|e| bad(format!("is not a valid team file: {e}")))?;
+        let file: File = toml::from_str(text).map_err(|e| {
+            bad(format!(
+                "is not a valid team file: {}",
+                gpuwise_catalog::toml_message(&e, text)
+            ))
+        })?;
         let table = |t: toml::Table,
                      kind: &str|
          -> Result<Vec<(glob::Pattern, String)>, TeamsError> {
@@ -146,6 +172,7 @@ impl TeamMap {
                         .as_str()
                         .ok_or_else(|| bad(format!("[{kind}] `{k}`: the team must be a string")))?
                         .to_owned();
+                    usable_team(&team).map_err(|why| bad(format!("[{kind}] `{k}`: {why}")))?;
                     let pat =
                         glob::Pattern::new(&k).map_err(|e| bad(format!("[{kind}] `{k}`: {e}")))?;
                     Ok((pat, team))
@@ -162,6 +189,7 @@ impl TeamMap {
         let mut assign = Vec::with_capacity(file.assign.len());
         for (i, a) in file.assign.into_iter().enumerate() {
             let n = i + 1;
+            usable_team(&a.team).map_err(|why| bad(format!("[[assign]] #{n}: {why}")))?;
             if a.host.is_none() && a.gpu.is_none() {
                 return Err(bad(format!(
                     "[[assign]] #{n} (team {}): name a host or a gpu",
@@ -237,7 +265,11 @@ impl TeamMap {
         find(&self.pods, info.label("pod"))
             .or_else(|| find(&self.containers, info.label("container")))
             .or_else(|| find(&self.namespaces, info.label("namespace")))
-            .or_else(|| self.labels.iter().find_map(|l| info.label(l)))
+            .or_else(|| {
+                self.labels
+                    .iter()
+                    .find_map(|l| info.label(l).filter(|v| usable_team(v).is_ok()))
+            })
             .or_else(|| find(&self.hosts, Some(&key.host)))
     }
 
@@ -336,5 +368,23 @@ mod tests {
                 .contains("#1 from `soon`")
         );
         assert!(err("[[assign]]\nteam = \"a\"\nhost = \"h\"\nfrom = \"2026-02-01\"\nuntil = \"2026-01-01\"\n").contains("until is not after from"));
+        // Names that would vanish or merge: blank, the untagged bucket, a forged line.
+        assert_eq!(
+            err("[[assign]]\nteam = \"\"\nhost = \"h\"\n"),
+            "`t.toml` [[assign]] #1: the team name is empty"
+        );
+        assert!(err("[hosts]\n\"gpu-*\" = \"(untagged)\"\n").contains(
+            "[hosts] `gpu-*`: `(untagged)`: names in parentheses are kept for the reports' own buckets"
+        ));
+        assert!(err("[pods]\n\"a\" = \"x\\ny\"\n").contains("control character"));
+        // A label whose value cannot name a team names none: the next rule decides.
+        let t = TeamMap::from_toml("labels = [\"team\"]\n[hosts]\n\"gpu-*\" = \"ops\"\n", "t")
+            .expect("valid");
+        let key = DeviceKey::new("gpu-1", "GPU-1");
+        assert_eq!(
+            t.owner(&key, &info(&[("team", "(untagged)")]), None),
+            Some("ops")
+        );
+        assert_eq!(t.owner(&key, &info(&[("team", "ml")]), None), Some("ml"));
     }
 }

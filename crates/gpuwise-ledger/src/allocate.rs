@@ -19,7 +19,8 @@
 //! ways, each charged by the same policy: *linear* (to date + the run rate over the month's
 //! hours with telemetry × the hours left) and
 //! *hour of week* (to date + for every hour left, the team's mean cost in that UTC hour of the
-//! week over the history, counting hours without use as zero).
+//! week over the history, counting hours without use as zero; an hour of the week the history
+//! has not reached yet costs the team's mean hour).
 
 use std::collections::BTreeMap;
 
@@ -635,9 +636,20 @@ fn forecast(l: &Ledger, policy: &Policy, as_of: EpochMs) -> Option<Forecast> {
         linear.insert(team.clone(), lin);
         let mut f = *s;
         if let Some(bins) = l.how.get(team) {
+            // An hour of the week not seen yet (two days of history know 48 of 168) costs the
+            // team's mean hour, not $0: a fleet that ran all along would otherwise be
+            // forecast at a fraction of its spend.
+            let mut all = Sums::default();
+            bins.iter().for_each(|b| all.add(b));
+            let seen_hours: f64 = seen.iter().sum();
             for (i, b) in bins.iter().enumerate() {
-                if seen[i] > 0.0 && left[i] > 0.0 {
+                if left[i] == 0.0 {
+                    continue;
+                }
+                if seen[i] > 0.0 {
                     f.add(&b.scaled(left[i] / seen[i]));
+                } else if seen_hours > 0.0 {
+                    f.add(&all.scaled(left[i] / seen_hours));
                 }
             }
         }

@@ -440,7 +440,10 @@ impl<'a> BillBuilder<'a> {
             r.region = row.region;
         }
         let mut tags = row.tags;
-        if let Some(t) = tags.remove(self.team_tag) {
+        // A tag value that cannot name a team (blank, or `(untagged)` itself) is no tag.
+        if let Some(t) = tags.remove(self.team_tag)
+            && gpuwise_core::teams::usable_team(&t).is_ok()
+        {
             r.team = Some(t);
         }
         let sku = row.sku_price_id.map(|id| {

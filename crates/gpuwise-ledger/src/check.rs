@@ -131,8 +131,12 @@ impl Policy {
             origin: origin.to_owned(),
             message,
         };
-        let p: Policy =
-            toml::from_str(text).map_err(|e| bad(format!("is not a valid policy file: {e}")))?;
+        let p: Policy = toml::from_str(text).map_err(|e| {
+            bad(format!(
+                "is not a valid policy file: {}",
+                gpuwise_catalog::toml_message(&e, text)
+            ))
+        })?;
         let check = |what: &str, v: f64, pct: bool| {
             if !v.is_finite() || v < 0.0 || (pct && v > 100.0) {
                 Err(bad(format!(

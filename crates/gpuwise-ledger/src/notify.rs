@@ -73,8 +73,14 @@ pub fn message(o: &Outcome, style: Style) -> Value {
         Style::Slack => {
             let head = headline(o);
             let mut text = head.clone();
-            for v in &o.violations {
-                text.push_str(&format!("\n• [{}] {}", v.rule, slack_escape(&v.message)));
+            for (i, v) in o.violations.iter().enumerate() {
+                let line = format!("\n• [{}] {}", v.rule, slack_escape(&v.message));
+                let more = format!("\n… and {} more", o.violations.len() - i);
+                if text.chars().count() + line.chars().count() + more.len() > MAX_TEXT_CHARS {
+                    text.push_str(&more);
+                    break;
+                }
+                text.push_str(&line);
             }
             let mut blocks = vec![json!({
                 "type": "header",
@@ -83,7 +89,7 @@ pub fn message(o: &Outcome, style: Style) -> Value {
             for v in o.violations.iter().take(MAX_VIOLATION_BLOCKS) {
                 blocks.push(json!({
                     "type": "section",
-                    "text": {"type": "mrkdwn", "text": format!("*{}* — {}", slack_escape(v.rule), slack_escape(&v.message))}
+                    "text": {"type": "mrkdwn", "text": clip(&format!("*{}* — {}", slack_escape(v.rule), slack_escape(&v.message)), MAX_SECTION_CHARS)}
                 }));
             }
             if o.violations.len() > MAX_VIOLATION_BLOCKS {
@@ -97,11 +103,31 @@ pub fn message(o: &Outcome, style: Style) -> Value {
     }
 }
 
-/// Slack's three control characters in mrkdwn (labels can be hostile).
+/// Slack's three control characters in mrkdwn (labels can be hostile), and line breaks and
+/// other control characters as spaces (a team named `a\n• [budget] forged` must not forge a
+/// violation line).
 fn slack_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+/// Slack shows at most 40,000 characters of a message's `text`; kept below with room to spare.
+const MAX_TEXT_CHARS: usize = 39_000;
+/// Slack's limit on a section block's text.
+const MAX_SECTION_CHARS: usize = 3_000;
+
+/// `s` cut to at most `max` characters, ending in `…` when cut.
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
 }
 
 #[cfg(test)]
@@ -147,6 +173,28 @@ mod tests {
         );
         let g = message(&outcome(1), Style::Generic);
         assert_eq!(g["schema"], "gpuwise.check/v1");
+        // 600 long violations (72,692 characters before) stay within Slack's 40,000, ending in
+        // how many were left out; a line break in a label cannot start a line of its own.
+        let mut many = outcome(600);
+        for v in &mut many.violations {
+            v.message = format!("team a\n• [budget] forged {}", "x".repeat(100));
+        }
+        let m = message(&many, Style::Slack);
+        let text = m["text"].as_str().expect("text");
+        assert!(text.chars().count() <= 40_000, "{}", text.len());
+        assert!(text.contains("more"), "{}", &text[text.len() - 40..]);
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("• [budget] forged"))
+                .count(),
+            0
+        );
+        let shown = text.lines().filter(|l| l.starts_with("• [budget]")).count();
+        assert!(
+            text.ends_with(&format!("… and {} more", 600 - shown)),
+            "{shown}"
+        );
+        assert_eq!(clip("abcdef", 4), "abc…");
         assert_eq!(headline(&outcome(0)), "gpuwise check: all 1 rule(s) pass");
     }
 }

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use serde::Deserialize;
 
 /// Keys of the config file; each mirrors a flag (of `report`, or of `allocate` and `check`).
@@ -71,8 +70,13 @@ impl Config {
             }
         };
         let text = fs_err::read_to_string(&path)?;
-        let mut c: Config = toml::from_str(&text)
-            .with_context(|| format!("`{}` is not a valid gpuwise config", path.display()))?;
+        let mut c: Config = toml::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "`{}` is not a valid gpuwise config: {}",
+                path.display(),
+                gpuwise_catalog::toml_message(&e, &text)
+            )
+        })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         for p in [
             &mut c.prices,

@@ -72,6 +72,33 @@ pub(crate) fn allocation(
         .now_ms
         .ok_or_else(|| anyhow!("no clock for the allocation"))?;
     let a = allocate::allocate(profiles, report, &s.teams, &policy, &counts, now);
+    if !policy.shared_teams.is_empty() {
+        let mut known = s.teams.named_teams();
+        known.extend(
+            a.months
+                .iter()
+                .flat_map(|m| m.teams.iter().map(|t| t.team.clone())),
+        );
+        let unknown: Vec<&String> = policy
+            .shared_teams
+            .iter()
+            .filter(|t| !known.contains(*t))
+            .collect();
+        anyhow::ensure!(
+            unknown.is_empty(),
+            "--shared-team {}: no team file or data knows it; the known teams are {}",
+            unknown
+                .iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if known.is_empty() {
+                "none (give --teams or --group-by)".to_owned()
+            } else {
+                known.into_iter().collect::<Vec<_>>().join(", ")
+            }
+        );
+    }
     for w in &a.warnings {
         printer::warn(w);
     }

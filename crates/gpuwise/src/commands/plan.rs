@@ -102,8 +102,12 @@ fn read_workload_file(
 ) -> anyhow::Result<()> {
     let origin = path.display().to_string();
     let text = fs_err::read_to_string(path)?;
-    let table: toml::Table =
-        toml::from_str(&text).with_context(|| format!("{origin}: not TOML"))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{origin}: not TOML: {}",
+            gpuwise_catalog::toml_message(&e, &text)
+        )
+    })?;
     for (key, value) in &table {
         let v = match value {
             toml::Value::String(s) => s.clone(),

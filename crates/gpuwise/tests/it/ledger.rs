@@ -596,6 +596,48 @@ fn allocation_books_each_device_hour_to_its_owner_at_that_hour() {
     assert!(how > 3.0 * mtd && how < 4.0 * mtd, "{how} vs {mtd}");
 }
 
+/// Two and a half days of an always-on GPU from the 1st: the hour-of-week forecast knows 60 of
+/// the week's 168 hours; the others cost the mean hour, so the month-end figure is the linear
+/// one (it counted them as $0: $6,587 against $17,786 on 2.5 days of a fleet, and a $10,000
+/// budget passed).
+#[test]
+fn the_hour_of_week_forecast_does_not_count_unseen_hours_as_free() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("gpu-1.csv");
+    let mut text = String::from(
+        "timestamp, name, pci.bus_id, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W]\n",
+    );
+    let start = jiff::Timestamp::from_second(1_793_491_200).expect("2026-11-01"); // 2026-11-01T00:00Z
+    for m in 0..60 * 60 {
+        let t = start + jiff::SignedDuration::from_mins(m);
+        text.push_str(&format!(
+            "{}, NVIDIA H100 80GB HBM3, 00000000:01:00.0, GPU-1, 80 %, 40000 MiB, 81559 MiB, 500.00 W\n",
+            t.strftime("%Y/%m/%d %H:%M:%S.000")
+        ));
+    }
+    std::fs::write(&log, text).expect("write");
+    let prices = dir.path().join("prices.toml");
+    std::fs::write(
+        &prices,
+        "[[rule]]\nusd_per_gpu_hour = 2.0\npricing = \"on-demand\"\n",
+    )
+    .expect("prices");
+    let a = json(&[
+        "allocate",
+        &log.display().to_string(),
+        "--prices",
+        &prices.display().to_string(),
+    ]);
+    let fleet = &a["forecast"]["fleet"];
+    let (lin, how) = (
+        f(&fleet["forecast_linear_usd"]),
+        f(&fleet["forecast_hour_of_week_usd"]),
+    );
+    // 720 hours of November at $2.
+    assert!(close(lin, 1440.0, 0.02), "{fleet}");
+    assert!(close(how, lin, 0.02), "{fleet}");
+}
+
 #[test]
 fn chargeback_moves_idle_and_shared_cost_and_keeps_the_total() {
     let fl = fleet();
@@ -621,6 +663,18 @@ fn chargeback_moves_idle_and_shared_cost_and_keeps_the_total() {
             .expect("teams")
             .clone()
     };
+    // A misspelt shared team is an error naming the known ones (it was accepted, moving nothing).
+    let mut typo = base.to_vec();
+    typo[9] = "notebook";
+    let o = run(&typo);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains(
+            "--shared-team `notebook`: no team file or data knows it; the known teams are"
+        ) && o.stderr.contains("notebooks"),
+        "{}",
+        o.stderr
+    );
     let prop = teams_of("proportional");
     let total_cost: f64 = prop.iter().map(|t| f(&t["cost_usd"])).sum();
     let total_charged: f64 = prop.iter().map(|t| f(&t["charged_usd"])).sum();
