@@ -24,6 +24,7 @@ pub mod diagnose;
 pub mod hist;
 pub mod price;
 pub mod profile;
+pub mod records;
 pub mod report;
 pub mod sample;
 pub mod settings;

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::io::BufRead;
 
-use gpuwise_sources::lines::{MAX_LINE, RecordLimit};
+use gpuwise_core::records::{MAX_LINE, RecordLimit};
 
 use gpuwise_core::sample::EpochMs;
 

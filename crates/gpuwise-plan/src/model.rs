@@ -99,6 +99,21 @@ pub enum ModelError {
     Params(String),
 }
 
+/// What is impossible about an attention shape, if anything.
+fn shape_error(hidden: u32, heads: u32, kv_heads: u32, head_dim: u32) -> Option<String> {
+    if hidden < heads {
+        return Some(format!(
+            "a hidden size of {hidden} with {heads} heads leaves no dimension per head"
+        ));
+    }
+    if kv_heads == 0 || kv_heads > heads {
+        return Some(format!(
+            "{kv_heads} key/value heads for {heads} attention heads (from 1 to {heads})"
+        ));
+    }
+    (head_dim == 0).then(|| "`head_dim` must be positive".to_owned())
+}
+
 impl Model {
     /// Every built-in preset, in file order.
     ///
@@ -169,15 +184,24 @@ impl Model {
             .get("text_config")
             .and_then(serde_json::Value::as_object)
             .unwrap_or(obj);
-        let int = |keys: &[&str]| -> Option<u32> {
-            keys.iter().find_map(|k| {
-                obj.get(*k)
-                    .and_then(serde_json::Value::as_u64)
-                    .and_then(|n| u32::try_from(n).ok())
-            })
+        // A field that is there must be a whole number that fits: an oversized `vocab_size`
+        // read as "absent" left the embeddings out without a word.
+        let int = |keys: &[&str]| -> Result<Option<u32>, ModelError> {
+            keys.iter()
+                .find_map(|k| obj.get(*k).filter(|v| !v.is_null()).map(|v| (k, v)))
+                .map(|(k, v)| {
+                    v.as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| {
+                            err(format!(
+                                "`{k}` = {v} is not a whole number from 0 to 4294967295"
+                            ))
+                        })
+                })
+                .transpose()
         };
         let need = |keys: &[&str]| {
-            int(keys).ok_or_else(|| err(format!("no `{}` (a positive integer)", keys[0])))
+            int(keys)?.ok_or_else(|| err(format!("no `{}` (a positive integer)", keys[0])))
         };
         let mut assumptions = Vec::new();
         let layers = need(&["num_hidden_layers", "n_layer", "n_layers", "num_layers"])?;
@@ -188,7 +212,7 @@ impl Model {
                 "layers, hidden size and heads must be positive".to_owned()
             ));
         }
-        let kv_heads = int(&["num_key_value_heads", "n_kv_heads", "num_kv_heads"])
+        let kv_heads = int(&["num_key_value_heads", "n_kv_heads", "num_kv_heads"])?
             .or_else(|| {
                 obj.get("multi_query")
                     .and_then(serde_json::Value::as_bool)
@@ -196,8 +220,9 @@ impl Model {
                     .map(|_| 1)
             })
             .unwrap_or(heads);
-        let head_dim = int(&["head_dim"]).unwrap_or(hidden / heads);
-        let ffn = match int(&["intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"]) {
+        let head_dim = int(&["head_dim"])?.unwrap_or(hidden / heads);
+        shape_error(hidden, heads, kv_heads, head_dim).map_or(Ok(()), |why| Err(err(why)))?;
+        let ffn = match int(&["intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"])? {
             Some(f) => f,
             None => ffn_from_ratio(obj, hidden, &mut assumptions),
         };
@@ -212,12 +237,12 @@ impl Model {
             .and_then(serde_json::Value::as_str)
             .unwrap_or("");
         let gated = gated_ffn(model_type, act);
-        let vocab = int(&["vocab_size", "padded_vocab_size"]).unwrap_or(0);
+        let vocab = int(&["vocab_size", "padded_vocab_size"])?.unwrap_or(0);
         if vocab == 0 {
             assumptions.push("no vocab_size: embedding and output terms left out".to_owned());
         }
-        let experts = int(&["num_local_experts", "num_experts", "n_routed_experts"]).unwrap_or(1);
-        let active = int(&["num_experts_per_tok", "moe_top_k"]).unwrap_or(1);
+        let experts = int(&["num_local_experts", "num_experts", "n_routed_experts"])?.unwrap_or(1);
+        let active = int(&["num_experts_per_tok", "moe_top_k"])?.unwrap_or(1);
         let tied = obj
             .get("tie_word_embeddings")
             .and_then(serde_json::Value::as_bool)
@@ -238,7 +263,7 @@ impl Model {
                 FfnKind::Plain
             },
             vocab,
-            max_context: int(&["max_position_embeddings", "n_positions", "max_seq_len"]),
+            max_context: int(&["max_position_embeddings", "n_positions", "max_seq_len"])?,
             experts: experts.max(1),
             active_experts: active.clamp(1, experts.max(1)),
             tied_embeddings: tied,
@@ -525,5 +550,38 @@ mod tests {
         );
         assert!(!m.assumptions.is_empty());
         assert!(Model::from_params("0").is_err());
+    }
+
+    /// A config whose numbers cannot be a model is an error naming the field, never a model
+    /// with the embeddings quietly left out (an oversized `vocab_size` read as absent) or
+    /// with no dimension per head.
+    #[test]
+    fn impossible_hf_configs_are_errors() {
+        let base = r#""num_hidden_layers": 32, "num_attention_heads": 32"#;
+        let err = |extra: &str| {
+            Model::from_hf_config(&format!("{{{base}, {extra}}}"), "c.json")
+                .expect_err("impossible")
+                .to_string()
+        };
+        assert!(
+            err(r#""hidden_size": 4096, "vocab_size": 99999999999"#)
+                .contains("`vocab_size` = 99999999999 is not a whole number")
+        );
+        assert!(
+            err(r#""hidden_size": 4096, "head_dim": 0"#).contains("`head_dim` must be positive")
+        );
+        assert!(err(r#""hidden_size": 1"#).contains("a hidden size of 1 with 32 heads"));
+        assert!(
+            err(r#""hidden_size": 4096, "num_key_value_heads": 64"#)
+                .contains("64 key/value heads for 32")
+        );
+        assert!(err(r#""hidden_size": 4096, "vocab_size": -5"#).contains("`vocab_size` = -5"));
+        assert!(
+            Model::from_hf_config(
+                &format!("{{{base}, \"hidden_size\": 4096, \"vocab_size\": null}}"),
+                "c.json"
+            )
+            .is_ok()
+        );
     }
 }

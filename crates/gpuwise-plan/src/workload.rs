@@ -445,6 +445,18 @@ fn uint(key: &str, v: &str) -> Result<u32, WorkloadError> {
     Ok(x as u32)
 }
 
+/// A count that cannot be zero (`batch=0`, `tp=0` were taken as 1 without a word).
+fn positive(key: &str, v: &str) -> Result<u32, WorkloadError> {
+    match uint(key, v)? {
+        0 => Err(WorkloadError::Value {
+            key: key.to_owned(),
+            given: v.to_owned(),
+            expected: "a whole number from 1",
+        }),
+        n => Ok(n),
+    }
+}
+
 fn float(key: &str, v: &str) -> Result<f64, WorkloadError> {
     crate::model::parse_count(v).ok_or_else(|| WorkloadError::Value {
         key: key.to_owned(),
@@ -502,9 +514,9 @@ impl Workload {
             "mode" => self.mode = Mode::parse(v)?,
             "precision" => self.precision = Some(Precision::parse(v)?),
             "kv_precision" => self.kv_precision = Some(Precision::parse(v)?),
-            "group_size" => self.group_size = Some(uint(key, v)?.max(1)),
+            "group_size" => self.group_size = Some(positive(key, v)?),
             "optimizer" => self.optimizer = Optimizer::parse(v)?,
-            "batch" => self.batch = Some(uint(key, v)?.max(1)),
+            "batch" => self.batch = Some(positive(key, v)?),
             "ga" => self.ga = Some(uint(key, v)?),
             "global_batch" => self.global_batch = Some(uint(key, v)?),
             "seq" => self.seq = Some(uint(key, v)?),
@@ -539,12 +551,12 @@ impl Workload {
                     self.zero = 3;
                 }
             }
-            "tp" => self.tp = uint(key, v)?.max(1),
-            "pp" => self.pp = uint(key, v)?.max(1),
-            "cp" => self.cp = uint(key, v)?.max(1),
-            "dp" => self.dp = Some(uint(key, v)?.max(1)),
-            "gpus" => self.gpus = Some(uint(key, v)?.max(1)),
-            "lora_rank" => self.lora_rank = uint(key, v)?.max(1),
+            "tp" => self.tp = positive(key, v)?,
+            "pp" => self.pp = positive(key, v)?,
+            "cp" => self.cp = positive(key, v)?,
+            "dp" => self.dp = Some(positive(key, v)?),
+            "gpus" => self.gpus = Some(positive(key, v)?),
+            "lora_rank" => self.lora_rank = positive(key, v)?,
             "framework" => self.framework = Some(v.to_ascii_lowercase()),
             "train_tokens" => self.train_tokens = Some(float(key, v)?),
             "scenario" => self.scenario = Some(v.to_ascii_lowercase()),

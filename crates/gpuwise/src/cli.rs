@@ -300,7 +300,7 @@ pub(crate) struct ServeSimArgs {
     #[arg(long, value_name = "NAME[,NAME…]", help_heading = "Service")]
     pub gpu: String,
     /// Price of one GPU-hour, USD [default: the catalog's, in --cloud/--region/--pricing].
-    #[arg(long, value_name = "USD", help_heading = "Service")]
+    #[arg(value_parser = usd, long, value_name = "USD", help_heading = "Service")]
     pub price: Option<f64>,
     /// Cloud of the catalog price.
     #[arg(long, help_heading = "Service")]
@@ -342,7 +342,7 @@ pub(crate) struct ServeSimArgs {
     #[arg(long, value_name = "FILE", requires = "spot", help_heading = "Scaling")]
     pub spot_trace: Option<PathBuf>,
     /// Spot price of one GPU-hour, USD [default: the catalog's spot price].
-    #[arg(long, value_name = "USD", help_heading = "Scaling")]
+    #[arg(value_parser = usd, long, value_name = "USD", help_heading = "Scaling")]
     pub spot_price: Option<f64>,
     /// Seconds per tick of a CSV spot trace.
     #[arg(long, default_value = "10m", help_heading = "Scaling")]
@@ -399,10 +399,11 @@ pub(crate) struct CommitArgs {
     #[arg(long, value_name = "NAME", help_heading = "Commitment")]
     pub gpu: Option<String>,
     /// On-demand $ per GPU-hour (instead of --gpu).
-    #[arg(long, value_name = "USD", help_heading = "Commitment")]
+    #[arg(value_parser = usd, long, value_name = "USD", help_heading = "Commitment")]
     pub on_demand_price: Option<f64>,
     /// 1-year commitment $ per GPU-hour.
     #[arg(
+        value_parser = usd,
         long = "commit-1y-price",
         value_name = "USD",
         help_heading = "Commitment"
@@ -410,13 +411,14 @@ pub(crate) struct CommitArgs {
     pub commit_1y_price: Option<f64>,
     /// 3-year commitment $ per GPU-hour.
     #[arg(
+        value_parser = usd,
         long = "commit-3y-price",
         value_name = "USD",
         help_heading = "Commitment"
     )]
     pub commit_3y_price: Option<f64>,
     /// Spot $ per GPU-hour, for interruptible demand.
-    #[arg(long, value_name = "USD", help_heading = "Commitment")]
+    #[arg(value_parser = usd, long, value_name = "USD", help_heading = "Commitment")]
     pub spot_price: Option<f64>,
     /// Devices with this label (key=value) are interruptible: on spot, never committed.
     #[arg(long, value_name = "KEY=VALUE", help_heading = "Commitment")]
@@ -536,10 +538,10 @@ pub(crate) struct SpotArgs {
     )]
     pub seed: u64,
     /// Spot $ per node-hour (with --on-demand-price; instead of --instance).
-    #[arg(long, value_name = "USD", help_heading = "Prices")]
+    #[arg(value_parser = usd, long, value_name = "USD", help_heading = "Prices")]
     pub spot_price: Option<f64>,
     /// On-demand $ per node-hour.
-    #[arg(long, value_name = "USD", help_heading = "Prices")]
+    #[arg(value_parser = usd, long, value_name = "USD", help_heading = "Prices")]
     pub on_demand_price: Option<f64>,
     /// Instance type whose catalog prices to use (one node = one instance).
     #[arg(long, value_name = "TYPE", help_heading = "Prices")]
@@ -1422,4 +1424,13 @@ pub(crate) struct ImportArgs {
 
 pub(crate) fn parse() -> Cli {
     Cli::parse()
+}
+
+/// A price flag: a finite number of dollars above zero (`NaN`, `inf` and `-1` parse as
+/// numbers and were taken).
+fn usd(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a price in USD above zero")),
+    }
 }

@@ -1003,10 +1003,11 @@ fn allocation_and_policy_settings_come_from_the_config_file_too() {
         "[idle]\nmax_share_pct = 100\n",
     )
     .expect("policy");
+    std::fs::write(dir.path().join("teams.toml"), "[hosts]\n\"*\" = \"ops\"\n").expect("teams");
     let cfg = dir.path().join("gpuwise.toml");
     std::fs::write(
         &cfg,
-        "allocation_mode = \"chargeback\"\nidle_policy = \"platform:infra\"\nshared_teams = [\"ops\"]\npolicy = \"policy.toml\"\n",
+        "allocation_mode = \"chargeback\"\nidle_policy = \"platform:infra\"\nshared_teams = [\"ops\"]\npolicy = \"policy.toml\"\nteams = \"teams.toml\"\n",
     )
     .expect("config");
     let c = cfg.display().to_string();

@@ -394,7 +394,7 @@ fn commit_refuses_what_it_cannot_price_or_read() {
         ),
         (
             vec!["--on-demand-price", "4", "--commit-1y-price=-2"],
-            "the 1-year price must be positive",
+            "`-2` is not a price in USD above zero",
         ),
         (
             vec!["--on-demand-price", "4", "--spot-share", "50"],

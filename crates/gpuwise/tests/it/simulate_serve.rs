@@ -348,6 +348,7 @@ fn a_candidate_that_does_not_fit_is_left_out_and_named() {
         ("--replicas", "1000000", "--replicas: at most 1024"),
         ("--max-batch", "0", "--max-batch: from 1 to 65536"),
         ("--tp", "0", "--tp: at least 1"),
+        ("--price", "NaN", "`NaN` is not a price in USD above zero"),
     ] {
         let o = with(&["--gpu", "L4", flag, value]);
         assert_eq!(o.code, 2, "{flag} {value}");

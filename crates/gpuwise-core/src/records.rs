@@ -1,0 +1,230 @@
+//! # CSV records of bounded size
+//!
+//! A `Read` adapter, generic over its source (it touches no file itself): the FOCUS bill reader
+//! and the generic telemetry CSV reader both put the `csv` crate behind it, so that no record,
+//! however the input is made, costs more than [`MAX_LINE`] bytes of memory.
+
+use std::io::{BufRead, Read};
+
+/// The longest line (or CSV record) any reader takes, in bytes. Longer ones are skipped and
+/// counted.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// Where a CSV reader is inside a record (RFC 4180, as the `csv` crate reads it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Csv {
+    FieldStart,
+    Unquoted,
+    InQuotes,
+    /// A `"` inside quotes: the next byte says whether it was escaped (`""`) or closing.
+    AfterQuote,
+}
+
+/// A `Read` over a `BufRead` that passes on CSV records of at most `max` bytes and replaces
+/// every longer one by its newlines alone (blank lines, which CSV readers skip, so line numbers
+/// stay right), remembering the line each dropped record started on.
+///
+/// A record ends at a newline outside quotes: a quoted cell spanning lines is one record, and an
+/// unclosed quote cannot make the reader behind this hold more than `max` bytes (one physical
+/// line bound would not do: a quote followed by endless short lines is one endless record).
+/// Hand-written because the `csv` crate grows its record buffer without a limit.
+pub struct RecordLimit<R> {
+    inner: R,
+    max: usize,
+    delimiter: u8,
+    record: Vec<u8>,
+    pos: usize,
+    /// Newlines of a dropped record still to hand on.
+    blank_lines: u64,
+    line_no: u64,
+    /// 1-based lines where the dropped records started.
+    pub dropped: Vec<u64>,
+}
+
+impl<R: BufRead> RecordLimit<R> {
+    /// Wrap `inner`, a CSV stream separated by `delimiter`.
+    pub fn new(inner: R, max: usize, delimiter: u8) -> Self {
+        Self {
+            inner,
+            max,
+            delimiter,
+            record: Vec::new(),
+            pos: 0,
+            blank_lines: 0,
+            line_no: 1,
+            dropped: Vec::new(),
+        }
+    }
+
+    /// Read the next record into `self.record` (or count its newlines when it is too long);
+    /// `false` at the end of the input.
+    fn next_record(&mut self) -> std::io::Result<bool> {
+        self.record.clear();
+        self.pos = 0;
+        let (start, mut newlines, mut too_long, mut any) = (self.line_no, 0u64, false, false);
+        let mut state = Csv::FieldStart;
+        loop {
+            let avail = match self.inner.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if avail.is_empty() {
+                break;
+            }
+            any = true;
+            let mut end = None;
+            let mut i = 0;
+            // Jump to the next byte that can change the state (memchr: a 1 GiB line of
+            // anything else is passed over at memory speed).
+            while i < avail.len() {
+                let next = if state == Csv::InQuotes {
+                    memchr::memchr2(b'"', b'\n', &avail[i..])
+                } else {
+                    memchr::memchr3(b'"', b'\n', self.delimiter, &avail[i..])
+                };
+                let Some(k) = next else {
+                    if state == Csv::FieldStart || state == Csv::AfterQuote {
+                        state = Csv::Unquoted;
+                    }
+                    break;
+                };
+                if k > 0 && state != Csv::InQuotes {
+                    state = Csv::Unquoted;
+                }
+                i += k;
+                let b = avail[i];
+                if b == b'\n' {
+                    newlines += 1;
+                }
+                state = match (state, b) {
+                    (Csv::FieldStart, b'"') => Csv::InQuotes,
+                    (Csv::InQuotes, b'"') => Csv::AfterQuote,
+                    (Csv::AfterQuote, b'"') | (Csv::InQuotes, _) => Csv::InQuotes,
+                    (_, b'\n') => {
+                        end = Some(i + 1);
+                        break;
+                    }
+                    (_, d) if d == self.delimiter => Csv::FieldStart,
+                    _ => Csv::Unquoted,
+                };
+                i += 1;
+            }
+            let take = end.unwrap_or(avail.len());
+            if !too_long {
+                if self.record.len() + take > self.max {
+                    too_long = true;
+                    self.record.clear();
+                } else {
+                    self.record.extend_from_slice(&avail[..take]);
+                }
+            }
+            self.inner.consume(take);
+            if end.is_some() {
+                break;
+            }
+        }
+        self.line_no += newlines;
+        if too_long {
+            self.dropped.push(start);
+            self.blank_lines = newlines.max(1);
+        }
+        Ok(any)
+    }
+}
+
+impl<R: BufRead> Read for RecordLimit<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.blank_lines == 0 && self.pos == self.record.len() {
+            if !self.next_record()? {
+                return Ok(0);
+            }
+        }
+        if self.blank_lines > 0 {
+            let n = out
+                .len()
+                .min(usize::try_from(self.blank_lines).unwrap_or(usize::MAX));
+            out[..n].fill(b'\n');
+            self.blank_lines -= n as u64;
+            return Ok(n);
+        }
+        let n = out.len().min(self.record.len() - self.pos);
+        out[..n].copy_from_slice(&self.record[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited(text: &[u8], max: usize) -> (String, Vec<u64>) {
+        let mut l = RecordLimit::new(std::io::BufReader::with_capacity(16, text), max, b',');
+        let mut out = String::new();
+        l.read_to_string(&mut out).expect("reads");
+        (out, l.dropped)
+    }
+
+    #[test]
+    fn record_limit_drops_long_records_whole() {
+        let mut text = b"a,b\n1,2\n".to_vec();
+        text.extend(std::iter::repeat_n(b'9', 3000));
+        text.extend_from_slice(b",3\n4,5\n");
+        assert_eq!(limited(&text, 1000), ("a,b\n1,2\n\n4,5\n".into(), vec![3]));
+    }
+
+    /// A quoted cell spanning lines is one record; an unclosed quote followed by endless short
+    /// lines is one record too long, its lines handed on blank; `""` and a quote inside an
+    /// unquoted cell do not open quotes.
+    #[test]
+    fn record_limit_reads_quotes_as_csv_does() {
+        let text = b"a,b\n\"x\ny\",\"say \"\"hi\"\"\"\n5 \"in,6\n7,8";
+        assert_eq!(
+            limited(text, 1000),
+            (String::from_utf8_lossy(text).into(), vec![])
+        );
+        let mut text = b"a,b\n1,\"open\n".to_vec();
+        for _ in 0..500 {
+            text.extend_from_slice(b"short line\n");
+        }
+        let (out, dropped) = limited(&text, 1000);
+        assert_eq!(dropped, vec![2]);
+        assert_eq!(out, format!("a,b\n{}", "\n".repeat(501)));
+        let (out, dropped) = limited(b"a,b\n1,2\n3,\"x\ny\"\n", 5);
+        assert_eq!((out.as_str(), dropped), ("a,b\n1,2\n\n\n", vec![3]));
+    }
+
+    proptest::proptest! {
+        /// Against the `csv` crate: with room for every record the stream passes unchanged;
+        /// with little room, what passes parses to records of the input, in order, and only
+        /// records that were dropped are missing.
+        #[test]
+        fn record_limit_keeps_what_csv_reads(
+            text in proptest::collection::vec(
+                proptest::sample::select(vec![b'a', b',', b'"', b'\n']), 0..200),
+            max in 1usize..40,
+        ) {
+            let records = |bytes: &[u8]| -> Vec<Vec<String>> {
+                csv::ReaderBuilder::new()
+                    .has_headers(false)
+                    .flexible(true)
+                    .from_reader(bytes)
+                    .records()
+                    .map_while(Result::ok)
+                    .map(|r| r.iter().map(str::to_owned).collect())
+                    .collect()
+            };
+            let (all, dropped) = limited(&text, usize::MAX);
+            proptest::prop_assert_eq!(all.as_bytes(), &text[..]);
+            proptest::prop_assert!(dropped.is_empty());
+            let (some, dropped) = limited(&text, max);
+            let (from, kept) = (records(&text), records(some.as_bytes()));
+            let mut rest = from.iter();
+            for r in &kept {
+                proptest::prop_assert!(rest.any(|f| f == r), "{:?} not in {:?}", r, from);
+            }
+            proptest::prop_assert!(kept.len() + dropped.len() >= from.len());
+        }
+    }
+}
