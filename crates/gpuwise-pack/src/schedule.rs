@@ -147,7 +147,8 @@ struct State<'a> {
     policy: Policy,
     free: Vec<Option<u32>>,
     running: Vec<Run>,
-    waiting: Vec<usize>,
+    /// In arrival order, which is submission order until a preempted job comes back.
+    waiting: std::collections::VecDeque<usize>,
     remaining: Vec<f64>,
     finished: Vec<Option<f64>>,
     assignments: Vec<Assignment>,
@@ -176,7 +177,11 @@ impl State<'_> {
             start: now,
             end: now + self.remaining[j],
         });
-        self.waiting.retain(|w| *w != j);
+        if self.waiting.front() == Some(&j) {
+            self.waiting.pop_front();
+        } else {
+            self.waiting.retain(|w| *w != j);
+        }
     }
 
     /// Close run `i` at `now` (finished, or stopped).
@@ -228,7 +233,7 @@ impl State<'_> {
     }
 
     fn waiting_order(&self) -> Vec<usize> {
-        let mut w = self.waiting.clone();
+        let mut w: Vec<usize> = self.waiting.iter().copied().collect();
         let jobs = self.jobs;
         let deadline = |j: usize| jobs[j].deadline_s.unwrap_or(f64::INFINITY);
         match self.policy {
@@ -259,6 +264,10 @@ impl State<'_> {
 
     /// Start what the policy starts at `now`.
     fn dispatch(&mut self, now: f64) {
+        if self.policy == Policy::Fifo {
+            self.dispatch_fifo(now);
+            return;
+        }
         let pools = self.pool_order();
         let order = self.waiting_order();
         let mut reservation: Option<(usize, f64, u32)> = None;
@@ -268,10 +277,8 @@ impl State<'_> {
         for j in order {
             let fits = pools.iter().copied().find(|p| self.room(j, *p));
             match self.policy {
-                Policy::Fifo => match fits {
-                    Some(p) => self.start(j, p, now),
-                    None => return,
-                },
+                // Handled by `dispatch_fifo` before this loop.
+                Policy::Fifo => return,
                 Policy::Edf => {
                     if let Some(p) = fits {
                         self.start(j, p, now);
@@ -288,6 +295,20 @@ impl State<'_> {
                     }
                 }
             }
+        }
+    }
+
+    /// FIFO: start jobs from the head of the queue until one fits nowhere. The queue is in
+    /// submission order already (arrivals come in that order and FIFO preempts nothing), so
+    /// this looks at the started jobs and one more, not the whole queue: an overloaded pool
+    /// with 100,000 jobs waiting took 15 s sorting and copying the queue at every event.
+    fn dispatch_fifo(&mut self, now: f64) {
+        let pools = self.pool_order();
+        while let Some(&j) = self.waiting.front() {
+            let Some(p) = pools.iter().copied().find(|p| self.room(j, *p)) else {
+                return;
+            };
+            self.start(j, p, now);
         }
     }
 
@@ -364,7 +385,7 @@ impl State<'_> {
             for i in take {
                 let r = self.stop(i, now);
                 self.remaining[r.job] -= now - r.start;
-                self.waiting.push(r.job);
+                self.waiting.push_back(r.job);
                 self.preemptions += 1;
             }
             self.start(j, p, now);
@@ -415,7 +436,7 @@ pub fn run(jobs: &[Job], pools: &[Pool], policy: Policy) -> Schedule {
         policy,
         free: pools.iter().map(|p| p.capacity).collect(),
         running: Vec::new(),
-        waiting: Vec::new(),
+        waiting: std::collections::VecDeque::new(),
         remaining: jobs.iter().map(|j| j.duration_s).collect(),
         finished: vec![None; jobs.len()],
         assignments: Vec::new(),
@@ -445,7 +466,7 @@ pub fn run(jobs: &[Job], pools: &[Pool], policy: Policy) -> Schedule {
         while let Some(&j) = arrivals.get(next).filter(|j| jobs[**j].submit_s <= now) {
             next += 1;
             if (0..pools.len()).any(|p| st.allowed(j, p)) {
-                st.waiting.push(j);
+                st.waiting.push_back(j);
             } else {
                 rejected += 1;
             }

@@ -296,7 +296,9 @@ mod tests {
                 .to_string()
         };
         assert_eq!(e(r#"{"data":[1]}"#), "b.json: has no metadata.gap_seconds");
-        assert!(e(r#"{"metadata":{"gap_seconds":-5},"data":[1]}"#).contains("positive"));
+        assert!(
+            e(r#"{"metadata":{"gap_seconds":-5},"data":[1]}"#).contains("seconds from 1 to 86400")
+        );
         assert!(e(r#"{"metadata":{"gap_seconds":5},"data":[1,-1]}"#).contains("data[1] = -1"));
     }
 
