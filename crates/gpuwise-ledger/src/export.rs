@@ -241,6 +241,8 @@ fn focus_row(
     v.insert("ContractedUnitPrice", format!("{contracted:.6}"));
     v.insert("x_ListPriceKnown", list.is_some().to_string());
     v.insert("BillingAccountId", "gpuwise".into());
+    // Not nullable in FOCUS 1.2: the kind of account these rows are charged to.
+    v.insert("BillingAccountType", "Internal allocation".into());
     v.insert("BillingCurrency", "USD".into());
     v.insert("BillingPeriodStart", ts(bp_start));
     v.insert("BillingPeriodEnd", ts(bp_end));

@@ -24,6 +24,13 @@ static ALLOCATOR: alloc::ErrorOnExhaustion = alloc::ErrorOnExhaustion;
 
 fn main() -> ExitCode {
     let args = cli::parse();
+    // A file-size limit (`ulimit -f`) sends SIGXFSZ, whose default kills the process without a
+    // word (a recorder died silently). Caught, the write fails with EFBIG instead, and that is
+    // reported like any failed write: the file named, exit 2.
+    let _ = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     // Start the worker threads now, so that a process that may not have them (a memory or
     // thread limit) is told so plainly instead of panicking at the first parallel step.
     if let Err(e) = rayon::ThreadPoolBuilder::new().build_global() {

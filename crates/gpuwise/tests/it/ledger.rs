@@ -751,6 +751,25 @@ fn the_focus_export_has_the_spec_columns_and_sums_to_the_allocation() {
         .collect();
     assert_eq!(&head[..spec.len()], &spec[..]);
     assert!(head[spec.len()..].iter().all(|h| h.starts_with("x_")));
+    // Every column the spec says allows no nulls has a value in every row
+    // (`BillingAccountType` was left empty).
+    let not_null: Vec<String> =
+        csv::Reader::from_path(shared.join("focus/focus_columns_v1.0_v1.1_v1.2.csv"))
+            .expect("columns")
+            .records()
+            .map(|r| r.expect("row"))
+            .filter(|r| &r[0] == "1.2" && &r[6] == "False")
+            .map(|r| r[2].to_owned())
+            .collect();
+    assert!(not_null.contains(&"BillingAccountType".to_owned()));
+    let mut check = csv::Reader::from_path(&out).expect("export");
+    for row in check.records() {
+        let row = row.expect("row");
+        for c in &not_null {
+            let i = head.iter().position(|h| h == c).expect("column");
+            assert!(!row[i].is_empty(), "{c} is null in {row:?}");
+        }
+    }
     // Read back by the FOCUS reader: every row, and the costs sum to the allocation's.
     let mut total = 0.0;
     let mut rows = 0;
