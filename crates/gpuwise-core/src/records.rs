@@ -22,7 +22,8 @@ enum Csv {
 
 /// A `Read` over a `BufRead` that passes on CSV records of at most `max` bytes and replaces
 /// every longer one by its newlines alone (blank lines, which CSV readers skip, so line numbers
-/// stay right), remembering the line each dropped record started on.
+/// stay right), remembering the line each dropped record started on. A first record (the
+/// header) that long is an error at once.
 ///
 /// A record ends at a newline outside quotes: a quoted cell spanning lines is one record, and an
 /// unclosed quote cannot make the reader behind this hold more than `max` bytes (one physical
@@ -113,6 +114,14 @@ impl<R: BufRead> RecordLimit<R> {
             let take = end.unwrap_or(avail.len());
             if !too_long {
                 if self.record.len() + take > self.max {
+                    if start == 1 {
+                        // A header this long is no header: stop here rather than read on
+                        // through what may be an endless stream (`--bill /dev/zero`).
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            format!("the header is longer than {} bytes; not CSV", self.max),
+                        ));
+                    }
                     too_long = true;
                     self.record.clear();
                 } else {
@@ -193,6 +202,14 @@ mod tests {
         assert_eq!(out, format!("a,b\n{}", "\n".repeat(501)));
         let (out, dropped) = limited(b"a,b\n1,2\n3,\"x\ny\"\n", 5);
         assert_eq!((out.as_str(), dropped), ("a,b\n1,2\n\n\n", vec![3]));
+        // A header over the bound is an error at once, even on an endless stream.
+        let mut l = RecordLimit::new(std::io::BufReader::new(std::io::repeat(b'x')), 1000, b',');
+        let mut out = String::new();
+        let err = l.read_to_string(&mut out).expect_err("no header");
+        assert_eq!(
+            err.to_string(),
+            "the header is longer than 1000 bytes; not CSV"
+        );
     }
 
     proptest::proptest! {
@@ -201,10 +218,12 @@ mod tests {
         /// records that were dropped are missing.
         #[test]
         fn record_limit_keeps_what_csv_reads(
-            text in proptest::collection::vec(
+            body in proptest::collection::vec(
                 proptest::sample::select(vec![b'a', b',', b'"', b'\n']), 0..200),
-            max in 1usize..40,
+            max in 2usize..40,
         ) {
+            // A header that fits (a longer one is an error, tested below).
+            let text = [b"h\n".as_slice(), &body].concat();
             let records = |bytes: &[u8]| -> Vec<Vec<String>> {
                 csv::ReaderBuilder::new()
                     .has_headers(false)

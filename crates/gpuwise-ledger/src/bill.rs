@@ -553,4 +553,45 @@ mod tests {
         assert!("tag:".parse::<JoinKey>().is_err());
         assert!("host".parse::<JoinKey>().is_err());
     }
+
+    /// The same row a hundred thousand times (a 10 MB gzip held 17.3 million and took 1.5 GB):
+    /// folded as it streams, the resource never holds more than the fold threshold of charges,
+    /// and the bill keeps one with the rest counted as duplicates.
+    #[test]
+    fn identical_rows_are_folded_as_they_stream() {
+        let catalog = Catalog::builtin();
+        let join = JoinKey::Id;
+        let mut b = BillBuilder::new(&catalog, &join, "team");
+        let row = BillRow {
+            line: 2,
+            charge_category: "Usage".into(),
+            currency: "USD".into(),
+            start_ms: 1_767_600_000_000,
+            end_ms: 1_767_603_600_000,
+            billed_cost: 32.77,
+            effective_cost: None,
+            list_cost: None,
+            quantity_hours: Some(1.0),
+            pricing_category: None,
+            resource_id: Some("i-1".into()),
+            resource_name: None,
+            resource_type: None,
+            service_category: None,
+            sku_price_id: Some("sku".into()),
+            instance_type: Some(("p4d.24xlarge".into(), "x_InstanceType")),
+            gpu_count: None,
+            region: None,
+            provider: None,
+            tags: BTreeMap::new(),
+            description: None,
+        };
+        for _ in 0..100_000 {
+            b.add(row.clone());
+            assert!(b.bill.resources["i-1"].charges.len() <= 1024);
+        }
+        let bill = b.finish().expect("one currency");
+        assert_eq!(bill.resources["i-1"].charges.len(), 1);
+        assert_eq!(bill.duplicates, 99_999);
+        assert_eq!(bill.gpu_rows, 100_000);
+    }
 }

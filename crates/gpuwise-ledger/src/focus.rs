@@ -165,12 +165,7 @@ pub enum FocusError {
         /// 1-based positions.
         second: usize,
     },
-    /// The header alone is longer than a record may be.
-    #[error("{origin}: line 1: the header is longer than {MAX_LINE} bytes; not a FOCUS bill")]
-    HeaderTooLong {
-        /// File.
-        origin: String,
-    },
+
     /// Columns every reading needs are absent.
     #[error("{origin}: not a FOCUS bill: missing column(s) {}", .missing.join(", "))]
     MissingColumns {
@@ -625,8 +620,8 @@ fn sniff_delimiter(head: &[u8]) -> u8 {
 ///
 /// # Errors
 /// [`FocusError::MissingColumns`] when the header lacks [`REQUIRED`] columns,
-/// [`FocusError::DuplicateColumn`] when it has one twice, [`FocusError::HeaderTooLong`],
-/// [`FocusError::Csv`] when the CSV itself is broken.
+/// [`FocusError::DuplicateColumn`] when it has one twice, [`FocusError::Csv`] when the CSV
+/// itself is broken (a header over [`MAX_LINE`] bytes included).
 pub fn read_csv(
     mut reader: impl BufRead,
     origin: &str,
@@ -649,11 +644,6 @@ pub fn read_csv(
         .iter()
         .map(str::to_owned)
         .collect();
-    if csv.get_ref().dropped.first() == Some(&1) {
-        return Err(FocusError::HeaderTooLong {
-            origin: origin.to_owned(),
-        });
-    }
     let (layout, version) = Layout::new(&header, origin)?;
     let mut tally = ReadTally {
         version,

@@ -381,6 +381,20 @@ fn implausible_bill_values_are_counted_skips_never_figures() {
     refused("duplicate-column.csv", |e| {
         e.contains("duplicate-column.csv: column BilledCost appears twice (columns 1 and 6)")
     });
+    // An endless stream is refused at once, not read forever (it aborted allocating).
+    let o = run(&[
+        "reconcile",
+        "--bill",
+        "/dev/zero",
+        &data("smi/two-gpus.csv"),
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("/dev/zero: line 1: the header is longer than 1048576 bytes"),
+        "{}",
+        o.stderr
+    );
     refused("all-skipped.csv", |e| {
         e.contains("all-skipped.csv: no bill row could be read; all 2 were skipped")
             && e.contains("bad_number, e.g. line 2")
