@@ -18,7 +18,14 @@ fn policy_rows(ps: &[PolicySummary]) -> Vec<Vec<String>> {
                 format!("{:.2}", p.on_demand_work_hours_mean),
                 format!("{:.2}", p.spot_billed_hours_mean),
                 format!("{:.2}", p.on_demand_billed_hours_mean),
-                opt(p.cost_usd_mean, usd),
+                // A mean over runs that did not all finish is not a cost to compare.
+                opt(p.cost_usd_mean, |c| {
+                    format!(
+                        "{}{}",
+                        usd(c),
+                        if p.deadline_met_share < 1.0 { "*" } else { "" }
+                    )
+                }),
                 opt(p.cost_usd_p95, usd),
                 opt(p.completion_hours_p50, |h| format!("{h:.1}")),
                 opt(p.completion_hours_p95, |h| format!("{h:.1}")),
@@ -132,6 +139,26 @@ fn sections(s: &Study) -> Vec<Section> {
         right: (1..12).collect(),
         rows: policy_rows(&s.policies),
     }];
+    let mut caveats = Vec::new();
+    if s.policies
+        .iter()
+        .any(|p| p.deadline_met_share < 1.0 && p.cost_usd_mean.is_some())
+    {
+        caveats.push("* not every run met the deadline (or finished): that mean includes runs cut off unfinished and is not a cost to compare with the others".to_owned());
+    }
+    for p in s.policies.iter().filter(|p| p.infeasible_runs > 0) {
+        caveats.push(format!(
+            "{}: {} of {} starts have no schedule that meets the deadline; they count as missed and are left out of its means",
+            p.policy_name(),
+            p.infeasible_runs,
+            p.runs
+        ));
+    }
+    if let Some(note) = out[0].note.as_mut().filter(|_| !caveats.is_empty()) {
+        note.push(' ');
+        note.push_str(&caveats.join(". "));
+        note.push('.');
+    }
     out.push(Section {
         title: "Traces".to_owned(),
         note: None,

@@ -84,6 +84,9 @@ pub struct Run {
     pub preemptions: u32,
     /// Progress lost to preemptions (seconds).
     pub lost_work_s: f64,
+    /// No schedule from this start meets the deadline (the offline optimum's verdict): the
+    /// run did not happen, and its zeros must not be averaged in.
+    pub infeasible: bool,
 }
 
 impl Run {
