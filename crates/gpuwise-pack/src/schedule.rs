@@ -105,6 +105,8 @@ pub struct Schedule {
     pub jobs: usize,
     /// Jobs no pool they may use can hold.
     pub rejected: usize,
+    /// Jobs with a deadline.
+    pub deadlines: usize,
     /// Jobs with a deadline that finished by it, of those feasible.
     pub deadline_met: usize,
     /// Jobs with a deadline they could meet starting at once (submission + duration ≤
@@ -549,6 +551,7 @@ fn summarize(st: &State<'_>, rejected: usize) -> Schedule {
         policy: st.policy,
         jobs: jobs.len(),
         rejected,
+        deadlines: jobs.iter().filter(|j| j.deadline_s.is_some()).count(),
         deadline_met: met,
         deadline_feasible: feasible.len(),
         mean_jct_h: (!jct.is_empty()).then(|| jct.iter().sum::<f64>() / jct.len() as f64),

@@ -32,7 +32,17 @@ fn sections(s: &Schedule) -> Vec<Section> {
             ],
             vec![
                 "deadlines met".into(),
-                format!("{} of {} feasible", s.deadline_met, s.deadline_feasible),
+                if s.deadlines > s.deadline_feasible {
+                    format!(
+                        "{} of {} feasible ({} of {} deadlines cannot be met even starting at once)",
+                        s.deadline_met,
+                        s.deadline_feasible,
+                        s.deadlines - s.deadline_feasible,
+                        s.deadlines
+                    )
+                } else {
+                    format!("{} of {} feasible", s.deadline_met, s.deadline_feasible)
+                },
             ],
             vec!["mean job completion time".into(), hours(s.mean_jct_h)],
             vec!["p95 job completion time".into(), hours(s.p95_jct_h)],

@@ -10,9 +10,9 @@
 //!   header; arrivals Poisson), turned into arrivals by [`from_rates`] with token counts drawn
 //!   from a trace.
 //!
-//! A row with a missing or negative token count, or an unreadable time, is skipped and
-//! counted; arrivals out of order are sorted and the count of rows that were out of place is
-//! reported.
+//! A row with a missing or negative token count, no input tokens, or an unreadable time, is
+//! skipped and counted; arrivals out of order are sorted and the count of rows that were out of
+//! place is reported. Arrivals spanning more than [`MAX_SPAN_S`] are an error.
 
 use std::collections::BTreeMap;
 
@@ -130,6 +130,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Traffic, TrafficError> {
             continue;
         };
         match (tokens(f.next()), tokens(f.next())) {
+            // A request without a prompt cannot be prefilled (vLLM refuses one); taken in, it
+            // held its batch slot forever with an infinite time to first token.
+            (Ok(0), Ok(_)) => *out.skipped.entry("no_input_tokens".into()).or_default() += 1,
             (Ok(input), Ok(output)) => raw.push(Request {
                 arrival_s: at,
                 input,
@@ -141,6 +144,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Traffic, TrafficError> {
     finish(&mut out, raw, origin)?;
     Ok(out)
 }
+
+/// The longest span of arrivals simulated (366 days): the engine steps through it.
+pub const MAX_SPAN_S: f64 = 366.0 * 86_400.0;
 
 /// Sort, count what was out of place, and start the clock at the first arrival.
 fn finish(out: &mut Traffic, mut raw: Vec<Request>, origin: &str) -> Result<(), TrafficError> {
@@ -156,6 +162,15 @@ fn finish(out: &mut Traffic, mut raw: Vec<Request>, origin: &str) -> Result<(), 
         .count() as u64;
     raw.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
     let t0 = raw[0].arrival_s;
+    let span = raw[raw.len() - 1].arrival_s - t0;
+    if span > MAX_SPAN_S {
+        return Err(bad(
+            origin,
+            format!(
+                "arrivals span {span:.0} s; at most {MAX_SPAN_S:.0} s (366 days) are simulated: is the time column in the unit the format says?"
+            ),
+        ));
+    }
     for r in &mut raw {
         r.arrival_s -= t0;
     }
@@ -354,5 +369,27 @@ mod tests {
         assert!((t.requests.len() as f64 / 1200.0 - 2.0 / 2.0).abs() < 0.15);
         let huge = "window_start_s,rate_rps_total,clients_active\n0,1000000,3\n";
         assert!(from_rates(huge, "h.csv", &lengths, 1, 1.0).is_err());
+    }
+
+    /// A request without input tokens is skipped and counted (it held its batch slot forever);
+    /// arrivals spanning more than a year are an error, not billions of engine steps.
+    #[test]
+    fn empty_prompts_and_endless_spans() {
+        let t = parse(
+            "arrival_s,input_tokens,output_tokens\n0,0,10\n1,5,10\n",
+            "g.csv",
+        )
+        .expect("reads");
+        assert_eq!(t.requests.len(), 1);
+        assert_eq!(t.skipped["no_input_tokens"], 1);
+        let err = parse(
+            "arrival_s,input_tokens,output_tokens\n0,5,10\n1e300,5,10\n",
+            "g.csv",
+        )
+        .expect_err("too long");
+        assert!(
+            err.to_string().contains("at most 31622400 s (366 days)"),
+            "{err}"
+        );
     }
 }

@@ -314,7 +314,7 @@ pub(crate) struct ServeSimArgs {
     /// Measured decode step times: CSV `batch,step_ms` (overrides the roofline's decode time).
     #[arg(long, value_name = "FILE", help_heading = "Service")]
     pub profile: Option<PathBuf>,
-    /// Replicas (a comma list is swept) [default: 1].
+    /// Replicas (a comma list is swept) [default: 1; with --sweep 1,2,4,8,16].
     #[arg(
         long,
         value_name = "N[,N…]",
@@ -347,7 +347,8 @@ pub(crate) struct ServeSimArgs {
     /// Seconds per tick of a CSV spot trace.
     #[arg(long, default_value = "10m", help_heading = "Scaling")]
     pub spot_tick: String,
-    /// Sequences per batch, 1 = no batching (a comma list is swept) [default: 64].
+    /// Sequences per batch, 1 = no batching (a comma list is swept) [default: 64; with --sweep
+    /// 16,64,256].
     #[arg(long, value_name = "N[,N…]", help_heading = "Batching")]
     pub max_batch: Option<String>,
     /// continuous (vLLM-style) or static.
@@ -366,7 +367,8 @@ pub(crate) struct ServeSimArgs {
     #[arg(long, value_name = "MS", help_heading = "Objective")]
     pub slo_tpot_ms: Option<f64>,
     /// Try every GPU × replicas (or autoscaling) × batch limit; choose the cheapest that meets
-    /// the SLO for ≥ 99 % of requests; show the cost–latency front.
+    /// the SLO for ≥ 99 % of requests; show the cost–latency front. Without lists it sweeps
+    /// replicas 1,2,4,8,16 × batch limits 16,64,256 on the GPUs given.
     #[arg(long, help_heading = "Objective")]
     pub sweep: bool,
     /// Output format: table, json, markdown, html.

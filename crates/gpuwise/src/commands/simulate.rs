@@ -115,19 +115,38 @@ pub(crate) fn one_gpu<'c>(
     }
 }
 
+/// The catalog's GPU-hour price of `gpu` in exactly the pricing asked, and in the cloud asked
+/// when one is: a simulator must not price spot as on demand, or one cloud at another's price,
+/// without a word (the catalog's lookup falls back; its quote says so, and this refuses it).
+pub(crate) fn exact_quote(
+    catalog: &Catalog,
+    gpu: &str,
+    cloud: Option<&str>,
+    region: Option<&str>,
+    pricing: Pricing,
+) -> Option<gpuwise_catalog::Quote> {
+    catalog
+        .gpu_hour_price(&gpuwise_catalog::PriceQuery {
+            gpu,
+            cloud,
+            region,
+            pricing,
+        })
+        .filter(|q| q.pricing == pricing && cloud.is_none_or(|c| q.cloud.eq_ignore_ascii_case(c)))
+}
+
 /// The catalog's spot and on-demand GPU-hour prices of `gpu` (one node = one GPU).
 fn gpu_prices(gpu: &str, args: &SpotArgs) -> anyhow::Result<Prices> {
     let catalog = Catalog::builtin();
     let spec = one_gpu(&catalog, gpu)?;
     let quote = |pricing: Pricing| {
-        catalog
-            .gpu_hour_price(&gpuwise_catalog::PriceQuery {
-                gpu: &spec.name,
-                cloud: args.cloud.as_deref(),
-                region: args.region.as_deref(),
-                pricing,
-            })
-            .filter(|q| q.pricing == pricing)
+        exact_quote(
+            &catalog,
+            &spec.name,
+            args.cloud.as_deref(),
+            args.region.as_deref(),
+            pricing,
+        )
     };
     let (Some(spot), Some(od)) = (quote(Pricing::Spot), quote(Pricing::OnDemand)) else {
         bail!(

@@ -161,7 +161,10 @@ fn autoscale(v: &str) -> anyhow::Result<(Scaling, Policy, f64)> {
         max <= MAX_REPLICAS && warm <= MAX_REPLICAS,
         "--autoscale: max and warm may be at most {MAX_REPLICAS}"
     );
-    anyhow::ensure!(interval > 0.0, "--autoscale: interval must be above zero");
+    anyhow::ensure!(
+        interval >= 1.0,
+        "--autoscale: interval must be at least 1s (the autoscaler looks at the load every interval)"
+    );
     anyhow::ensure!(period >= 3600.0, "--autoscale: period must be at least 1h");
     let scaling = Scaling::Autoscale {
         target,
@@ -244,6 +247,11 @@ fn setup(a: &ServeSimArgs, m: &Model, reqs: &[Request], max_batch: u32) -> anyho
     Ok(Setup::new(m, &w))
 }
 
+/// What `--sweep` tries where `--replicas` or `--max-batch` is not given.
+const SWEEP_REPLICAS: &str = "1,2,4,8,16";
+/// See [`SWEEP_REPLICAS`].
+const SWEEP_BATCHES: &str = "16,64,256";
+
 /// The most replicas one configuration simulates (each is a server stepped through the trace).
 const MAX_REPLICAS: u32 = 1024;
 /// The largest batch limit.
@@ -293,20 +301,26 @@ fn gpu_model(
                 Some(p) => Pricing::parse(p).map_err(|e| anyhow!("--pricing: {e}"))?,
                 None => Pricing::OnDemand,
             };
-            catalog
-                .gpu_hour_price(&gpuwise_catalog::PriceQuery {
-                    gpu: &spec.name,
-                    cloud: a.cloud.as_deref(),
-                    region: a.region.as_deref(),
-                    pricing,
-                })
-                .ok_or_else(|| {
-                    anyhow!(
-                        "the catalog has no price for {}: give --price USD",
-                        spec.name
-                    )
-                })?
-                .usd_per_gpu_hour
+            let q = super::simulate::exact_quote(
+                catalog,
+                &spec.name,
+                a.cloud.as_deref(),
+                a.region.as_deref(),
+                pricing,
+            )
+            .ok_or_else(|| {
+                anyhow!(
+                    "the catalog has no {} price for {}{}: give --price USD",
+                    pricing.as_str(),
+                    spec.name,
+                    a.cloud
+                        .as_deref()
+                        .map(|c| format!(" on {c}"))
+                        .unwrap_or_default()
+                )
+            })?;
+            printer::info(&format!("price: {}", q.describe()));
+            q.usd_per_gpu_hour
         }
     };
     let model = StepModel {
@@ -430,14 +444,20 @@ fn configs(
     reqs: &[Request],
     m: &Model,
 ) -> anyhow::Result<(Vec<Candidate>, Vec<String>)> {
-    let batches: Vec<u32> = list("max-batch", a.max_batch.as_deref(), "64")?;
+    // A sweep without lists sweeps a grid, not the one default configuration.
+    let (replicas, batch) = if a.sweep {
+        (SWEEP_REPLICAS, SWEEP_BATCHES)
+    } else {
+        ("1", "64")
+    };
+    let batches: Vec<u32> = list("max-batch", a.max_batch.as_deref(), batch)?;
     anyhow::ensure!(
         batches.iter().all(|b| (1..=MAX_BATCH).contains(b)),
         "--max-batch: from 1 to {MAX_BATCH}"
     );
     let largest = batches.iter().copied().max().unwrap_or(1);
     let scalings: Vec<(Scaling, Policy, f64)> = if a.autoscale.is_empty() {
-        list::<u32>("replicas", a.replicas.as_deref(), "1")?
+        list::<u32>("replicas", a.replicas.as_deref(), replicas)?
             .into_iter()
             .map(|r| {
                 anyhow::ensure!(r >= 1, "--replicas: at least 1 (or --autoscale with min=0)");

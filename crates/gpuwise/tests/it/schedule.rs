@@ -104,6 +104,11 @@ fn every_policy_on_an_itp_cluster_keeps_the_rules() {
         assert!((f(&r["cost_usd"]) - cost).abs() < 1e-6 * cost);
         assert!(f(&r["lower_bound_cost_usd"]) <= f(&r["cost_usd"]) + 1e-6);
         assert_eq!(r["deadline_feasible"], feasible, "{policy}");
+        assert_eq!(
+            r["deadlines"],
+            jobs.iter().filter(|j| j.1.3.is_some()).count(),
+            "{policy}"
+        );
         let met = last_end
             .iter()
             .filter(|(id, end)| {

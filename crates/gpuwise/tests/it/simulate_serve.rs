@@ -337,6 +337,29 @@ fn a_candidate_that_does_not_fit_is_left_out_and_named() {
             "{notes}"
         );
     }
+    // A sweep without lists sweeps the default grid (it ran the one default and failed).
+    let o = with(&[
+        "--gpu",
+        "L4,H100-SXM5-80GB",
+        "--sweep",
+        "--slo-ttft-ms",
+        "2000",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    assert_eq!(r["candidates"].as_array().map(Vec::len), Some(2 * 5 * 3));
+    // A price the catalog has only for another pricing or cloud is refused, as `simulate spot`
+    // does (it was taken silently: spot priced as on demand).
+    let o = with(&["--gpu", "L4", "--pricing", "spot", "--cloud", "aws"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("the catalog has no spot price for L4 on aws: give --price USD"),
+        "{}",
+        o.stderr
+    );
     let o = with(&["--gpu", "L4", "--max-batch", "20000"]);
     assert_eq!(o.code, 2);
     assert!(
