@@ -21,6 +21,7 @@
 
 pub mod demand;
 pub mod diagnose;
+pub mod duration;
 pub mod hist;
 pub mod price;
 pub mod profile;

@@ -301,7 +301,7 @@ fn settings(r: &Report, out: &mut Vec<Section>) {
         headers: vec!["", ""],
         right: vec![],
         rows: vec![
-            vec!["Idle".into(), format!("utilization < {}% for ≥ {} min; held when ≥ {} MiB used", s.idle_threshold_pct, s.min_idle_episode_min, s.held_idle_min_mib)],
+            vec!["Idle".into(), format!("utilization < {}% for ≥ {}; held when ≥ {} MiB used", s.idle_threshold_pct, gpuwise_core::duration::human((s.min_idle_episode_min * 60_000.0).round() as u64), s.held_idle_min_mib)],
             vec![
                 "Classes".into(),
                 format!(

@@ -18,28 +18,16 @@ pub enum Span {
 #[error("{0}")]
 pub struct BadWindow(pub String);
 
-/// `7d`, `36h`, `90m`, `2w`: a length of time in milliseconds.
+/// `7d`, `36h`, `90m`, `2w`, `1.5d`: a length of time in milliseconds, in the grammar every
+/// duration of gpuwise has ([`gpuwise_core::duration`]), longer than zero.
 pub fn parse_length(s: &str) -> Result<u64, BadWindow> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| BadWindow(format!("`{s}` is not a length of time (try 24h, 7d, 2w)")))?;
-    let unit_ms: u64 = match unit {
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        "w" => 7 * 86_400_000,
-        _ => {
-            return Err(BadWindow(format!(
-                "`{s}`: the unit must be m, h, d or w (try 24h, 7d, 2w)"
-            )));
-        }
-    };
-    match n.checked_mul(unit_ms) {
-        Some(ms) if ms > 0 => Ok(ms),
-        _ => Err(BadWindow(format!("`{s}` is not a usable length of time"))),
+    match gpuwise_core::duration::parse_ms(s) {
+        Ok(0) => Err(BadWindow(format!(
+            "`{}` is not a usable length of time",
+            s.trim()
+        ))),
+        Ok(ms) => Ok(ms),
+        Err(e) => Err(BadWindow(e.0)),
     }
 }
 
@@ -155,6 +143,10 @@ mod tests {
         assert_eq!(parse_length("7d"), Ok(7 * 86_400_000));
         assert_eq!(parse_length("90m"), Ok(90 * 60_000));
         assert!(parse_length("7").is_err());
+        // The CLI's grammar: fractions and weeks alike (`?last=1.5d` was refused here, `2w` by
+        // the CLI's --last).
+        assert_eq!(parse_length("1.5d"), Ok(36 * 3_600_000));
+        assert_eq!(parse_length("2w"), Ok(14 * 86_400_000));
         assert!(parse_length("0d").is_err());
         assert!(parse_length("99999999999999999w").is_err());
         assert_eq!(parse_time("1970-01-02", false), Ok(DAY));

@@ -485,14 +485,14 @@ pub(crate) struct SpotArgs {
         help_heading = "Traces"
     )]
     pub tick: String,
-    /// Hours of progress the job needs.
-    #[arg(long, value_name = "HOURS", help_heading = "Job")]
+    /// Hours of progress the job needs (a number of hours, or a duration: 2d).
+    #[arg(long, value_name = "HOURS", value_parser = hours, help_heading = "Job")]
     pub work_hours: f64,
     /// Instances the job runs on (spot needs that many available).
     #[arg(long, default_value_t = 1, value_name = "N", help_heading = "Job")]
     pub nodes: u32,
     /// Hours from the start by which the job must finish (none: spot policies wait for spot).
-    #[arg(long, value_name = "HOURS", help_heading = "Job")]
+    #[arg(long, value_name = "HOURS", value_parser = hours, help_heading = "Job")]
     pub deadline_hours: Option<f64>,
     /// Time lost at every launch before progress resumes.
     #[arg(
@@ -1435,4 +1435,16 @@ fn usd(s: &str) -> Result<f64, String> {
         Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
         _ => Err(format!("`{s}` is not a price in USD above zero")),
     }
+}
+
+/// A flag whose name says hours: a plain number is hours; a duration with its unit (`2d`,
+/// `90m`) is read as one (it was "invalid float literal").
+fn hours(s: &str) -> Result<f64, String> {
+    if let Ok(h) = s.trim().parse::<f64>() {
+        return Ok(h);
+    }
+    #[allow(clippy::cast_precision_loss)]
+    gpuwise_core::duration::parse_ms(s)
+        .map(|ms| ms as f64 / 3_600_000.0)
+        .map_err(|e| format!("{e}; or a number of hours"))
 }
