@@ -750,6 +750,8 @@ struct Notes {
     several_hosts: Vec<String>,
     unresolved: Vec<String>,
     future: u64,
+    /// Devices reporting more memory than their model has: two GPUs under one key.
+    memory_over_model: Vec<String>,
 }
 
 impl Notes {
@@ -815,6 +817,24 @@ impl Notes {
         }
         if opts.now_ms.is_some_and(|now| s.last_ts_ms > now + DAY_MS) {
             self.future += 1;
+        }
+        // More memory than the model has (5 % slack for how vendors count a GB): two GPUs
+        // whose captures share a masked UUID, merged into one device.
+        let seen = s
+            .mem_total_mib
+            .into_iter()
+            .chain(s.mem_used_peak_mib)
+            .fold(0.0, f64::max);
+        if let Some(spec) = priced.model.filter(|m| m.memory_gb > 0.0)
+            && seen > spec.memory_gb * 1024.0 * 1.05
+        {
+            self.memory_over_model.push(format!(
+                "`{}` reports {:.0} GiB, a {} has {:.0} GB",
+                p.key,
+                seen / 1024.0,
+                spec.name,
+                spec.memory_gb
+            ));
         }
     }
 
@@ -949,6 +969,23 @@ impl Notes {
                         .join("; ")
                 ),
                 self.several_hosts.len() as u64,
+            );
+        }
+        if !self.memory_over_model.is_empty() {
+            warn(
+                out,
+                "memory_exceeds_model",
+                format!(
+                    "{} device(s) report more memory than their GPU model has, so two GPUs are probably counted as one (captures whose masked UUIDs collide?): {}",
+                    self.memory_over_model.len(),
+                    self.memory_over_model
+                        .iter()
+                        .take(5)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+                self.memory_over_model.len() as u64,
             );
         }
         if !self.unresolved.is_empty() {

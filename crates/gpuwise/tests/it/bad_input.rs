@@ -422,3 +422,40 @@ fn a_memory_limit_is_an_error_never_an_abort() {
     }
     assert!(ran_out && passed, "ran out {ran_out}, passed {passed}");
 }
+
+/// Two GPUs whose captures share a masked UUID become one device; the tell is memory no GPU
+/// of that model has (140 GiB on an 80 GB H100). The report says so instead of counting one.
+#[test]
+fn a_device_with_more_memory_than_its_model_is_flagged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("merged.csv");
+    let mut text = String::from(
+        "timestamp, name, pci.bus_id, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n",
+    );
+    for m in 0..30 {
+        text.push_str(&format!(
+            "2026/01/05 10:{m:02}:00.000, NVIDIA H100 80GB HBM3, 00000000:01:00.0, GPU-XXXXXXXX, 50 %, 1000 MiB, 143360 MiB\n"
+        ));
+    }
+    std::fs::write(&log, text).expect("write");
+    let r = report_json(&[&log.display().to_string()]);
+    assert_eq!(skips(&r, "memory_exceeds_model"), 1, "{:?}", r["warnings"]);
+    assert!(
+        r["warnings"]
+            .to_string()
+            .contains("reports 140 GiB, a H100-SXM5-80GB has 80 GB"),
+        "{}",
+        r["warnings"]
+    );
+    // The same GPU with its own memory raises nothing.
+    let own = dir.path().join("own.csv");
+    std::fs::write(
+        &own,
+        std::fs::read_to_string(&log)
+            .expect("read")
+            .replace("143360", "81559"),
+    )
+    .expect("write");
+    let r = report_json(&[&own.display().to_string()]);
+    assert_eq!(skips(&r, "memory_exceeds_model"), 0, "{:?}", r["warnings"]);
+}
