@@ -106,6 +106,14 @@ pub enum ServeError {
     /// The token is empty.
     #[error("the token is empty")]
     EmptyToken,
+    /// The address cannot be listened on (taken, or not this machine's).
+    #[error("cannot listen on {addr}: {why}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// What the system said (not a `source`: the message says it once).
+        why: std::io::Error,
+    },
     /// The address cannot be bound, or the runtime cannot start.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -153,9 +161,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Entries kept in the window cache (each a report and its advice).
 const CACHE_ENTRIES: usize = 32;
 
-impl Server {
+/// A listener bound with its checked options, before any telemetry is read: a taken port or
+/// a missing token is said at once, not after minutes of reading the fleet.
+pub struct Bound {
+    listener: std::net::TcpListener,
+    opts: Options,
+}
+
+impl Bound {
     /// Check the options and bind the listener.
-    pub fn bind(opts: Options, telemetry: Telemetry) -> Result<Self, ServeError> {
+    pub fn new(opts: Options) -> Result<Self, ServeError> {
         match &opts.token {
             None if !opts.listen.ip().is_loopback() => {
                 return Err(ServeError::NeedsToken(opts.listen));
@@ -163,8 +178,29 @@ impl Server {
             Some(t) if t.is_empty() => return Err(ServeError::EmptyToken),
             _ => {}
         }
-        let listener = std::net::TcpListener::bind(opts.listen)?;
+        let listener =
+            std::net::TcpListener::bind(opts.listen).map_err(|why| ServeError::Bind {
+                addr: opts.listen,
+                why,
+            })?;
         listener.set_nonblocking(true)?;
+        Ok(Self { listener, opts })
+    }
+
+    /// The server, with what it serves.
+    #[must_use]
+    pub fn serve(self, telemetry: Telemetry) -> Server {
+        Server::with(self.listener, self.opts, telemetry)
+    }
+}
+
+impl Server {
+    /// Check the options and bind the listener ([`Bound::new`], then [`Bound::serve`]).
+    pub fn bind(opts: Options, telemetry: Telemetry) -> Result<Self, ServeError> {
+        Ok(Bound::new(opts)?.serve(telemetry))
+    }
+
+    fn with(listener: std::net::TcpListener, opts: Options, telemetry: Telemetry) -> Self {
         let source = match telemetry {
             Telemetry::Files { live, analyse } => Source::Files {
                 live: Box::new(RwLock::new(*live)),
@@ -188,7 +224,7 @@ impl Server {
             last_error: Mutex::new(None),
             session,
         });
-        Ok(Self { listener, state })
+        Self { listener, state }
     }
 
     /// The address bound (the port, when asked for port 0).

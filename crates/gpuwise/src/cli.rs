@@ -176,9 +176,10 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub alloc: AllocateOpts,
     /// Address to listen on, or a bare port (on 127.0.0.1); one not on loopback needs
-    /// --token-env [default: 127.0.0.1:8080].
+    /// --token-env [default: 127.0.0.1:8080]. `--port` is the same flag.
     #[arg(
         long,
+        visible_alias = "port",
         env = "GPUWISE_LISTEN",
         value_name = "ADDR|PORT",
         help_heading = "Server"

@@ -9,6 +9,9 @@ use serde::Deserialize;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Config {
+    /// The file this was read from (none: no file).
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
     pub tz: Option<String>,
     pub format: Option<String>,
     pub prices: Option<PathBuf>,
@@ -49,6 +52,30 @@ pub(crate) struct Config {
 }
 
 impl Config {
+    /// The flag's value, else the file's `key`, each with its origin.
+    pub(crate) fn pick<T>(
+        &self,
+        flag: &str,
+        given: Option<T>,
+        key: &str,
+        file: Option<T>,
+    ) -> Option<Picked<T>> {
+        match (given, file) {
+            (Some(value), _) => Some(Picked {
+                value,
+                origin: flag.to_owned(),
+            }),
+            (None, Some(value)) => Some(Picked {
+                value,
+                origin: match &self.path {
+                    Some(p) => format!("`{}` {key}", p.display()),
+                    None => key.to_owned(),
+                },
+            }),
+            (None, None) => None,
+        }
+    }
+
     /// Load `explicit`, else `./gpuwise.toml` when it exists, else nothing. Relative paths in
     /// the file are relative to the file.
     pub(crate) fn load(explicit: Option<&Path>) -> anyhow::Result<Self> {
@@ -77,6 +104,7 @@ impl Config {
                 gpuwise_catalog::toml_message(&e, &text)
             )
         })?;
+        c.path = Some(path.clone());
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         for p in [
             &mut c.prices,
@@ -94,6 +122,13 @@ impl Config {
         }
         Ok(c)
     }
+}
+
+/// A setting and where it came from, for messages: `--group-by`, or `` `gpuwise.toml` group_by``
+/// (a bad value in the file was reported as the flag's, without naming the file).
+pub(crate) struct Picked<T> {
+    pub value: T,
+    pub origin: String,
 }
 
 /// `--format`, else the config file's, else `table`.

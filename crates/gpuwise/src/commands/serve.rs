@@ -15,7 +15,7 @@ use gpuwise_ledger::allocate::{Policy as AllocationPolicy, UnitCounts};
 use gpuwise_ledger::check::{Budget, Policy};
 use gpuwise_render::dashboard::BudgetBurn;
 use gpuwise_render::{Format, RenderOptions};
-use gpuwise_server::{Analysis, BoxError, Live, Options, Server, Span, Telemetry};
+use gpuwise_server::{Analysis, Bound, BoxError, Live, Options, Span, Telemetry};
 
 use crate::cli::{AdviseOpts, PromArgs, ServeArgs};
 use crate::config::Config;
@@ -234,6 +234,8 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         !args.fleet.inputs.iter().any(|i| i == "-"),
         "serve reads files it can look at again; standard input (`-`) is read once: use `report`"
     );
+    // The port and the token first: a taken port is said before the fleet is read.
+    let bound = Bound::new(opts)?;
     let mut read = settings.read.clone();
     let (tile, retain) = tiles(args, &cfg)?;
     read.tile_ms = Some(tile);
@@ -284,7 +286,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             }),
         }
     };
-    let server = Server::bind(opts, telemetry)?;
+    let server = bound.serve(telemetry);
     printer::info(&format!(
         "serving http://{}/ (Ctrl-C stops)",
         server.local_addr()?

@@ -6,7 +6,7 @@ mod prom;
 
 pub(crate) use prom::build as prom_build;
 
-use anyhow::anyhow;
+use anyhow::{anyhow, bail};
 use gpuwise_advise::Hints;
 use gpuwise_catalog::Pricing;
 use gpuwise_core::price::{PriceBook, PriceContext};
@@ -50,13 +50,15 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
     let now = crate::clock::now_ms()?;
     let profile = profile_settings(a, cfg, now)?;
     let diagnose = diagnose_settings(a, cfg)?;
-    let group_by = GroupBy::parse(
-        a.group_by
-            .as_deref()
-            .or(cfg.group_by.as_deref())
-            .unwrap_or("host"),
-    )
-    .map_err(|e| anyhow!("--group-by: {e}"))?;
+    let group_by = match cfg.pick(
+        "--group-by",
+        a.group_by.as_deref(),
+        "group_by",
+        cfg.group_by.as_deref(),
+    ) {
+        Some(p) => GroupBy::parse(p.value).map_err(|e| anyhow!("{}: {e}", p.origin))?,
+        None => GroupBy::parse("host").map_err(|e| anyhow!("--group-by: {e}"))?,
+    };
     let prices = price_book(a, cfg)?;
     let teams = team_map(a, cfg, &group_by)?;
     Ok(Settings {
@@ -92,22 +94,43 @@ fn profile_settings(a: &AnalysisArgs, cfg: &Config, now: i64) -> anyhow::Result<
         latest_ms: latest_plausible(now),
         ..ProfileSettings::default()
     };
-    if let Some(v) = a.idle_threshold.or(cfg.idle_threshold_pct) {
+    if let Some(p) = cfg.pick(
+        "--idle-threshold",
+        a.idle_threshold,
+        "idle_threshold_pct",
+        cfg.idle_threshold_pct,
+    ) {
         anyhow::ensure!(
-            (0.0..=100.0).contains(&v),
-            "--idle-threshold must be within 0–100, got {v}"
+            (0.0..=100.0).contains(&p.value),
+            "{} must be within 0–100, got {}",
+            p.origin,
+            p.value
         );
-        profile.idle_threshold_pct = v;
+        profile.idle_threshold_pct = p.value;
     }
-    if let Some(v) = a.min_idle.as_deref().or(cfg.min_idle.as_deref()) {
+    if let Some(p) = cfg.pick(
+        "--min-idle",
+        a.min_idle.as_deref(),
+        "min_idle",
+        cfg.min_idle.as_deref(),
+    ) {
         profile.min_idle_episode_ms =
-            duration::parse_ms(v).map_err(|e| anyhow!("--min-idle: {e}"))?;
+            duration::parse_ms(p.value).map_err(|e| anyhow!("{}: {e}", p.origin))?;
     }
     if let Some(v) = a.held_idle_mib.or(cfg.held_idle_mib) {
         profile.held_idle_min_mib = v;
     }
-    if let Some(v) = a.max_gap.as_deref().or(cfg.max_gap.as_deref()) {
-        profile.max_gap_ms = duration::parse_positive_ms("max-gap", v).map_err(|e| anyhow!(e))?;
+    if let Some(p) = cfg.pick(
+        "--max-gap",
+        a.max_gap.as_deref(),
+        "max_gap",
+        cfg.max_gap.as_deref(),
+    ) {
+        profile.max_gap_ms = match duration::parse_ms(p.value) {
+            Ok(0) => bail!("{}: `{}` must be longer than zero", p.origin, p.value),
+            Ok(ms) => ms,
+            Err(e) => bail!("{}: {e}", p.origin),
+        };
     }
     Ok(profile)
 }
@@ -115,29 +138,43 @@ fn profile_settings(a: &AnalysisArgs, cfg: &Config, now: i64) -> anyhow::Result<
 /// The class thresholds, each within 0–100 and in order.
 fn diagnose_settings(a: &AnalysisArgs, cfg: &Config) -> anyhow::Result<DiagnoseSettings> {
     let mut diagnose = DiagnoseSettings::default();
-    for (flag, v, slot) in [
+    for (picked, slot) in [
         (
-            "--idle-share",
-            a.idle_share.or(cfg.idle_share_pct),
+            cfg.pick(
+                "--idle-share",
+                a.idle_share,
+                "idle_share_pct",
+                cfg.idle_share_pct,
+            ),
             &mut diagnose.idle_share_pct,
         ),
         (
-            "--underutilized-below",
-            a.underutilized_below.or(cfg.underutilized_below_pct),
+            cfg.pick(
+                "--underutilized-below",
+                a.underutilized_below,
+                "underutilized_below_pct",
+                cfg.underutilized_below_pct,
+            ),
             &mut diagnose.underutilized_below_pct,
         ),
         (
-            "--saturated-above",
-            a.saturated_above.or(cfg.saturated_above_pct),
+            cfg.pick(
+                "--saturated-above",
+                a.saturated_above,
+                "saturated_above_pct",
+                cfg.saturated_above_pct,
+            ),
             &mut diagnose.saturated_above_pct,
         ),
     ] {
-        if let Some(v) = v {
+        if let Some(p) = picked {
             anyhow::ensure!(
-                (0.0..=100.0).contains(&v),
-                "{flag} must be within 0–100, got {v}"
+                (0.0..=100.0).contains(&p.value),
+                "{} must be within 0–100, got {}",
+                p.origin,
+                p.value
             );
-            *slot = v;
+            *slot = p.value;
         }
     }
     anyhow::ensure!(
@@ -156,8 +193,13 @@ fn price_book(a: &AnalysisArgs, cfg: &Config) -> anyhow::Result<PriceBook> {
     source.instances = source.instances.or_else(|| cfg.instances.clone());
     source.overlay = source.overlay.or_else(|| cfg.overlay.clone());
     let catalog = crate::commands::catalog::load(&source)?;
-    let pricing = match a.pricing.as_deref().or(cfg.pricing.as_deref()) {
-        Some(p) => Some(Pricing::parse(p).map_err(|e| anyhow!("--pricing: {e}"))?),
+    let pricing = match cfg.pick(
+        "--pricing",
+        a.pricing.as_deref(),
+        "pricing",
+        cfg.pricing.as_deref(),
+    ) {
+        Some(p) => Some(Pricing::parse(p.value).map_err(|e| anyhow!("{}: {e}", p.origin))?),
         None => None,
     };
     let context = PriceContext {

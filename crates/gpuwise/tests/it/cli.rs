@@ -777,3 +777,44 @@ fn new_knobs_refuse_bad_values_by_name() {
         o.stderr
     );
 }
+
+/// A bad value in the config file is reported with the file and its key (it was reported as
+/// the flag, `--group-by: tem`, and the file was not named); the flag's own is the flag's.
+#[test]
+fn a_bad_setting_names_where_it_came_from() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("gpuwise.toml");
+    std::fs::write(&cfg, "group_by = \"tem\"\nmax_gap = \"5\"\n").expect("config");
+    let c = cfg.display().to_string();
+    let log = crate::common::data("smi/two-gpus.csv");
+    let o = run(&["report", &log, "--config", &c]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains(&format!("`{c}` max_gap: `5` has no unit")),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["report", &log, "--config", &c, "--max-gap", "5m"]);
+    assert!(
+        o.stderr
+            .contains(&format!("`{c}` group_by: `tem` is not one of")),
+        "{}",
+        o.stderr
+    );
+    let o = run(&[
+        "report",
+        &log,
+        "--config",
+        &c,
+        "--max-gap",
+        "5m",
+        "--group-by",
+        "tem",
+    ]);
+    assert!(
+        o.stderr.contains("error: --group-by: `tem`"),
+        "{}",
+        o.stderr
+    );
+}

@@ -415,6 +415,25 @@ fn a_listener_others_can_reach_needs_a_token() {
     let o = run(&["serve", &data, "--listen", "0.0.0.0:0"]);
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("not a loopback address"), "{}", o.stderr);
+    // A taken port is said at once, with its address, once, before the fleet is read
+    // (`--port` is `--listen`; it suggested --prometheus).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port().to_string();
+    let o = run(&["serve", &data, "--port", &port]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    let want = format!("error: cannot listen on 127.0.0.1:{port}: Address already in use");
+    assert!(o.stderr.contains(&want), "{}", o.stderr);
+    assert_eq!(
+        o.stderr.matches("Address already in use").count(),
+        1,
+        "{}",
+        o.stderr
+    );
+    assert!(
+        !o.stderr.contains("read "),
+        "the fleet was read first: {}",
+        o.stderr
+    );
     for (args, says) in [
         (
             vec!["--token-env", "GPUWISE_TEST_UNSET_TOKEN"],
