@@ -207,20 +207,48 @@ pub struct Suspect {
     pub reason: String,
 }
 
-/// Levenshtein distance (for "did you mean"; the names are short).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
+/// The names nearest to what was typed, for "did you mean": case, spaces and punctuation
+/// ignored, `o`/`0` and `l`/`1` taken as the same (`H1OO` is H100), and a name's start counted
+/// as the name (`h100` is near `H100-SXM5-80GB`, not `A10`). The closest ones (ties kept, at
+/// most five), when they are close; else the three least far.
+#[must_use]
+pub fn nearest_names<'a>(typed: &str, names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let fold = |s: &str| -> String {
+        s.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| match c.to_ascii_lowercase() {
+                'o' => '0',
+                'l' | 'i' => '1',
+                c => c,
+            })
+            .collect()
+    };
+    let want = fold(typed);
+    let n = want.chars().count();
+    let mut scored: Vec<(usize, &str)> = names
+        .into_iter()
+        .map(|name| {
+            let have = fold(name);
+            let head: String = have.chars().take(n).collect();
+            // In half steps: matching a name's start is half a step from matching it whole.
+            let d = (2 * strsim::levenshtein(&want, &have))
+                .min(2 * strsim::levenshtein(&want, &head) + usize::from(head != have));
+            (d, name)
+        })
+        .collect();
+    scored.sort_unstable();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    let best = scored.first().map_or(0, |s| s.0);
+    if best <= 2 * (n / 3).max(2) {
+        scored
+            .iter()
+            .take_while(|s| s.0 == best)
+            .take(5)
+            .map(|s| s.1)
+            .collect()
+    } else {
+        scored.iter().take(3).map(|s| s.1).collect()
     }
-    row[b.len()]
 }
 
 /// The highest price per GPU-hour taken as real: no GPU rents for more (in 2026 the dearest
@@ -908,15 +936,7 @@ impl Catalog {
                 return Ok(hits);
             }
         }
-        // Nearest by edit distance of the compacted names.
-        let want = compact(typed);
-        let mut near: Vec<(usize, &str)> = self
-            .gpus
-            .iter()
-            .map(|g| (edit_distance(&want, &compact(&g.name)), g.name.as_str()))
-            .collect();
-        near.sort_unstable();
-        let shown: Vec<&str> = near.iter().take(3).map(|(_, n)| *n).collect();
+        let shown = nearest_names(typed, self.gpus.iter().map(|g| g.name.as_str()));
         Err(format!(
             "`{typed}` is not a GPU in the catalog; did you mean {}?",
             shown.join(", ")
@@ -1407,6 +1427,30 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// "Did you mean" finds what was meant: a letter O for a zero, a dropped letter, a family
+    /// without its variant (`--gpu H1OO` suggested A10s; `--model lama-3-8b` listed all 25).
+    #[test]
+    fn nearest_names_find_what_was_meant() {
+        let gpus = [
+            "A10",
+            "A10G",
+            "A100-SXM4-80GB",
+            "H100-SXM5-80GB",
+            "H100-PCIE-80GB",
+            "L4",
+        ];
+        assert_eq!(
+            nearest_names("H1OO", gpus),
+            vec!["H100-PCIE-80GB", "H100-SXM5-80GB"]
+        );
+        assert_eq!(nearest_names("A1OO", gpus), vec!["A100-SXM4-80GB"]);
+        assert_eq!(
+            nearest_names("lama-3-8b", ["llama-3-8b", "llama-3-70b", "mistral-7b"]),
+            vec!["llama-3-8b"]
+        );
+        assert_eq!(nearest_names("zzzzzzzz", ["a", "b", "c", "d"]).len(), 3);
+    }
 
     #[test]
     fn builtin_parses_and_names_are_unique() {

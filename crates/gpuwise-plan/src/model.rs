@@ -79,12 +79,16 @@ struct Row {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ModelError {
     /// No preset of that name.
-    #[error("no built-in model `{name}` (known: {known})")]
+    #[error(
+        "no built-in model `{name}`; did you mean {near}? ({count} are built in: `plan models` lists them)"
+    )]
     Unknown {
         /// Asked name.
         name: String,
-        /// Preset names.
-        known: String,
+        /// The nearest preset names.
+        near: String,
+        /// Presets in all.
+        count: usize,
     },
     /// A config.json that does not describe a transformer we can size.
     #[error("{origin}: {message}")]
@@ -159,11 +163,9 @@ impl Model {
             .cloned()
             .ok_or_else(|| ModelError::Unknown {
                 name: name.to_owned(),
-                known: all
-                    .iter()
-                    .map(|m| m.name.as_str())
-                    .collect::<Vec<_>>()
+                near: gpuwise_catalog::nearest_names(name, all.iter().map(|m| m.name.as_str()))
                     .join(", "),
+                count: all.len(),
             })
     }
 

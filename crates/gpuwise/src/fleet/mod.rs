@@ -259,7 +259,7 @@ fn read_options(
             .collect::<Vec<_>>()
     });
     let start_ms = match read.start.as_deref() {
-        Some(s) => Some(start_instant(s, &zone)?),
+        Some(s) => Some(start_instant(s, &zone).map_err(|e| anyhow!("--start: {e}"))?),
         None => None,
     };
     let interval_ms = match read.interval.as_deref() {
@@ -306,6 +306,38 @@ fn sample_range(
         .then(|| (since.unwrap_or(i64::MIN), until.unwrap_or(i64::MAX))))
 }
 
+/// When `--since`/`--until` left nothing: the window asked for, and the span the data has
+/// (read again without the window; only on this error's path).
+fn window_note(inputs: &[Input], s: &Settings) -> String {
+    let Some((from, to)) = s.read.range else {
+        return String::new();
+    };
+    let time = |ms: i64| {
+        jiff::Timestamp::from_millisecond(ms).map_or_else(|_| "…".to_owned(), |t| t.to_string())
+    };
+    let asked = match (from, to) {
+        (i64::MIN, to) => format!("before {}", time(to)),
+        (from, i64::MAX) => format!("from {}", time(from)),
+        (from, to) => format!("from {} to {}", time(from), time(to)),
+    };
+    let mut all = s.read.clone();
+    all.range = None;
+    let span = gpuwise_sources::read_all(inputs, &all, &|_| {})
+        .ok()
+        .map(|i| i.profile.finish(&all.profile, &all.tz))
+        .and_then(|p| {
+            let first = p.iter().map(|d| d.stats.first_ts_ms).min()?;
+            let last = p.iter().map(|d| d.stats.last_ts_ms).max()?;
+            Some(format!(
+                "; the data runs from {} to {}",
+                time(first),
+                time(last)
+            ))
+        })
+        .unwrap_or_default();
+    format!(" {asked}{span}")
+}
+
 /// `--start`: RFC 3339, `YYYY-MM-DD[ HH:MM:SS]` in `zone`, or an epoch.
 fn start_instant(s: &str, zone: &jiff::tz::TimeZone) -> anyhow::Result<i64> {
     let mut clock = gpuwise_sources::time::LocalClock::new(zone.clone());
@@ -316,9 +348,7 @@ fn start_instant(s: &str, zone: &jiff::tz::TimeZone) -> anyhow::Result<i64> {
     };
     gpuwise_sources::time::parse_instant(&with_time, &mut clock)
         .map(|(ms, _)| ms)
-        .ok_or_else(|| {
-            anyhow!("--start `{s}` is not a time (RFC 3339, YYYY-MM-DD HH:MM:SS or epoch)")
-        })
+        .ok_or_else(|| anyhow!("`{s}` is not a time (RFC 3339, YYYY-MM-DD HH:MM:SS or epoch)"))
 }
 
 /// Read inputs and build the report; the profiles come back too (the advice reads them).
@@ -346,8 +376,9 @@ pub(crate) fn from_files(
             .map(|w| format!("{}: {}", w.kind, w.message))
             .collect();
         anyhow::bail!(
-            "no samples in {} input(s): nothing to report{}",
+            "no samples in {} input(s){}: nothing to report{}",
             inputs.len(),
+            window_note(&inputs, s),
             if why.is_empty() {
                 String::new()
             } else {

@@ -818,3 +818,24 @@ fn a_bad_setting_names_where_it_came_from() {
         o.stderr
     );
 }
+
+/// A window with no data says the window and the data's span (it said "no samples in 1
+/// input(s)"); a bad `--since` is reported as `--since` (it was "--since: --start …").
+#[test]
+fn an_empty_window_says_where_the_data_is() {
+    let log = data("smi/two-gpus.csv");
+    let o = run(&["report", &log, "--since", "2027-01-01"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no samples in 1 input(s) from 2027-01-01T00:00:00Z; the data runs from 2026-01-05T10:00:00Z to 2026-01-05T10:30:00Z"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["report", &log, "--since", "2026-13-01"]);
+    assert!(
+        o.stderr
+            .contains("error: --since: `2026-13-01` is not a time"),
+        "{}",
+        o.stderr
+    );
+}

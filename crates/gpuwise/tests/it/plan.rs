@@ -364,7 +364,9 @@ fn bad_input_gets_clear_errors() {
     let o = run(&["plan", "--model", "llama-9"]);
     assert_eq!(o.code, 2);
     assert!(
-        o.stderr.contains("no built-in model `llama-9` (known: "),
+        o.stderr
+            .contains("no built-in model `llama-9`; did you mean llama-")
+            && o.stderr.contains("25 are built in"),
         "{}",
         o.stderr
     );
