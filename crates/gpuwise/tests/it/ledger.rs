@@ -457,6 +457,58 @@ fn bills_in_other_tools_shapes_read_like_their_csv() {
     assert_eq!(r["rows"]["gpu_compute"], 1);
 }
 
+/// The README's example runs as printed: `generate --out fleet --gpus 16 --days 2 --interval 1m
+/// --format dcgm --bill bill.csv` writes about 115 MB, and `reconcile --bill bill.csv fleet` finds the three
+/// planted disagreements (one of each kind).
+#[test]
+fn the_readme_reconcile_example_runs_as_printed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = crate::common::run_in(
+        &[
+            "generate",
+            "--out",
+            "fleet",
+            "--gpus",
+            "16",
+            "--days",
+            "2",
+            "--interval",
+            "1m",
+            "--format",
+            "dcgm",
+            "--bill",
+            "bill.csv",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let bytes: u64 = std::fs::read_dir(dir.path().join("fleet"))
+        .expect("fleet")
+        .map(|e| e.expect("entry").metadata().expect("meta").len())
+        .sum();
+    let mb = bytes as f64 / 1e6;
+    assert!(
+        (110.0..120.0).contains(&mb),
+        "{mb} MB (the README says 115 MB)"
+    );
+    let o = crate::common::run_in(
+        &[
+            "reconcile",
+            "--bill",
+            "bill.csv",
+            "fleet",
+            "--format",
+            "json",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    for kind in ["unmonitored", "unbilled", "billed_not_reporting"] {
+        assert_eq!(r[kind].as_array().map(Vec::len), Some(1), "{kind}: {r}");
+    }
+}
+
 #[test]
 fn the_real_focus_sample_parses_and_its_gpu_rows_are_found() {
     let Some(shared) = shared() else { return };
