@@ -545,7 +545,14 @@ fn picks(options: &[PlanOption]) -> (Option<usize>, Option<usize>, Option<usize>
             .min_by(|a, b| f(a.1, b.1))
             .map(|(i, _)| i)
     };
-    let cheapest = idx(&|a, b| a.total_usd.total_cmp(&b.total_usd));
+    // A tie to the cent goes to the faster option (2 GPUs for 14 h and 8 for 3.5 h at the same
+    // $33.08: the second is the cheapest worth picking).
+    let cents = |o: &PlanOption| (o.total_usd * 100.0).round();
+    let cheapest = idx(&|a, b| {
+        cents(a)
+            .total_cmp(&cents(b))
+            .then(a.hours.total_cmp(&b.hours))
+    });
     let fastest = idx(&|a, b| {
         a.hours
             .total_cmp(&b.hours)

@@ -641,3 +641,36 @@ fn a10g_is_planned_on_a_stated_upper_bound() {
         v["skipped"]
     );
 }
+
+/// The cheapest pick breaks a tie to the cent toward the faster option (2 × H100 for 14 h was
+/// picked over 8 × H100 for 3.5 h at the same $33.08), and nothing within constraints is
+/// cheaper to the cent.
+#[test]
+fn a_cost_tie_goes_to_the_faster_option() {
+    let p = json(&[
+        "plan",
+        "--format",
+        "json",
+        "--model",
+        "llama-3-8b",
+        "--mode",
+        "train",
+        "--tokens",
+        "1e9",
+    ]);
+    let options = p["options"].as_array().expect("options");
+    let pick = &options[p["cheapest"].as_u64().expect("a pick") as usize];
+    let cents = |o: &serde_json::Value| (o["total_usd"].as_f64().expect("usd") * 100.0).round();
+    for o in options
+        .iter()
+        .filter(|o| o["violates"].as_array().is_none_or(Vec::is_empty))
+    {
+        assert!(cents(o) >= cents(pick), "{o} is cheaper than {pick}");
+        if cents(o) == cents(pick) {
+            assert!(
+                o["hours"].as_f64() >= pick["hours"].as_f64(),
+                "{o} ties and is faster"
+            );
+        }
+    }
+}
