@@ -291,6 +291,42 @@ pub fn burn(b: &Budget, a: &Allocation) -> Option<Vec<Burn>> {
     )
 }
 
+/// Of the teams `asked` for, those that neither the team file (`named`) nor the allocation's
+/// data knows, in words: "`a`, `b` that no team file or data knows; the known teams are …"
+/// (`None` when every one is known). A rule for a misspelt team would match nothing, silently.
+#[must_use]
+pub fn unknown_teams<'a>(
+    asked: impl IntoIterator<Item = &'a str>,
+    a: &Allocation,
+    named: &std::collections::BTreeSet<String>,
+) -> Option<String> {
+    let mut known = named.clone();
+    known.extend(
+        a.months
+            .iter()
+            .flat_map(|m| m.teams.iter().map(|t| t.team.clone())),
+    );
+    let unknown: Vec<&str> = asked.into_iter().filter(|t| !known.contains(*t)).collect();
+    if unknown.is_empty() {
+        return None;
+    }
+    let list = |v: Vec<&str>| {
+        v.iter()
+            .map(|t| format!("`{t}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "{} that no team file or data knows; the known teams are {}",
+        list(unknown),
+        if known.is_empty() {
+            "none (give --teams or --group-by)".to_owned()
+        } else {
+            list(known.iter().map(String::as_str).collect())
+        }
+    ))
+}
+
 /// The budget's teams that neither the team file (`named`) nor the data knows: a budget for a
 /// misspelt team would pass every month, matching nothing.
 ///
@@ -305,40 +341,13 @@ pub fn known_teams(
     let Some(b) = &policy.budget else {
         return Ok(());
     };
-    let mut known = named.clone();
-    known.extend(
-        a.months
-            .iter()
-            .flat_map(|m| m.teams.iter().map(|t| t.team.clone())),
-    );
-    let unknown: Vec<&str> = b
-        .monthly_usd
-        .keys()
-        .filter(|t| !known.contains(*t))
-        .map(String::as_str)
-        .collect();
-    if unknown.is_empty() {
-        return Ok(());
+    match unknown_teams(b.monthly_usd.keys().map(String::as_str), a, named) {
+        None => Ok(()),
+        Some(what) => Err(PolicyError {
+            origin: origin.to_owned(),
+            message: format!("[budget] monthly_usd names {what}"),
+        }),
     }
-    let list = |v: Vec<&str>| {
-        v.iter()
-            .map(|t| format!("`{t}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    Err(PolicyError {
-        origin: origin.to_owned(),
-        message: format!(
-            "[budget] monthly_usd names {} that no team file or data knows; the known teams \
-             are {}",
-            list(unknown),
-            if known.is_empty() {
-                "none (give --teams or --group-by)".to_owned()
-            } else {
-                list(known.iter().map(String::as_str).collect())
-            }
-        ),
-    })
 }
 
 /// A team's unpriced GPU-hours in the allocation's current month, if any.

@@ -416,7 +416,10 @@ mod tests {
         assert_eq!(s.checkpoint.sweep.len(), 24);
         // On demand costs 3 × (20 h + the changeover): never preempted, it writes none of the
         // checkpoints the interval was tuned for on spot (it was billed for them).
-        assert!(s.job.checkpoint_interval_minutes.is_some(), "auto picked one");
+        assert!(
+            s.job.checkpoint_interval_minutes.is_some(),
+            "auto picked one"
+        );
         let od = s.policies[0].cost_usd_mean.expect("priced");
         assert!((od - 3.0 * 20.1).abs() < 1e-6, "{od}");
     }

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::anyhow;
+use anyhow::{anyhow, bail};
 use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::Report;
 use gpuwise_ledger::allocate::{self, Allocation, Distribute, Mode, Policy, UnitCounts};
@@ -72,32 +72,12 @@ pub(crate) fn allocation(
         .now_ms
         .ok_or_else(|| anyhow!("no clock for the allocation"))?;
     let a = allocate::allocate(profiles, report, &s.teams, &policy, &counts, now);
-    if !policy.shared_teams.is_empty() {
-        let mut known = s.teams.named_teams();
-        known.extend(
-            a.months
-                .iter()
-                .flat_map(|m| m.teams.iter().map(|t| t.team.clone())),
-        );
-        let unknown: Vec<&String> = policy
-            .shared_teams
-            .iter()
-            .filter(|t| !known.contains(*t))
-            .collect();
-        anyhow::ensure!(
-            unknown.is_empty(),
-            "--shared-team {}: no team file or data knows it; the known teams are {}",
-            unknown
-                .iter()
-                .map(|t| format!("`{t}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            if known.is_empty() {
-                "none (give --teams or --group-by)".to_owned()
-            } else {
-                known.into_iter().collect::<Vec<_>>().join(", ")
-            }
-        );
+    if let Some(what) = gpuwise_ledger::check::unknown_teams(
+        policy.shared_teams.iter().map(String::as_str),
+        &a,
+        &s.teams.named_teams(),
+    ) {
+        bail!("--shared-team names {what}");
     }
     for w in &a.warnings {
         printer::warn(w);
