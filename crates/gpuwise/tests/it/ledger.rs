@@ -736,7 +736,7 @@ fn chargeback_moves_idle_and_shared_cost_and_keeps_the_total() {
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(
         o.stderr.contains(
-            "--shared-team `notebook`: no team file or data knows it; the known teams are"
+            "--shared-team names `notebook` that no team file or data knows; the known teams are"
         ) && o.stderr.contains("notebooks"),
         "{}",
         o.stderr
