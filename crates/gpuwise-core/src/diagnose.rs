@@ -5,8 +5,6 @@
 //! reason when the data cannot support a verdict (nvidia-smi data has no SM or DRAM activity,
 //! so it cannot tell memory-bound from compute-bound).
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 
 use crate::profile::{DeviceStats, HowBin};
@@ -392,31 +390,23 @@ pub fn describe(windows: &[IdleWindow]) -> Option<String> {
         }
         _ => {}
     }
-    let mut parts = Vec::new();
-    for w in windows {
-        let whole = w.start_hour == w.end_hour;
-        let part = match (w.days.as_str(), whole) {
-            ("every day", true) => "around the clock".to_owned(),
-            ("weekend", true) => "all weekend".to_owned(),
-            ("weekdays", true) => "all day on weekdays".to_owned(),
-            (days, false) => {
-                let mut s = format!("{:02}:00–{:02}:00", w.start_hour, w.end_hour);
-                let _ = write!(
-                    s,
-                    " {}",
-                    if days == "every day" {
-                        "every day".to_owned()
-                    } else {
-                        format!("on {days}")
-                    }
-                );
-                s
-            }
-            (days, true) => format!("all day {days}"),
-        };
-        parts.push(part);
-    }
+    let parts: Vec<String> = windows.iter().map(window_words).collect();
     Some(format!("idle {}", parts.join(" and ")))
+}
+
+/// One recurring window in words: `19:00–08:00 on weekdays`, `all weekend`, `around the
+/// clock` (a whole day is never `00:00–00:00`).
+#[must_use]
+pub fn window_words(w: &IdleWindow) -> String {
+    let whole = w.start_hour == w.end_hour;
+    match (w.days.as_str(), whole) {
+        ("every day", true) => "around the clock".to_owned(),
+        ("weekend", true) => "all weekend".to_owned(),
+        ("weekdays", true) => "all day on weekdays".to_owned(),
+        ("every day", false) => format!("{:02}:00–{:02}:00 every day", w.start_hour, w.end_hour),
+        (days, false) => format!("{:02}:00–{:02}:00 on {days}", w.start_hour, w.end_hour),
+        (days, true) => format!("all day {days}"),
+    }
 }
 
 #[cfg(test)]
@@ -548,5 +538,23 @@ mod tests {
         assert_eq!(describe(&w).as_deref(), Some("idle around the clock"));
         let (w, _) = idle_windows(&how(|_, _| false), 90.0);
         assert_eq!(describe(&w), None);
+    }
+
+    /// A whole day reads as words, never `00:00–00:00` (the dashboard printed "weekend
+    /// 00:00–00:00").
+    #[test]
+    fn windows_in_words() {
+        let w = |days: &str, start_hour: u8, end_hour: u8| IdleWindow {
+            days: days.into(),
+            start_hour,
+            end_hour,
+        };
+        assert_eq!(window_words(&w("weekend", 0, 0)), "all weekend");
+        assert_eq!(window_words(&w("every day", 0, 0)), "around the clock");
+        assert_eq!(
+            window_words(&w("weekdays", 19, 8)),
+            "19:00–08:00 on weekdays"
+        );
+        assert_eq!(window_words(&w("every day", 1, 5)), "01:00–05:00 every day");
     }
 }

@@ -532,10 +532,8 @@ pub fn device_page(device: &DeviceRow, profile: Option<&DeviceProfile>, view: &V
         for w in &device.idle_windows {
             let _ = write!(
                 h,
-                "<li>{} {:02}:00–{:02}:00</li>",
-                esc(&w.days),
-                w.start_hour,
-                w.end_hour
+                "<li>{}</li>",
+                esc(&gpuwise_core::diagnose::window_words(w))
             );
         }
         h.push_str("</ul>");

@@ -251,13 +251,24 @@ fn tables(h: &mut String, r: &Report, advice: Option<&Advice>) {
 fn headline(h: &mut String, r: &Report, advice: Option<&Advice>) {
     let f = &r.fleet;
     let text = match advice {
-        Some(a) if a.current_monthly_usd > 0.0 => format!(
-            "The combined plan saves {}/month of {}/month ({:.0} %) — {} actions below",
-            usd(a.total_monthly_savings_usd),
-            usd(a.current_monthly_usd),
-            100.0 * a.total_monthly_savings_usd / a.current_monthly_usd,
-            a.actions.iter().filter(|x| x.in_plan).count()
-        ),
+        Some(a) if a.current_monthly_usd > 0.0 => {
+            // The count is of the actions listed; those the plan leaves out are said apart
+            // ("47 actions below" stood over a list of 48).
+            let in_plan = a.actions.iter().filter(|x| x.in_plan).count();
+            let listed = a.actions.len();
+            format!(
+                "The combined plan saves {}/month of {}/month ({:.0} %) — {listed} action{} below{}",
+                usd(a.total_monthly_savings_usd),
+                usd(a.current_monthly_usd),
+                100.0 * a.total_monthly_savings_usd / a.current_monthly_usd,
+                if listed == 1 { "" } else { "s" },
+                if in_plan == listed {
+                    String::new()
+                } else {
+                    format!(", {in_plan} of them in the plan")
+                }
+            )
+        }
         _ => format!(
             "Idle GPU-hours cost {} of {}{}",
             crate::text::usd_or_unpriced(f.idle_cost_usd),

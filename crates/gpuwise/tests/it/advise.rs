@@ -63,6 +63,26 @@ fn generated(
     let o = run(&rargs);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let rep: serde_json::Value = serde_json::from_str(&o.stdout).expect("report JSON");
+    // The HTML report's headline counts the actions it lists ("47 actions below" stood over
+    // 48), and says how many of them the plan takes when that is fewer.
+    let html_args: Vec<&str> = rargs
+        .iter()
+        .map(|a| if *a == "json" { "html" } else { a })
+        .collect();
+    let html = run(&html_args).stdout;
+    let listed = advice["actions"].as_array().map_or(0, Vec::len);
+    let in_plan = advice["actions"]
+        .as_array()
+        .map_or(0, |v| v.iter().filter(|x| x["in_plan"] == true).count());
+    if listed > 1 {
+        assert!(
+            html.contains(&format!("— {listed} actions below")),
+            "{listed}"
+        );
+    }
+    if in_plan < listed {
+        assert!(html.contains(&format!(", {in_plan} of them in the plan")));
+    }
     (advice, truth, rep)
 }
 
