@@ -84,12 +84,18 @@ fn allocation_sections(a: &Allocation) -> Vec<Section> {
                 if m.complete { "" } else { " (to date)" },
                 usd(m.teams.iter().map(|t| t.charged_usd).sum())
             ),
-            note: (m.fleet.unpriced_gpu_hours > 0.0).then(|| {
-                format!(
-                    "{} GPU-hours of unpriced devices are counted in hours, not dollars.",
-                    hours(m.fleet.unpriced_gpu_hours)
-                )
-            }),
+            note: Some(format!(
+                "BUSY GPU-H weighs each hour by utilization; IDLE GPU-H counts the hours in idle \
+                 episodes: they measure different things and need not add up to GPU-H.{}",
+                if m.fleet.unpriced_gpu_hours > 0.0 {
+                    format!(
+                        " {} GPU-hours of unpriced devices are counted in hours, not dollars.",
+                        hours(m.fleet.unpriced_gpu_hours)
+                    )
+                } else {
+                    String::new()
+                }
+            )),
             headers: vec![
                 "TEAM",
                 "GPU-H",

@@ -22,7 +22,9 @@ pub(crate) fn render_sections(
         let mut t = Table::new();
         t.load_style(NOTHING)
             .set_content_arrangement(ContentArrangement::Dynamic);
-        if s.headers.iter().any(|h| !h.is_empty()) {
+        // No rows, no header: a section that found nothing says so in its title alone (every
+        // rule passing printed an empty RULE SUBJECT VALUE header).
+        if !s.rows.is_empty() && s.headers.iter().any(|h| !h.is_empty()) {
             t.set_header(s.headers.iter().map(|h| {
                 let c = Cell::new(h);
                 if opts.color {
