@@ -138,6 +138,11 @@ impl Setup {
     #[must_use]
     pub fn new(model: &Model, w: &Workload) -> Self {
         let mut assumptions = Vec::new();
+        if let Some(m) = &w.mode_given {
+            assumptions.push(format!(
+                "--mode {m} is full fine-tuning (every weight trained; --mode lora or qlora trains adapters)"
+            ));
+        }
         let precision = w.precision();
         if w.precision.is_none() {
             assumptions.push(format!(

@@ -308,6 +308,10 @@ impl Checkpointing {
 pub struct Workload {
     /// Mode.
     pub mode: Mode,
+    /// The mode as given when it is a synonym that needs saying (`finetune` is full
+    /// training, not adapters).
+    #[serde(skip)]
+    pub mode_given: Option<String>,
     /// Weight / arithmetic precision.
     pub precision: Option<Precision>,
     /// KV cache precision.
@@ -392,6 +396,7 @@ impl Default for Workload {
     fn default() -> Self {
         Self {
             mode: Mode::Infer,
+            mode_given: None,
             precision: None,
             kv_precision: None,
             group_size: None,
@@ -511,7 +516,10 @@ impl Workload {
     pub fn set(&mut self, key: &str, value: &str) -> Result<bool, WorkloadError> {
         let v = value.trim();
         match key {
-            "mode" => self.mode = Mode::parse(v)?,
+            "mode" => {
+                self.mode = Mode::parse(v)?;
+                self.mode_given = (v == "finetune").then(|| v.to_owned());
+            }
             "precision" => self.precision = Some(Precision::parse(v)?),
             "kv_precision" => self.kv_precision = Some(Precision::parse(v)?),
             "group_size" => self.group_size = Some(positive(key, v)?),

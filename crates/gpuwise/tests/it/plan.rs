@@ -674,3 +674,23 @@ fn a_cost_tie_goes_to_the_faster_option() {
         }
     }
 }
+
+/// `--mode finetune` is full training, and the plan says so (it did silently).
+#[test]
+fn finetune_says_what_it_means() {
+    let o = run(&[
+        "plan",
+        "--model",
+        "llama-3-8b",
+        "--mode",
+        "finetune",
+        "--tokens",
+        "1e8",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("--mode finetune is full fine-tuning (every weight trained; --mode lora or qlora trains adapters)"),
+        "{}",
+        o.stdout
+    );
+}
