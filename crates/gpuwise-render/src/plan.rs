@@ -111,7 +111,21 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
         ),
     ));
     out.push_str(&grid::render(&headers, &right, &rows[..shown], format));
-    for n in &plan.gpu_notes {
+    // A GPU's note where that GPU is shown (the options listed, or a pick), not on every plan.
+    let picked = [plan.cheapest, plan.balanced, plan.fastest]
+        .into_iter()
+        .flatten()
+        .filter_map(|i| plan.options.get(i).map(|o| o.gpu.as_str()));
+    let shown_gpus: std::collections::BTreeSet<&str> = rows[..shown]
+        .iter()
+        .filter_map(|r| r.get(1).map(String::as_str))
+        .chain(picked)
+        .collect();
+    for n in plan
+        .gpu_notes
+        .iter()
+        .filter(|n| shown_gpus.contains(n.gpu.as_str()))
+    {
         out.push_str(&format!("\nNote on {}: {}.\n", n.gpu, n.note));
     }
     left_out(plan, format, &mut out);
@@ -320,7 +334,13 @@ fn left_out(plan: &Plan, format: Format, out: &mut String) {
         }
         out.push_str(&format!("\nSkipped {} GPU(s):\n", plan.skipped.len()));
         for (reason, gpus) in by_reason {
-            out.push_str(&format!("  {}: {reason}\n", gpus.join(", ")));
+            // A long list of names is cut: the reasons are what matter (`--format json` has all).
+            let names = if gpus.len() > 6 {
+                format!("{} and {} more", gpus[..5].join(", "), gpus.len() - 5)
+            } else {
+                gpus.join(", ")
+            };
+            out.push_str(&format!("  {names}: {reason}\n"));
         }
     }
 }

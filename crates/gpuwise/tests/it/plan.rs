@@ -601,6 +601,17 @@ fn a10g_is_planned_on_a_stated_upper_bound() {
         o.stdout
     );
     assert!(!o.stdout.contains("Note on L4"), "{}", o.stdout);
+    // A plan that shows no A10G carries no note on it (every plan did), and a long list of
+    // skipped GPUs is cut to the reasons.
+    let o = run(&["plan", "--model", "llama-3-8b"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let shown = o.stdout.contains(" A10G ");
+    assert_eq!(o.stdout.contains("Note on A10G"), shown, "{}", o.stdout);
+    assert!(
+        o.stdout.contains(" more: no price in the catalog"),
+        "{}",
+        o.stdout
+    );
     with.extend(["--format", "json"]);
     let v = json(&with);
     let notes = v["gpu_notes"].as_array().expect("gpu_notes");
