@@ -370,9 +370,47 @@ pub fn gpu_share(info: &DeviceInfo, model: Option<&GpuSpec>) -> Option<f64> {
     Some((f64::from(slices) / f64::from(parent)).min(1.0))
 }
 
+/// Dollars as every output writes them: thousands separated, cents below $100 (`$75,208`,
+/// `$3.06`, `-$12.50`). One formatter, so a figure reads the same in a table, a violation and a
+/// notification ($75208.24 in one and $75,208 in another before).
+#[must_use]
+pub fn usd(v: f64) -> String {
+    let abs = v.abs();
+    let s = if abs >= 100.0 {
+        format!("{abs:.0}")
+    } else {
+        format!("{abs:.2}")
+    };
+    let (int, frac) = s
+        .split_once('.')
+        .map_or((s.as_str(), None), |(a, b)| (a, Some(b)));
+    let mut out = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    format!("{}${out}", if v < 0.0 { "-" } else { "" })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every dollar figure reads the same way, wherever it is printed.
+    #[test]
+    fn dollars_read_one_way() {
+        assert_eq!(usd(75_208.24), "$75,208");
+        assert_eq!(usd(1_234_567.0), "$1,234,567");
+        assert_eq!(usd(3.06), "$3.06");
+        assert_eq!(usd(-12.5), "-$12.50");
+        assert_eq!(usd(0.0), "$0.00");
+    }
 
     fn book() -> PriceBook {
         PriceBook::new(Catalog::builtin(), PriceContext::default())

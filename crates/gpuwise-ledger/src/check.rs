@@ -14,6 +14,7 @@
 //! - `[spot]`: the smallest share of priced GPU-hours bought as spot;
 //! - `[stale]`: a device whose last sample is older than `max_age` before now.
 
+use gpuwise_core::price::usd;
 use std::collections::BTreeMap;
 
 use gpuwise_core::HOUR_MS;
@@ -388,8 +389,10 @@ fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
                 rule: "budget",
                 reason: format!(
                     "{team}: {h:.1} GPU-hour(s) in {} have no price, so its spend is not known \
-                     (${mtd:.2} priced of a ${limit:.2} budget); price them with --prices",
-                    r.month
+                     ({} priced of a {} budget); price them with --prices",
+                    r.month,
+                    usd(mtd),
+                    usd(limit)
                 ),
             });
             continue;
@@ -399,7 +402,9 @@ fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
                 rule: "budget",
                 subject: team.clone(),
                 message: format!(
-                    "{team} has spent ${mtd:.2} of its ${limit:.2} budget for {}",
+                    "{team} has spent {} of its {} budget for {}",
+                    usd(mtd),
+                    usd(limit),
                     r.month
                 ),
                 value: mtd,
@@ -411,8 +416,11 @@ fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
                 rule: "budget_forecast",
                 subject: team.clone(),
                 message: format!(
-                    "{team} is forecast to spend ${fc:.2} in {} against a ${limit:.2} budget (${mtd:.2} so far)",
-                    r.month
+                    "{team} is forecast to spend {} in {} against a {} budget ({} so far)",
+                    usd(fc),
+                    r.month,
+                    usd(limit),
+                    usd(mtd)
                 ),
                 value: fc,
                 limit,
@@ -442,7 +450,8 @@ fn idle_share(r: &IdleRule, a: &Allocation, out: &mut Outcome) {
                 rule: "idle_share",
                 subject: team.to_owned(),
                 message: format!(
-                    "{team}: {share:.1} % of its GPU-hours idle ({idle:.1} of {hours:.1} h, ${cost:.2})"
+                    "{team}: {share:.1} % of its GPU-hours idle ({idle:.1} of {hours:.1} h, {})",
+                    usd(cost)
                 ),
                 value: share,
                 limit: r.max_share_pct,
@@ -560,9 +569,9 @@ fn long_jobs(r: &LongJobRule, profiles: &[DeviceProfile], rows: &Rows<'_>, out: 
                 rule: "long_job",
                 subject: id.clone(),
                 message: format!(
-                    "{id} has run for {hours:.1} h without a break from {} at ${rate:.2}/h (${:.2})",
+                    "{id} has run for {hours:.1} h without a break from {} at ${rate:.2}/h ({})",
                     rfc3339(start),
-                    rate * hours
+                    usd(rate * hours)
                 ),
                 value: hours,
                 limit: r.max_hours,

@@ -2,29 +2,7 @@
 
 use gpuwise_core::report::DeviceRow;
 
-pub(crate) fn usd(v: f64) -> String {
-    let abs = v.abs();
-    let s = if abs >= 100.0 {
-        format!("{:.0}", abs)
-    } else {
-        format!("{abs:.2}")
-    };
-    let (int, frac) = s
-        .split_once('.')
-        .map_or((s.as_str(), None), |(a, b)| (a, Some(b)));
-    let mut out = String::new();
-    for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if let Some(f) = frac {
-        out.push('.');
-        out.push_str(f);
-    }
-    format!("{}${out}", if v < 0.0 { "-" } else { "" })
-}
+pub(crate) use gpuwise_core::price::usd;
 
 /// A value that may be unknown, formatted by `f`, else `–`.
 pub(crate) fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
