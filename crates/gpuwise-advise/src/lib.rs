@@ -515,6 +515,16 @@ pub fn advise(
     }
     p.consolidations(&devs, st);
     p.commitments(&devs, &ctx);
+    if !p.no_spot_price.is_empty() {
+        notes.push(format!(
+            "no spot action for {}: their load suits spot, but the catalog has no spot price for them{}",
+            p.no_spot_price.iter().cloned().collect::<Vec<_>>().join(", "),
+            st.cloud
+                .as_deref()
+                .map(|c| format!(" on {c}"))
+                .unwrap_or_default()
+        ));
+    }
     let (plans, per_action) = p.combined_plan(&devs);
     let mut actions = p.actions;
     for (i, a) in actions.iter_mut().enumerate() {
@@ -613,6 +623,9 @@ struct Proposals {
     scheduled: BTreeMap<usize, BTreeSet<usize>>,
     /// Commitments: (action index, the devices of the model it covers).
     commits: Vec<(usize, Vec<usize>)>,
+    /// GPU models with devices fit for spot that the catalog has no spot price for (here):
+    /// said in the notes, not left as silence.
+    no_spot_price: BTreeSet<String>,
 }
 
 impl Proposals {
@@ -663,7 +676,7 @@ impl Proposals {
         {
             self.placement(di, a);
         }
-        if let Some(a) = use_spot(d, c.catalog, c.st) {
+        if let Some(a) = use_spot(d, c.catalog, c.st, &mut self.no_spot_price) {
             self.placement(di, a);
         }
         if let Some(a) = move_cheaper(d, c.catalog, c.st) {
@@ -1375,7 +1388,12 @@ fn quote(
     }
 }
 
-fn use_spot(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Action> {
+fn use_spot(
+    d: &Dev<'_>,
+    catalog: &Catalog,
+    st: &AdviseSettings,
+    no_price: &mut BTreeSet<String>,
+) -> Option<Action> {
     let r = d.row;
     let spec = d.spec?;
     if st.pricing == Pricing::Spot {
@@ -1406,7 +1424,10 @@ fn use_spot(d: &Dev<'_>, catalog: &Catalog, st: &AdviseSettings) -> Option<Actio
     if !interruptible {
         return None;
     }
-    let q = quote(catalog, &spec.name, st, Pricing::Spot)?;
+    let Some(q) = quote(catalog, &spec.name, st, Pricing::Spot) else {
+        no_price.insert(spec.name.clone());
+        return None;
+    };
     // Young/Daly: checkpoint every τ = √(2·C·M); expected overhead C/τ + τ/(2M).
     let c = st.checkpoint_cost_h;
     let mtbi = st.spot_mtbi_h;

@@ -578,3 +578,21 @@ fn the_stall_hint_follows_the_workload_kind() {
         assert!(ev.contains(says), "{kind}: {ev}");
     }
 }
+
+/// Steady devices on a cloud whose spot prices the catalog lacks: no spot action, and the notes
+/// say why (advice on `--cloud aws` proposed no spot without a word).
+#[test]
+fn no_spot_price_is_said() {
+    let (advice, _, _) = generated("3", &["--cloud", "aws"]);
+    let notes = advice["notes"].to_string();
+    assert!(
+        notes.contains("but the catalog has no spot price for them on aws"),
+        "{notes}"
+    );
+    let (advice, _, _) = generated("3", &[]);
+    assert!(
+        !advice["notes"].to_string().contains("no spot price"),
+        "{}",
+        advice["notes"]
+    );
+}
