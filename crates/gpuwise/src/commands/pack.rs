@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::anyhow;
+use anyhow::{anyhow, bail};
 use gpuwise_pack::cluster;
 use gpuwise_pack::consolidate::{self, Item};
 use gpuwise_pack::mig::{self, MigCatalog};
@@ -56,6 +56,14 @@ pub(crate) fn run(a: &PackArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("give WORKLOADS and --nodes, or --consolidate REPORT_JSON");
     };
     let policy: Policy = a.policy.parse().map_err(|e| anyhow!("--policy: {e}"))?;
+    if let (Some("node"), Some("workload")) = (kind_of(workloads), kind_of(nodes)) {
+        bail!(
+            "the files look swapped: `{}` is a node list and `{}` (given to --nodes) a workload list; \
+             give the workloads first and the nodes to --nodes",
+            workloads.display(),
+            nodes.display()
+        );
+    }
     let nodes = read(nodes, cluster::parse_nodes)?;
     let pods = read(workloads, cluster::parse_pods)?;
     let protocol = Protocol {
@@ -120,13 +128,57 @@ fn mig_catalog(nodes: &[cluster::Node]) -> MigCatalog {
     out
 }
 
+/// What a CSV's header says it is: `node` (a GPU model and a GPU count per machine), or
+/// `workload` (GPUs or GPU shares asked per pod); `None` when it cannot be told.
+fn kind_of(path: &std::path::Path) -> Option<&'static str> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut head = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(std::io::Read::take(file, 64 * 1024)),
+        &mut head,
+    )
+    .ok()?;
+    let cols: Vec<String> = head
+        .trim()
+        .split(',')
+        .map(|c| c.trim().to_ascii_lowercase())
+        .collect();
+    let has = |c: &str| cols.iter().any(|x| x == c);
+    if has("gpu_milli") || has("gpu_spec") || (has("num_gpu") && has("cpu_milli") && !has("model"))
+    {
+        Some("workload")
+    } else if has("model") && (has("gpu") || has("gpus")) {
+        Some("node")
+    } else {
+        None
+    }
+}
+
 /// Each device of a `gpuwise report --format json` as a workload: its peak memory share and
 /// p95 utilization. Devices without either figure, and MIG instances (already a slice), are
 /// skipped and counted: an unknown share is never taken as zero.
 fn report_items(path: &std::path::Path) -> anyhow::Result<Vec<Item>> {
     let name = path.display().to_string();
-    let v: serde_json::Value = serde_json::from_str(&fs_err::read_to_string(path)?)
-        .map_err(|e| anyhow!("{name}: not JSON: {e}"))?;
+    let make = "make one with `gpuwise report LOGS --format json -o report.json`";
+    anyhow::ensure!(
+        !path.is_dir(),
+        "--consolidate `{name}` is a directory: it takes a report's JSON ({make})"
+    );
+    let text = fs_err::read_to_string(path)?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(60)
+            .collect::<String>();
+        if first.contains(',') && !first.trim_start().starts_with('{') {
+            anyhow!("--consolidate `{name}` is CSV (`{first}`), not a report's JSON ({make})")
+        } else {
+            anyhow!("{name}: not JSON: {e} ({make})")
+        }
+    })?;
     let schema = v.get("schema").and_then(|s| s.as_str()).unwrap_or("");
     anyhow::ensure!(
         schema.starts_with("gpuwise.report/"),

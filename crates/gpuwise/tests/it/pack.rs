@@ -437,3 +437,32 @@ fn table_markdown_and_csv_say_the_same() {
         "CPU-only: no GPU"
     );
 }
+
+/// Natural mistakes get errors that say what happened: the two lists swapped, a CSV or a
+/// directory given to `--consolidate` (they said "header lacks …", "not JSON", "Is a
+/// directory").
+#[test]
+fn swapped_lists_and_wrong_consolidate_inputs_are_named() {
+    let nodes = crate::common::data("bad/pack/nodes-duplicate.csv");
+    let pods = crate::common::data("bad/pack/pods-cpu-only.csv");
+    let o = crate::common::run(&["pack", &nodes, "--nodes", &pods]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("the files look swapped"), "{}", o.stderr);
+    let o = crate::common::run(&["pack", "--consolidate", &pods]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("is CSV (`name,num_gpu,cpu_milli`), not a report's JSON"),
+        "{}",
+        o.stderr
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = crate::common::run(&["pack", "--consolidate", &dir.path().display().to_string()]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("is a directory: it takes a report's JSON"),
+        "{}",
+        o.stderr
+    );
+}
