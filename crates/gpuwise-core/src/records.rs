@@ -10,6 +10,22 @@ use std::io::{BufRead, Read};
 /// counted.
 pub const MAX_LINE: usize = 1 << 20;
 
+/// `fill_buf`, tried again when a signal interrupts it.
+///
+/// # Errors
+/// What the reader says, but `Interrupted`.
+pub fn fill<R: BufRead + ?Sized>(r: &mut R) -> std::io::Result<&[u8]> {
+    loop {
+        match r.fill_buf() {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // Buffered now: this returns it without reading.
+    r.fill_buf()
+}
+
 /// Where a CSV reader is inside a record (RFC 4180, as the `csv` crate reads it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Csv {
@@ -65,11 +81,7 @@ impl<R: BufRead> RecordLimit<R> {
         let (start, mut newlines, mut too_long, mut any) = (self.line_no, 0u64, false, false);
         let mut state = Csv::FieldStart;
         loop {
-            let avail = match self.inner.fill_buf() {
-                Ok(a) => a,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
+            let avail = fill(&mut self.inner)?;
             if avail.is_empty() {
                 break;
             }

@@ -27,11 +27,7 @@ pub fn read_line(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> std::io:
     let mut too_long = false;
     let mut any = false;
     loop {
-        let avail = match r.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
+        let avail = gpuwise_core::records::fill(r)?;
         if avail.is_empty() {
             break;
         }
