@@ -464,6 +464,51 @@ pub fn focus_csv(f: &gpuwise_ledger::export::FocusRows) -> String {
     out
 }
 
+/// Violations of one rule shown in a log before the rest are counted.
+const LOG_PER_RULE: usize = 5;
+
+/// A policy check for a log (CI output, a file): the headline, then one violation a line,
+/// `RULE SUBJECT: message`, at most five per rule with the rest counted (the JSON has every
+/// one), then what could not be decided. Nothing is wrapped or cut inside a word.
+#[must_use]
+pub fn check_log(o: &Outcome) -> String {
+    let mut out = crate::escape::terminal(&gpuwise_ledger::notify::headline(o));
+    out.push('\n');
+    let mut by_rule: Vec<(&str, Vec<&gpuwise_ledger::check::Violation>)> = Vec::new();
+    for v in &o.violations {
+        match by_rule.iter_mut().find(|(r, _)| *r == v.rule) {
+            Some((_, vs)) => vs.push(v),
+            None => by_rule.push((v.rule, vec![v])),
+        }
+    }
+    for (rule, vs) in by_rule {
+        for v in vs.iter().take(LOG_PER_RULE) {
+            // Most messages name their subject first; it is not said twice.
+            let line = if v.message.starts_with(&v.subject) {
+                format!("{rule}: {}", v.message)
+            } else {
+                format!("{rule} {}: {}", v.subject, v.message)
+            };
+            out.push_str(&crate::escape::terminal(&line));
+            out.push('\n');
+        }
+        if vs.len() > LOG_PER_RULE {
+            out.push_str(&format!(
+                "{rule}: … and {} more (--format json lists every one)\n",
+                vs.len() - LOG_PER_RULE
+            ));
+        }
+    }
+    for n in &o.not_evaluated {
+        out.push_str(&crate::escape::terminal(&format!(
+            "not evaluated: {} ({})",
+            n.rule, n.reason
+        )));
+        out.push('\n');
+    }
+    out
+}
+
 /// Render a policy check (`table`, `json`, `markdown`).
 ///
 /// # Errors

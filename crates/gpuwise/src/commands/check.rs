@@ -178,9 +178,16 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         &path.display().to_string(),
     )?;
     let o = check::evaluate(&policy, &report, &profiles, &allocation, now);
-    let color = args.out.output.is_none()
-        && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    let text = gpuwise_render::ledger::check(&o, format, &RenderOptions { top: 0, color })?;
+    let terminal =
+        args.out.output.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let color = terminal && printer::color_allowed(true);
+    // Piped into a CI log (no terminal, no COLUMNS): one violation a line, not a table whose
+    // last column is squeezed to a few characters and breaks ids mid-token.
+    let text = if format == Format::Table && !terminal && std::env::var_os("COLUMNS").is_none() {
+        gpuwise_render::ledger::check_log(&o)
+    } else {
+        gpuwise_render::ledger::check(&o, format, &RenderOptions { top: 0, color })?
+    };
     emit(&text, args.out.output.as_ref())?;
     notify_if_asked(args, &o)?;
     if !o.not_evaluated.is_empty() {

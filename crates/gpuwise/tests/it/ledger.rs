@@ -1458,3 +1458,60 @@ fn notify_does_not_follow_redirects_or_post_in_clear() {
         );
     }
 }
+
+/// `check` piped into a CI log prints one violation a line, at most five per rule with the
+/// rest counted (a table squeezed its WHAT column to 16 characters: 57 violations took 390
+/// lines, ids split mid-token); with COLUMNS set it is the table again.
+#[test]
+fn check_in_a_log_is_one_violation_a_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let g = crate::common::run_in(
+        &[
+            "generate",
+            "--out",
+            "fleet",
+            "--gpus",
+            "16",
+            "--days",
+            "1",
+            "--interval",
+            "5m",
+        ],
+        dir.path(),
+    );
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "[stale]\nmax_age_hours = 0.01\n",
+    )
+    .expect("policy");
+    let args = ["check", "fleet", "--policy", "policy.toml", "--no-progress"];
+    let o = crate::common::run_in(&args, dir.path());
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let mut json_args = args.to_vec();
+    json_args.extend(["--format", "json"]);
+    let j: serde_json::Value =
+        serde_json::from_str(&crate::common::run_in(&json_args, dir.path()).stdout).expect("json");
+    let n = j["violations"].as_array().map_or(0, Vec::len);
+    assert!(n > 5, "{n}");
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("gpuwise check: {n} violation(s) of 1 rule(s)")
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("stale_telemetry: ") && !l.contains("… and"))
+            .count(),
+        5
+    );
+    assert_eq!(
+        lines[6],
+        format!(
+            "stale_telemetry: … and {} more (--format json lists every one)",
+            n - 5
+        )
+    );
+    assert_eq!(lines.len(), 7, "{}", o.stdout);
+}
