@@ -30,7 +30,9 @@ pub(crate) fn cmd() -> Command {
     c.env_remove("GPUWISE_PRICES").env_remove("GPUWISE_TEAMS");
     c.env_remove("GPUWISE_POLICY")
         .env_remove("GPUWISE_NOTIFY_URL")
-        .env_remove("GPUWISE_ALLOCATION_MODE");
+        .env_remove("GPUWISE_ALLOCATION_MODE")
+        // Layouts follow the terminal width when COLUMNS is set: tests fix it per call.
+        .env_remove("COLUMNS");
     c
 }
 

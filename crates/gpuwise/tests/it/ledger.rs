@@ -457,31 +457,36 @@ fn bills_in_other_tools_shapes_read_like_their_csv() {
     assert_eq!(r["rows"]["gpu_compute"], 1);
 }
 
+/// `generate --out fleet --gpus 16` in `dir` over `days` at `interval`, with `extra` flags.
+fn small_fleet(dir: &Path, days: &str, interval: &str, extra: &[&str]) {
+    let mut args = vec![
+        "generate",
+        "--out",
+        "fleet",
+        "--gpus",
+        "16",
+        "--days",
+        days,
+        "--interval",
+        interval,
+    ];
+    args.extend_from_slice(extra);
+    let o = crate::common::run_in(&args, dir);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
+
 /// The README's example runs as printed: `generate --out fleet --gpus 16 --days 2 --interval 1m
 /// --format dcgm --bill bill.csv` writes about 115 MB, and `reconcile --bill bill.csv fleet` finds the three
 /// planted disagreements (one of each kind).
 #[test]
 fn the_readme_reconcile_example_runs_as_printed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let o = crate::common::run_in(
-        &[
-            "generate",
-            "--out",
-            "fleet",
-            "--gpus",
-            "16",
-            "--days",
-            "2",
-            "--interval",
-            "1m",
-            "--format",
-            "dcgm",
-            "--bill",
-            "bill.csv",
-        ],
+    small_fleet(
         dir.path(),
+        "2",
+        "1m",
+        &["--format", "dcgm", "--bill", "bill.csv"],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     let bytes: u64 = std::fs::read_dir(dir.path().join("fleet"))
         .expect("fleet")
         .map(|e| e.expect("entry").metadata().expect("meta").len())
@@ -1465,21 +1470,7 @@ fn notify_does_not_follow_redirects_or_post_in_clear() {
 #[test]
 fn check_in_a_log_is_one_violation_a_line() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let g = crate::common::run_in(
-        &[
-            "generate",
-            "--out",
-            "fleet",
-            "--gpus",
-            "16",
-            "--days",
-            "1",
-            "--interval",
-            "5m",
-        ],
-        dir.path(),
-    );
-    assert_eq!(g.code, 0, "{}", g.stderr);
+    small_fleet(dir.path(), "1", "5m", &[]);
     std::fs::write(
         dir.path().join("policy.toml"),
         "[stale]\nmax_age_hours = 0.01\n",
@@ -1514,4 +1505,12 @@ fn check_in_a_log_is_one_violation_a_line() {
         )
     );
     assert_eq!(lines.len(), 7, "{}", o.stdout);
+    let o = crate::common::cmd()
+        .args(args)
+        .current_dir(dir.path())
+        .env("COLUMNS", "200")
+        .output()
+        .expect("runs");
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains(" RULE "), "{table}");
 }
