@@ -199,8 +199,11 @@ pub struct Violation {
     /// `budget`, `budget_forecast`, `idle_share`, `notebook_held_idle`, `long_job`,
     /// `spot_share`, `stale_telemetry`.
     pub rule: &'static str,
-    /// The team, device or `fleet` it is about.
+    /// The team, device or `fleet` it is about (a device by its id, `host/uuid`).
     pub subject: String,
+    /// The subject as every output shows it: a device's display name (`host/gpuN`, as in the
+    /// report), else the subject itself.
+    pub name: String,
     /// In words.
     pub message: String,
     /// The measured value.
@@ -401,6 +404,7 @@ fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
             out.violations.push(Violation {
                 rule: "budget",
                 subject: team.clone(),
+                name: team.clone(),
                 message: format!(
                     "{team} has spent {} of its {} budget for {}",
                     usd(mtd),
@@ -415,6 +419,7 @@ fn budgets(b: &Budget, a: &Allocation, out: &mut Outcome) {
             out.violations.push(Violation {
                 rule: "budget_forecast",
                 subject: team.clone(),
+                name: team.clone(),
                 message: format!(
                     "{team} is forecast to spend {} in {} against a {} budget ({} so far)",
                     usd(fc),
@@ -449,6 +454,7 @@ fn idle_share(r: &IdleRule, a: &Allocation, out: &mut Outcome) {
             out.violations.push(Violation {
                 rule: "idle_share",
                 subject: team.to_owned(),
+                name: team.to_owned(),
                 message: format!(
                     "{team}: {share:.1} % of its GPU-hours idle ({idle:.1} of {hours:.1} h, {})",
                     usd(cost)
@@ -475,6 +481,13 @@ impl<'a> Rows<'a> {
         Self {
             by_id: report.devices.iter().map(|d| (d.id.clone(), d)).collect(),
         }
+    }
+
+    /// A device's display name, else its id.
+    fn name(&self, id: &str) -> String {
+        self.by_id
+            .get(id)
+            .map_or_else(|| id.to_owned(), |d| d.name.clone())
     }
 
     fn usd_per_hour(&self, id: &str) -> Option<f64> {
@@ -508,9 +521,10 @@ fn notebooks(r: &NotebookRule, profiles: &[DeviceProfile], rows: &Rows<'_>, out:
             out.violations.push(Violation {
                 rule: "notebook_held_idle",
                 subject: id.clone(),
+                name: rows.name(&id),
                 message: format!(
                     "notebook {}{} held its GPU idle for {held:.1} h from {}",
-                    id,
+                    rows.name(&id),
                     pod.map(|p| format!(" (pod {p})")).unwrap_or_default(),
                     rfc3339(e.start_ms)
                 ),
@@ -568,8 +582,10 @@ fn long_jobs(r: &LongJobRule, profiles: &[DeviceProfile], rows: &Rows<'_>, out: 
             out.violations.push(Violation {
                 rule: "long_job",
                 subject: id.clone(),
+                name: rows.name(&id),
                 message: format!(
-                    "{id} has run for {hours:.1} h without a break from {} at ${rate:.2}/h ({})",
+                    "{} has run for {hours:.1} h without a break from {} at ${rate:.2}/h ({})",
+                    rows.name(&id),
                     rfc3339(start),
                     usd(rate * hours)
                 ),
@@ -618,6 +634,7 @@ fn spot(r: &SpotRule, report: &Report, out: &mut Outcome) {
         out.violations.push(Violation {
             rule: "spot_share",
             subject: "fleet".into(),
+            name: "fleet".into(),
             message: format!(
                 "{share:.1} % of priced GPU-hours are spot ({spot:.1} of {known:.1} h)"
             ),
@@ -631,19 +648,27 @@ fn spot(r: &SpotRule, report: &Report, out: &mut Outcome) {
     }
 }
 
-fn stale(r: &StaleRule, profiles: &[DeviceProfile], now: EpochMs, out: &mut Outcome) {
+fn stale(
+    r: &StaleRule,
+    profiles: &[DeviceProfile],
+    rows: &Rows<'_>,
+    now: EpochMs,
+    out: &mut Outcome,
+) {
     #[allow(clippy::cast_precision_loss)]
     for p in profiles {
         let age = (now - p.stats.last_ts_ms) as f64 / HOUR_MS as f64;
         if age > r.max_age_hours {
+            let id = p.key.to_string();
             out.violations.push(Violation {
                 rule: "stale_telemetry",
-                subject: p.key.to_string(),
+                name: rows.name(&id),
                 message: format!(
                     "{} last reported {} ({age:.1} h ago)",
-                    p.key,
+                    rows.name(&id),
                     rfc3339(p.stats.last_ts_ms)
                 ),
+                subject: id,
                 value: age,
                 limit: r.max_age_hours,
                 evidence: ev(&[("last_seen", rfc3339(p.stats.last_ts_ms).into())]),
@@ -691,7 +716,7 @@ pub fn evaluate(
     }
     if let Some(r) = &policy.stale {
         out.rules_evaluated.push("stale_telemetry");
-        stale(r, profiles, now, &mut out);
+        stale(r, profiles, &rows, now, &mut out);
     }
     out
 }

@@ -144,6 +144,7 @@ mod tests {
                 .map(|i| Violation {
                     rule: "budget",
                     subject: format!("t{i}"),
+                    name: format!("t{i}"),
                     message: format!("<!channel> t{i} over"),
                     value: 2.0,
                     limit: 1.0,

@@ -52,6 +52,7 @@ pub(crate) fn sections(a: &Advice, top: usize) -> Vec<Section> {
         )),
         headers: vec!["#", "ACTION", "TARGETS", "NOW $/MO", "ALONE SAVES", "IN PLAN", "CONFIDENCE"],
         right: vec![3, 4, 5],
+        optional: vec![5, 3, 6],
         rows: a
             .actions
             .iter()
@@ -107,6 +108,7 @@ pub(crate) fn sections(a: &Advice, top: usize) -> Vec<Section> {
             note: None,
             headers: vec!["", ""],
             right: vec![],
+            optional: Vec::new(),
             rows,
         });
     }

@@ -1,14 +1,18 @@
 //! A plain grid of strings in any text format: the shape `catalog` tables share.
 
-use comfy_table::presets::NOTHING;
-use comfy_table::{Cell, CellAlignment, ContentArrangement, Table};
-
 use crate::Format;
 
 /// Render `headers` and `rows` as a table, CSV or Markdown. `right` lists the columns aligned
-/// right. JSON is not a grid: callers serialize their own typed rows.
+/// right, `optional` those a narrow terminal may leave out (the least needed first; CSV and
+/// Markdown keep every column). JSON is not a grid: callers serialize their own typed rows.
 #[must_use]
-pub fn render(headers: &[&str], right: &[usize], rows: &[Vec<String>], format: Format) -> String {
+pub fn render(
+    headers: &[&str],
+    right: &[usize],
+    optional: &[usize],
+    rows: &[Vec<String>],
+    format: Format,
+) -> String {
     match format {
         Format::Csv => {
             // Machine CSV: snake_case headers, empty cells for missing values (the report's
@@ -58,26 +62,13 @@ pub fn render(headers: &[&str], right: &[usize], rows: &[Vec<String>], format: F
             out
         }
         _ => {
-            let mut t = Table::new();
-            t.load_style(NOTHING)
-                .set_content_arrangement(ContentArrangement::Dynamic);
-            t.set_header(headers.iter().map(Cell::new));
-            for r in rows {
-                t.add_row(r.iter().enumerate().map(|(i, v)| {
-                    let c = Cell::new(crate::escape::terminal(v));
-                    if right.contains(&i) {
-                        c.set_alignment(CellAlignment::Right)
-                    } else {
-                        c
-                    }
-                }));
-            }
-            crate::fit(&mut t, rows);
-            let mut out: String = t
-                .to_string()
-                .lines()
-                .map(|l| format!("{}\n", l.trim_end()))
-                .collect();
+            let grid = crate::layout::Grid {
+                headers,
+                right,
+                optional,
+                rows,
+            };
+            let mut out = crate::layout::render(&grid, true, false);
             if rows.is_empty() {
                 out.push_str("(no rows)\n");
             }
@@ -125,6 +116,7 @@ mod tests {
         let csv = super::render(
             &["GPU", "MEM GB"],
             &[1],
+            &[],
             &[vec!["T4".into(), "–".into()]],
             crate::Format::Csv,
         );

@@ -58,6 +58,7 @@ fn forecast_section(a: &Allocation, f: &gpuwise_ledger::allocate::Forecast) -> S
         note: Some(format!("As of {}.", a.as_of)),
         headers: vec!["TEAM", "MONTH TO DATE", "LINEAR", "HOUR OF WEEK"],
         right: vec![1, 2, 3],
+        optional: Vec::new(),
         rows: f
             .teams
             .iter()
@@ -111,6 +112,7 @@ fn allocation_sections(a: &Allocation) -> Vec<Section> {
                 "$/JOB",
             ],
             right: (1..12).collect(),
+            optional: vec![11, 10, 6, 7, 9, 3, 2],
             rows: m
                 .teams
                 .iter()
@@ -169,7 +171,7 @@ pub fn allocation(
                     rows.push(row);
                 }
             }
-            crate::grid::render(&headers, &[], &rows, Format::Csv)
+            crate::grid::render(&headers, &[], &[], &rows, Format::Csv)
         }
         Format::Html => {
             return Err(Unsupported {
@@ -201,6 +203,7 @@ fn finding_sections(r: &Reconciliation) -> Vec<Section> {
         note: None,
         headers: vec!["RESOURCE", "TYPE", "TEAM", "GPU-H", "BILLED"],
         right: vec![3, 4],
+        optional: Vec::new(),
         rows: r
             .unmonitored
             .iter()
@@ -223,6 +226,7 @@ fn finding_sections(r: &Reconciliation) -> Vec<Section> {
         note: None,
         headers: vec!["HOST", "GPU-H SEEN"],
         right: vec![1],
+        optional: Vec::new(),
         rows: r
             .unbilled
             .iter()
@@ -241,6 +245,7 @@ fn finding_sections(r: &Reconciliation) -> Vec<Section> {
         )),
         headers: vec!["RESOURCE", "HOST", "BILLED GPU-H", "SEEN GPU-H", "GAP GPU-H", "GAP $"],
         right: vec![2, 3, 4, 5],
+        optional: Vec::new(),
         rows: r
             .billed_not_reporting
             .iter()
@@ -261,6 +266,7 @@ fn finding_sections(r: &Reconciliation) -> Vec<Section> {
         note: None,
         headers: vec!["TEAM", "GPU-H", "BILLED", "IDLE $", "UNMONITORED $"],
         right: vec![1, 2, 3, 4],
+        optional: Vec::new(),
         rows: r
             .teams
             .iter()
@@ -331,6 +337,7 @@ fn reconcile_sections(r: &Reconciliation) -> Vec<Section> {
             "CATALOG $/GPU-H",
         ],
         right: vec![1, 3, 4, 5, 6, 7, 8],
+        optional: vec![8, 7, 3, 2],
         rows: r
             .instance_types
             .iter()
@@ -356,6 +363,7 @@ fn reconcile_sections(r: &Reconciliation) -> Vec<Section> {
             note: None,
             headers: vec!["FIRST"],
             right: vec![],
+            optional: Vec::new(),
             rows: vec![vec![s.example.clone()]],
         });
     }
@@ -434,6 +442,7 @@ pub fn reconciliation(
                     "BILLED USD",
                 ],
                 &[],
+                &[],
                 &rows,
                 Format::Csv,
             )
@@ -464,38 +473,73 @@ pub fn focus_csv(f: &gpuwise_ledger::export::FocusRows) -> String {
     out
 }
 
-/// Violations of one rule shown in a log before the rest are counted.
+/// Lines of one rule shown in a log before the rest are counted.
 const LOG_PER_RULE: usize = 5;
 
-/// A policy check for a log (CI output, a file): the headline, then one violation a line,
-/// `RULE SUBJECT: message`, at most five per rule with the rest counted (the JSON has every
+/// Subjects named on a grouped line before the rest are counted.
+const LOG_NAMES: usize = 3;
+
+/// A policy check for a log (CI output, a file): the headline, then one line per violation,
+/// `RULE: message` with each subject by its display name, violations of a rule that say the
+/// same of several subjects on one line (`stale_telemetry: 52 devices last reported … : a, b,
+/// c and 49 more`), at most five lines per rule with the rest counted (the JSON has every
 /// one), then what could not be decided. Nothing is wrapped or cut inside a word.
 #[must_use]
 pub fn check_log(o: &Outcome) -> String {
+    use gpuwise_ledger::check::Violation;
     let mut out = crate::escape::terminal(&gpuwise_ledger::notify::headline(o));
     out.push('\n');
-    let mut by_rule: Vec<(&str, Vec<&gpuwise_ledger::check::Violation>)> = Vec::new();
+    // Per rule, in order of first appearance: groups of violations saying the same after
+    // their subject's name (a message that does not start with it is its own group).
+    type Groups<'a> = Vec<(Option<&'a str>, Vec<&'a Violation>)>;
+    let mut by_rule: Vec<(&str, Groups<'_>)> = Vec::new();
     for v in &o.violations {
-        match by_rule.iter_mut().find(|(r, _)| *r == v.rule) {
-            Some((_, vs)) => vs.push(v),
-            None => by_rule.push((v.rule, vec![v])),
+        let same = v.message.strip_prefix(v.name.as_str());
+        let groups = match by_rule.iter_mut().find(|(r, _)| *r == v.rule) {
+            Some((_, g)) => g,
+            None => {
+                by_rule.push((v.rule, Vec::new()));
+                &mut by_rule.last_mut().expect("just pushed").1
+            }
+        };
+        match groups
+            .iter_mut()
+            .find(|(m, _)| same.is_some() && *m == same)
+        {
+            Some((_, g)) => g.push(v),
+            None => groups.push((same, vec![v])),
         }
     }
-    for (rule, vs) in by_rule {
-        for v in vs.iter().take(LOG_PER_RULE) {
-            // Most messages name their subject first; it is not said twice.
-            let line = if v.message.starts_with(&v.subject) {
-                format!("{rule}: {}", v.message)
-            } else {
-                format!("{rule} {}: {}", v.subject, v.message)
+    for (rule, groups) in by_rule {
+        for (same, vs) in groups.iter().take(LOG_PER_RULE) {
+            let line = match vs.as_slice() {
+                [v] if v.message.starts_with(&v.name) => format!("{rule}: {}", v.message),
+                [v] => format!("{rule} {}: {}", v.name, v.message),
+                many => {
+                    let mut names: Vec<&str> = many.iter().map(|v| v.name.as_str()).collect();
+                    names.sort_unstable();
+                    names.truncate(LOG_NAMES);
+                    let more = many.len().saturating_sub(LOG_NAMES);
+                    format!(
+                        "{rule}: {} devices{}: {}{}",
+                        many.len(),
+                        same.unwrap_or_default(),
+                        names.join(", "),
+                        if more > 0 {
+                            format!(" and {more} more")
+                        } else {
+                            String::new()
+                        }
+                    )
+                }
             };
             out.push_str(&crate::escape::terminal(&line));
             out.push('\n');
         }
-        if vs.len() > LOG_PER_RULE {
+        if groups.len() > LOG_PER_RULE {
+            let rest: usize = groups[LOG_PER_RULE..].iter().map(|(_, g)| g.len()).sum();
             out.push_str(&format!(
-                "{rule}: … and {} more (--format json lists every one)\n",
-                vs.len() - LOG_PER_RULE
+                "{rule}: … and {rest} more (--format json lists every one)\n"
             ));
         }
     }
@@ -525,13 +569,14 @@ pub fn check(o: &Outcome, format: Format, opts: &RenderOptions) -> Result<String
         }),
         headers: vec!["RULE", "SUBJECT", "VALUE", "LIMIT", "WHAT"],
         right: vec![2, 3],
+        optional: Vec::new(),
         rows: o
             .violations
             .iter()
             .map(|v| {
                 vec![
                     v.rule.to_owned(),
-                    v.subject.clone(),
+                    v.name.clone(),
                     format!("{:.2}", v.value),
                     format!("{:.2}", v.limit),
                     v.message.clone(),
@@ -551,4 +596,56 @@ pub fn check(o: &Outcome, format: Format, opts: &RenderOptions) -> Result<String
             });
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use gpuwise_ledger::check::{Outcome, Policy, Violation};
+
+    fn stale(name: &str, when: &str) -> Violation {
+        Violation {
+            rule: "stale_telemetry",
+            subject: format!("{name}-uuid"),
+            name: name.to_owned(),
+            message: format!("{name} last reported {when}"),
+            value: 1.0,
+            limit: 0.5,
+            evidence: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Four devices silent since one time share a line; seven other times are a line each, five
+    /// shown and the other two counted; a message not led by its subject stands alone.
+    #[test]
+    fn a_log_groups_the_same_finding_and_counts_the_rest() {
+        let mut violations: Vec<Violation> = ["h/gpu3", "h/gpu1", "h/gpu0", "h/gpu2"]
+            .map(|n| stale(n, "T0"))
+            .into();
+        violations.extend((0..7).map(|i| stale(&format!("g/gpu{i}"), &format!("T{}", i + 1))));
+        let mut odd = stale("x/gpu0", "T0");
+        odd.message = "a message about x/gpu0".into();
+        odd.rule = "long_job";
+        violations.push(odd);
+        let o = Outcome {
+            schema: gpuwise_ledger::check::SCHEMA,
+            policy: Policy::default(),
+            rules_evaluated: vec!["stale_telemetry", "long_job"],
+            violations,
+            not_evaluated: Vec::new(),
+        };
+        let log = super::check_log(&o);
+        let lines: Vec<&str> = log.lines().collect();
+        assert_eq!(
+            lines[1],
+            "stale_telemetry: 4 devices last reported T0: h/gpu0, h/gpu1, h/gpu2 and 1 more"
+        );
+        assert_eq!(lines[2], "stale_telemetry: g/gpu0 last reported T1");
+        assert_eq!(lines[5], "stale_telemetry: g/gpu3 last reported T4");
+        assert_eq!(
+            lines[6],
+            "stale_telemetry: … and 3 more (--format json lists every one)"
+        );
+        assert_eq!(lines[7], "long_job x/gpu0: a message about x/gpu0");
+        assert_eq!(lines.len(), 8, "{log}");
+    }
 }

@@ -5,7 +5,7 @@
 //!
 //! | format | module | shape |
 //! |---|---|---|
-//! | `table` | [`table`] | terminal sections, fits 100 columns |
+//! | `table` | [`table`] | terminal sections, fitted to the terminal's width |
 //! | `json` | [`json`] | the whole report, schema `gpuwise.report/v1` |
 //! | `csv` | [`csv`] | one row per device |
 //! | `markdown` | [`markdown`] | the table sections as Markdown |
@@ -18,6 +18,7 @@ pub mod escape;
 pub mod grid;
 pub mod html;
 pub mod json;
+mod layout;
 pub mod ledger;
 pub mod markdown;
 pub mod pack;
@@ -89,65 +90,11 @@ impl Default for RenderOptions {
     }
 }
 
-/// Fit a terminal table: the width of `COLUMNS` when set, else of the terminal when standard
-/// output is one, else 100 columns (pipes, files, snapshots stay stable); and never break a
-/// name — a column whose cells have no spaces (device ids, regions, instance types, numbers)
-/// keeps its full width, and only text with spaces wraps, between words: a wrapping column is
-/// at least as wide as its longest word (up to 16 characters), so a table wider than the
-/// screen grows past it rather than printing its text one letter a line.
-pub(crate) fn fit(t: &mut comfy_table::Table, rows: &[Vec<String>]) {
-    use comfy_table::{ColumnConstraint, Width};
-    match std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<u16>().ok())
-    {
-        Some(w) if w >= 20 => {
-            t.set_width(w);
-        }
-        _ if t.is_tty() => {}
-        _ => {
-            t.set_width(100);
-        }
-    }
-    // An empty table still lays out its header.
-    let columns = rows
-        .iter()
-        .map(Vec::len)
-        .chain(t.header().map(comfy_table::Row::cell_count))
-        .max()
-        .unwrap_or(0);
-    for i in 0..columns {
-        let unbreakable = rows
-            .iter()
-            .all(|r| r.get(i).is_none_or(|c| !c.contains(char::is_whitespace)));
-        if unbreakable {
-            if let Some(c) = t.column_mut(i) {
-                c.set_constraint(ColumnConstraint::ContentWidth);
-            }
-        } else {
-            let header = t
-                .header()
-                .and_then(|h| h.cell_iter().nth(i))
-                .map(|c| c.content());
-            let word = rows
-                .iter()
-                .filter_map(|r| r.get(i).cloned())
-                .chain(header)
-                .flat_map(|cell| {
-                    cell.split_whitespace()
-                        .map(|w| w.chars().count())
-                        .collect::<Vec<_>>()
-                })
-                .max()
-                .unwrap_or(1)
-                .min(16);
-            // The boundary counts the cell's padding, one space each side.
-            let width = u16::try_from(word + 2).unwrap_or(u16::MAX);
-            if let Some(c) = t.column_mut(i) {
-                c.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(width)));
-            }
-        }
-    }
+/// Terminal text with every line wider than the terminal (`COLUMNS`, else the terminal's
+/// width, else 100) wrapped between words, for text a command writes around its tables.
+#[must_use]
+pub fn fit_text(text: &str) -> String {
+    layout::fit_text(text)
 }
 
 /// Dollars with thousands separators (`$1,234,568`, `$12.35`): how every renderer and message

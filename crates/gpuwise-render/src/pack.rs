@@ -24,6 +24,7 @@ fn sections(s: &Schedule) -> Vec<Section> {
         note: Some(format!("Lower bound: {}.", s.lower_bound)),
         headers: vec!["FIGURE", "VALUE"],
         right: vec![1],
+        optional: Vec::new(),
         rows: vec![
             vec!["jobs".into(), s.jobs.to_string()],
             vec![
@@ -56,6 +57,7 @@ fn sections(s: &Schedule) -> Vec<Section> {
         note: None,
         headers: vec!["POOL", "GPU-HOURS", "UTILIZATION"],
         right: vec![1, 2],
+        optional: Vec::new(),
         rows: s
             .gpu_hours_by_pool
             .iter()
@@ -147,6 +149,7 @@ fn packing_sections(p: &Packing) -> Vec<Section> {
         }),
         headers: vec!["FIGURE", "VALUE"],
         right: vec![1],
+        optional: Vec::new(),
         rows,
     }];
     let steps: Vec<&gpuwise_pack::place::CurvePoint> = p
@@ -164,6 +167,7 @@ fn packing_sections(p: &Packing) -> Vec<Section> {
             ),
             headers: vec!["ASKED", "ALLOCATED", "FRAGMENTED"],
             right: vec![0, 1, 2],
+            optional: Vec::new(),
             rows: steps
                 .iter()
                 .map(|c| {
@@ -182,6 +186,7 @@ fn packing_sections(p: &Packing) -> Vec<Section> {
             note: None,
             headers: vec!["KIND", "WORKLOADS"],
             right: vec![1],
+            optional: Vec::new(),
             rows: p
                 .failed_by_kind
                 .iter()
@@ -262,6 +267,7 @@ fn consolidation_sections(c: &Consolidation) -> Vec<Section> {
             "FREED / MONTH",
         ],
         right: vec![1, 2, 3, 4, 5],
+        optional: Vec::new(),
         rows,
     }]
 }

@@ -81,7 +81,7 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
     ];
     let right = [2, 6, 7, 8, 9, 10, 11, 12, 13, 14];
     if format == Format::Csv {
-        return grid::render(&headers, &right, &rows, format);
+        return grid::render(&headers, &right, &[], &rows, format);
     }
     // The terminal table leaves the instance type to the picks, CSV and JSON.
     let rows: Vec<Vec<String>> = rows
@@ -110,7 +110,15 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
             rows.len()
         ),
     ));
-    out.push_str(&grid::render(&headers, &right, &rows[..shown], format));
+    // A narrow terminal keeps the GPU, count, cloud, time, total and $ per token.
+    let optional = [8, 9, 14, 6, 4, 7, 10, 5];
+    out.push_str(&grid::render(
+        &headers,
+        &right,
+        &optional,
+        &rows[..shown],
+        format,
+    ));
     // A GPU's note where that GPU is shown (the options listed, or a pick), not on every plan.
     let picked = [plan.cheapest, plan.balanced, plan.fastest]
         .into_iter()
@@ -132,7 +140,16 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
     out.push_str(
         "\nEstimates from a physical model (docs/planner.md); prices from the catalog with their dates (`--format json`).\n",
     );
-    out
+    terminal(format, out)
+}
+
+/// Table text fitted to the terminal's width; Markdown as it is.
+fn terminal(format: Format, text: String) -> String {
+    if format == Format::Table {
+        crate::layout::fit_text(&text)
+    } else {
+        text
+    }
 }
 
 /// GPUs used, and paid for when the machines hold more (`1/8`: one GPU of an 8-GPU machine).
@@ -248,6 +265,7 @@ fn memory_table(plan: &Plan, format: Format, out: &mut String) {
     out.push_str(&grid::render(
         &["TERM", "GIB", "HOW"],
         &[1],
+        &[],
         &mem_rows,
         format,
     ));
@@ -287,6 +305,7 @@ fn picks_table(plan: &Plan, format: Format, out: &mut String) {
     out.push_str(&grid::render(
         &["PICK", "GPUS", "WHERE", "TOTAL", "TIME", "UNIT COST"],
         &[3, 4, 5],
+        &[],
         &picks,
         format,
     ));
@@ -312,6 +331,7 @@ fn left_out(plan: &Plan, format: Format, out: &mut String) {
         out.push_str(&grid::render(
             &["GPU", "AT N", "NEEDS GIB/GPU", "HAS GIB", "LARGEST TERM"],
             &[1, 2, 3],
+            &[],
             &r,
             format,
         ));
@@ -432,20 +452,38 @@ const ACC_HEADERS: [&str; 6] = [
 fn file_block(v: &Validated, level: usize, format: Format) -> String {
     let mut out = heading_at(format, level, "Cases");
     let rows: Vec<Vec<String>> = v.outcomes.iter().map(case_row).collect();
-    out.push_str(&grid::render(&CASE_HEADERS, &[2, 3, 5, 6], &rows, format));
+    out.push_str(&grid::render(
+        &CASE_HEADERS,
+        &[2, 3, 5, 6],
+        &[],
+        &rows,
+        format,
+    ));
     if !v.summary.classes.is_empty() {
         out.push_str(&heading_at(format, level, "Per class"));
         let rows: Vec<Vec<String>> = v.summary.classes.iter().map(acc_row).collect();
         let mut headers = ACC_HEADERS;
         headers[0] = "CLASS";
-        out.push_str(&grid::render(&headers, &[1, 2, 3, 4, 5], &rows, format));
+        out.push_str(&grid::render(
+            &headers,
+            &[1, 2, 3, 4, 5],
+            &[],
+            &rows,
+            format,
+        ));
     }
     out.push_str(&heading_at(format, level, "Per metric"));
     let mut acc: Vec<Vec<String>> = v.summary.metrics.iter().map(acc_row).collect();
     acc.push(acc_row(&v.summary.memory));
     acc.push(acc_row(&v.summary.throughput));
     acc.push(acc_row(&v.summary.all));
-    out.push_str(&grid::render(&ACC_HEADERS, &[1, 2, 3, 4, 5], &acc, format));
+    out.push_str(&grid::render(
+        &ACC_HEADERS,
+        &[1, 2, 3, 4, 5],
+        &[],
+        &acc,
+        format,
+    ));
     let notes: Vec<Vec<String>> = v
         .outcomes
         .iter()
@@ -462,6 +500,7 @@ fn file_block(v: &Validated, level: usize, format: Format) -> String {
         out.push_str(&heading_at(format, level, "Assumptions per case"));
         out.push_str(&grid::render(
             &["ID", "ASSUMED / IGNORED"],
+            &[],
             &[],
             &notes,
             format,
@@ -509,7 +548,7 @@ pub fn render_validation(files: &[Validated], all: &Summary, format: Format) -> 
                 })
             })
             .collect();
-        return grid::render(&headers, &[3, 4, 6, 7], &rows, format);
+        return grid::render(&headers, &[3, 4, 6, 7], &[], &rows, format);
     }
     let mut out = String::new();
     if format == Format::Markdown {
@@ -523,14 +562,14 @@ pub fn render_validation(files: &[Validated], all: &Summary, format: Format) -> 
     }
     if let [one] = files {
         out.push_str(&file_block(one, 2, format));
-        return out;
+        return terminal(format, out);
     }
     // File by file: a calibration file (fitted) and a held-out one are not to be mixed.
     for v in files {
         out.push_str(&heading_at(format, 2, v.name));
         out.push_str(&file_block(v, 3, format));
     }
-    out
+    terminal(format, out)
 }
 
 /// The built-in model presets.
@@ -571,6 +610,7 @@ pub fn render_models(models: &[Model], format: Format) -> String {
             "EXPERTS",
         ],
         &[1, 2, 3, 4, 5, 6, 7, 8],
+        &[],
         &rows,
         format,
     )

@@ -8,6 +8,8 @@ pub(crate) struct Section {
     pub headers: Vec<&'static str>,
     /// Columns aligned right (numbers).
     pub right: Vec<usize>,
+    /// Columns a narrow terminal may leave out, the least needed first.
+    pub optional: Vec<usize>,
     pub rows: Vec<Vec<String>>,
 }
 

@@ -68,6 +68,7 @@ fn fleet(r: &Report, out: &mut Vec<Section>) {
         note: None,
         headers: vec!["", ""],
         right: vec![],
+        optional: Vec::new(),
         rows: vec![
             vec![
                 "Devices".into(),
@@ -153,6 +154,7 @@ fn by_class(r: &Report, out: &mut Vec<Section>) {
         note: None,
         headers: vec!["CLASS", "DEVICES", "GPU-H", "SHARE"],
         right: vec![1, 2, 3],
+        optional: Vec::new(),
         rows: class_rows,
     });
 }
@@ -173,6 +175,7 @@ fn devices(r: &Report, top: usize, out: &mut Vec<Section>) {
             "DEVICE", "MODEL", "CLASS", "UTIL", "P95", "MEM GiB", "IDLE H", "COST", "IDLE $",
         ],
         right: vec![3, 4, 5, 6, 7, 8],
+        optional: vec![4, 5, 1],
         rows: r
             .devices
             .iter()
@@ -207,6 +210,7 @@ fn by_group(r: &Report, out: &mut Vec<Section>) {
             "GROUP", "DEVICES", "GPU-H", "UTIL", "IDLE H", "COST", "IDLE $",
         ],
         right: vec![1, 2, 3, 4, 5, 6],
+        optional: vec![1, 3],
         rows: r
             .groups
             .iter()
@@ -244,6 +248,7 @@ fn idle_windows(r: &Report, top: usize, out: &mut Vec<Section>) {
             )),
             headers: vec!["DEVICE", "PATTERN", "IDLE $"],
             right: vec![2],
+            optional: Vec::new(),
             rows: patterns,
         });
     }
@@ -270,6 +275,7 @@ fn bottlenecks(r: &Report, top: usize, out: &mut Vec<Section>) {
             note: None,
             headers: vec!["DEVICE", "HINT", "EVIDENCE"],
             right: vec![],
+            optional: Vec::new(),
             rows: bottlenecks,
         });
     }
@@ -283,6 +289,7 @@ fn warnings(r: &Report, out: &mut Vec<Section>) {
             note: None,
             headers: vec!["KIND", "COUNT", "MESSAGE"],
             right: vec![1],
+            optional: Vec::new(),
             rows: r
                 .warnings
                 .iter()
@@ -300,6 +307,7 @@ fn settings(r: &Report, out: &mut Vec<Section>) {
         note: None,
         headers: vec!["", ""],
         right: vec![],
+        optional: Vec::new(),
         rows: vec![
             vec!["Idle".into(), format!("utilization < {}% for ≥ {}; held when ≥ {} MiB used", s.idle_threshold_pct, gpuwise_core::duration::human((s.min_idle_episode_min * 60_000.0).round() as u64), s.held_idle_min_mib)],
             vec![

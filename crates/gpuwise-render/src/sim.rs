@@ -51,6 +51,10 @@ const HEADERS: [&str; 12] = [
     "LOST H",
 ];
 
+/// What a narrow terminal leaves out first: billed hours, the cost's tail, then the rest of
+/// the times; the policy, its deadline share, its work split and its cost stay.
+const OPTIONAL: [usize; 6] = [4, 5, 7, 11, 10, 8];
+
 fn checkpoint_section(s: &Study) -> Option<Section> {
     let c = &s.checkpoint;
     (!c.sweep.is_empty() || c.young_daly_minutes.is_some()).then(|| Section {
@@ -65,6 +69,7 @@ fn checkpoint_section(s: &Study) -> Option<Section> {
             )),
             headers: vec!["INTERVAL MIN", "COST", "DONE H (MEAN)", "LOST H (MEAN)"],
             right: vec![0, 1, 2, 3],
+            optional: Vec::new(),
             rows: c
                 .sweep
                 .iter()
@@ -94,6 +99,7 @@ fn zones_section(s: &Study) -> Option<Section> {
             "COST",
         ],
         right: vec![1, 2, 3, 4, 5],
+        optional: Vec::new(),
         rows: s
             .zones
             .iter()
@@ -137,6 +143,7 @@ fn sections(s: &Study) -> Vec<Section> {
         }),
         headers: HEADERS.to_vec(),
         right: (1..12).collect(),
+        optional: OPTIONAL.to_vec(),
         rows: policy_rows(&s.policies),
     }];
     let mut caveats = Vec::new();
@@ -159,17 +166,20 @@ fn sections(s: &Study) -> Vec<Section> {
         note.push_str(&caveats.join(". "));
         note.push('.');
     }
+    let (dir, names) = in_one_folder(s.traces.iter().map(|t| t.file.as_str()));
     out.push(Section {
-        title: "Traces".to_owned(),
+        title: dir.map_or_else(|| "Traces".to_owned(), |d| format!("Traces in {d}")),
         note: None,
         headers: vec!["TRACE", "GAP S", "TICKS", "AVAILABLE", "PREEMPTIONS/H"],
         right: vec![1, 2, 3, 4],
+        optional: Vec::new(),
         rows: s
             .traces
             .iter()
-            .map(|t| {
+            .zip(&names)
+            .map(|(t, name)| {
                 vec![
-                    t.file.clone(),
+                    (*name).to_owned(),
                     format!("{}", t.gap_seconds),
                     t.ticks.to_string(),
                     format!("{:.1}%", t.availability_mean * 100.0),
@@ -181,17 +191,35 @@ fn sections(s: &Study) -> Vec<Section> {
     out.extend(checkpoint_section(s));
     out.extend(zones_section(s));
     if s.traces.len() > 1 {
-        for t in &s.traces {
+        for (t, name) in s.traces.iter().zip(&names) {
             out.push(Section {
-                title: format!("On {}", t.file),
+                title: format!("On {name}"),
                 note: None,
                 headers: HEADERS.to_vec(),
                 right: (1..12).collect(),
+                optional: OPTIONAL.to_vec(),
                 rows: policy_rows(&t.policies),
             });
         }
     }
     out
+}
+
+/// The folder every file is in, when they share one, and each file's name under it; else no
+/// folder and the names as given (a long folder repeated on every row pushed the table past
+/// the terminal).
+fn in_one_folder<'a>(
+    files: impl Iterator<Item = &'a str> + Clone,
+) -> (Option<&'a str>, Vec<&'a str>) {
+    let folder = |f: &'a str| f.rfind('/').map(|i| &f[..=i]);
+    let mut all = files.clone().map(folder);
+    let first = all.next().flatten();
+    if first.is_some() && all.all(|d| d == first) {
+        let cut = first.map_or(0, str::len);
+        (first, files.map(|f| &f[cut..]).collect())
+    } else {
+        (None, files.collect())
+    }
 }
 
 /// Render a spot study (`table`, `json`, `markdown`; others print the table).
@@ -321,6 +349,7 @@ fn commit_sections(s: &gpuwise_sim::commit::CommitStudy) -> Vec<Section> {
             "KEPT AT +20%",
         ],
         right: (1..11).collect(),
+        optional: vec![10, 9, 8, 7, 2, 4],
         rows: s
             .terms
             .iter()
@@ -364,6 +393,7 @@ fn commit_sections(s: &gpuwise_sim::commit::CommitStudy) -> Vec<Section> {
             note: None,
             headers: vec!["COMMITTED GPUS", "COST/MONTH"],
             right: vec![0, 1],
+            optional: Vec::new(),
             rows: t
                 .curve
                 .iter()
@@ -495,6 +525,7 @@ fn serve_sections(r: &gpuwise_sim::serving::ServeReport) -> Vec<Section> {
         )),
         headers: vec!["FIGURE", "VALUE"],
         right: vec![1],
+        optional: Vec::new(),
         rows: vec![
             vec!["GPU-hours".into(), format!("{:.2}", o.gpu_hours)],
             vec!["cost".into(), usd(o.cost_usd)],
@@ -518,6 +549,7 @@ fn serve_sections(r: &gpuwise_sim::serving::ServeReport) -> Vec<Section> {
         note: None,
         headers: vec!["", "MEAN", "P50", "P95", "P99"],
         right: vec![1, 2, 3, 4],
+        optional: Vec::new(),
         rows: [
             ("time to first token", o.ttft_ms.as_ref()),
             ("time per output token", o.tpot_ms.as_ref()),
@@ -548,6 +580,7 @@ fn serve_sections(r: &gpuwise_sim::serving::ServeReport) -> Vec<Section> {
                 "P99 E2E",
             ],
             right: vec![1, 2, 3, 4, 5],
+            optional: Vec::new(),
             rows: front
                 .iter()
                 .map(|c| {
@@ -570,6 +603,7 @@ fn serve_sections(r: &gpuwise_sim::serving::ServeReport) -> Vec<Section> {
             note: None,
             headers: vec!["NOTE"],
             right: vec![],
+            optional: Vec::new(),
             rows: r.notes.iter().map(|n| vec![n.clone()]).collect(),
         });
     }

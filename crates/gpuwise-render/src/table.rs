@@ -1,7 +1,4 @@
-//! Terminal tables (comfy-table), each section under a bold title; fits 100 columns.
-
-use comfy_table::presets::NOTHING;
-use comfy_table::{Attribute, Cell, CellAlignment, ContentArrangement, Table};
+//! Terminal tables, each section under a bold title, laid out to the width by [`crate::layout`].
 
 use crate::RenderOptions;
 use crate::escape::terminal;
@@ -19,36 +16,16 @@ pub(crate) fn render_sections(
             out.push_str(&terminal(&s.title));
             out.push('\n');
         }
-        let mut t = Table::new();
-        t.load_style(NOTHING)
-            .set_content_arrangement(ContentArrangement::Dynamic);
         // No rows, no header: a section that found nothing says so in its title alone (every
         // rule passing printed an empty RULE SUBJECT VALUE header).
-        if !s.rows.is_empty() && s.headers.iter().any(|h| !h.is_empty()) {
-            t.set_header(s.headers.iter().map(|h| {
-                let c = Cell::new(h);
-                if opts.color {
-                    c.add_attribute(Attribute::Dim)
-                } else {
-                    c
-                }
-            }));
-        }
-        for row in &s.rows {
-            t.add_row(row.iter().enumerate().map(|(i, v)| {
-                let c = Cell::new(terminal(v));
-                if s.right.contains(&i) {
-                    c.set_alignment(CellAlignment::Right)
-                } else {
-                    c
-                }
-            }));
-        }
-        crate::fit(&mut t, &s.rows);
-        for line in t.to_string().lines() {
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
+        let header = !s.rows.is_empty() && s.headers.iter().any(|h| !h.is_empty());
+        let grid = crate::layout::Grid {
+            headers: &s.headers,
+            right: &s.right,
+            optional: &s.optional,
+            rows: &s.rows,
+        };
+        out.push_str(&crate::layout::render(&grid, header, opts.color));
         if let Some(n) = &s.note {
             out.push_str("  ");
             out.push_str(&terminal(n));
@@ -56,5 +33,6 @@ pub(crate) fn render_sections(
         }
         out.push('\n');
     }
-    out
+    // Titles and notes wider than the terminal wrap between words.
+    crate::layout::fit_text(&out)
 }

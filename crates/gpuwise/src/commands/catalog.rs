@@ -121,6 +121,8 @@ pub(crate) fn run(cmd: &CatalogCommand) -> anyhow::Result<ExitCode> {
                         "MIG PROFILES",
                     ],
                     &[3, 4, 5, 6, 7, 8, 9, 10],
+                    // Narrow terminals keep the name, memory, bandwidth and tensor TFLOPS.
+                    &[11, 6, 9, 1, 5, 10, 2],
                     &rows,
                     f,
                 );
@@ -130,6 +132,7 @@ pub(crate) fn run(cmd: &CatalogCommand) -> anyhow::Result<ExitCode> {
                     for caveat in c.gpus.iter().filter_map(GpuSpec::compute_caveat) {
                         s.push_str(&format!("{caveat}.\n"));
                     }
+                    s = gpuwise_render::fit_text(&s);
                 }
                 s
             };
@@ -202,7 +205,8 @@ fn instances(a: &InstancesArgs) -> anyhow::Result<()> {
                         .iter()
                         .map(|x| format!("{}:{}", x.pricing, x.reason))
                         .collect::<Vec<_>>()
-                        .join(";"),
+                        // A terminal may wrap between flags; CSV keeps one token.
+                        .join(if f == Format::Csv { ";" } else { "; " }),
                 ]
             })
             .collect();
@@ -223,6 +227,7 @@ fn instances(a: &InstancesArgs) -> anyhow::Result<()> {
                 "SUSPECT",
             ],
             &[4, 5, 6, 7, 8, 9],
+            &[11, 10, 8, 7, 2],
             &table,
             f,
         )
@@ -331,6 +336,7 @@ fn price(a: &PriceArgs) -> anyhow::Result<()> {
                 "AS OF",
             ],
             &[4, 5, 6, 7],
+            &[8, 7, 3],
             &table,
             f,
         );
@@ -345,6 +351,7 @@ fn price(a: &PriceArgs) -> anyhow::Result<()> {
             if let Some(caveat) = spec.compute_caveat() {
                 s.push_str(&format!("{caveat}.\n"));
             }
+            s = gpuwise_render::fit_text(&s);
         }
         s
     };

@@ -40,12 +40,17 @@ pub(crate) fn run(args: &[&str]) -> Out {
     run_in(args, &repo())
 }
 
+/// `run` on a terminal wide enough that no line wraps: for tests that read prose, not layout.
+pub(crate) fn run_wide(args: &[&str]) -> Out {
+    output(cmd().env("COLUMNS", "1000").args(args).current_dir(repo()))
+}
+
 pub(crate) fn run_in(args: &[&str], dir: &Path) -> Out {
-    let o = cmd()
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the gpuwise binary runs");
+    output(cmd().args(args).current_dir(dir))
+}
+
+fn output(c: &mut Command) -> Out {
+    let o = c.output().expect("the gpuwise binary runs");
     Out {
         code: o.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&o.stdout).into_owned(),

@@ -23,3 +23,4 @@ mod schedule;
 mod serve;
 mod simulate;
 mod simulate_serve;
+mod widths;

@@ -1,7 +1,7 @@
 //! `gpuwise plan`: the calibration targets, the accuracy document, held-out measurements,
 //! the JSON contract, workload files and bad input.
 
-use crate::common::{data, repo, run, shared};
+use crate::common::{data, repo, run, run_wide, shared};
 
 fn json(args: &[&str]) -> serde_json::Value {
     let o = run(args);
@@ -557,7 +557,7 @@ fn flags_that_do_not_apply_and_skips_by_reason() {
         "{}",
         o.stderr
     );
-    let o = run(&[
+    let o = run_wide(&[
         "plan",
         "--model",
         "llama-3.1-8b",
@@ -689,7 +689,7 @@ fn a_cost_tie_goes_to_the_faster_option() {
 /// `--mode finetune` is full training, and the plan says so (it did silently).
 #[test]
 fn finetune_says_what_it_means() {
-    let o = run(&[
+    let o = run_wide(&[
         "plan",
         "--model",
         "llama-3-8b",

@@ -1,7 +1,7 @@
 //! `gpuwise simulate spot` end to end: a tiny trace worked by hand, the paper's traces, and
 //! bad input.
 
-use crate::common::{data, f, run, shared};
+use crate::common::{data, f, run, run_wide, shared};
 
 fn json(args: &[&str]) -> serde_json::Value {
     let mut all = vec!["simulate", "spot"];
@@ -144,7 +144,7 @@ fn the_on_demand_baseline_pays_no_spot_checkpoints() {
     let spot_only = &s["policies"][1];
     let mut all = vec!["simulate", "spot"];
     all.extend_from_slice(&refs);
-    let o = run(&all);
+    let o = run_wide(&all);
     assert_eq!(o.code, 0, "{}", o.stderr);
     if f(&spot_only["deadline_met_share"]) < 1.0 {
         assert!(o.stdout.contains("not a cost to compare"), "{}", o.stdout);
