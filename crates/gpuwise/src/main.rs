@@ -14,6 +14,7 @@ mod commands;
 mod config;
 mod duration;
 mod fleet;
+mod notice;
 mod output;
 mod printer;
 

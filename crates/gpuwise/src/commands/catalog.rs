@@ -63,10 +63,13 @@ fn warn_stale(rows: &[&Instance], days: u32) -> anyhow::Result<()> {
         }
     }
     for (date, n) in old {
-        printer::warn(&format!(
-            "{n} price(s) as of {date} are older than {days} days: refresh with `{} catalog import` (docs/catalog.md)",
-            printer::me()
-        ));
+        // Said once a day: it stays true until the catalog is refreshed.
+        if crate::notice::first_today(&format!("stale_price {date} {days}")) {
+            printer::warn(&format!(
+                "{n} price(s) as of {date} are older than {days} days: refresh with `{} catalog import` (docs/catalog.md; said once a day)",
+                printer::me()
+            ));
+        }
     }
     Ok(())
 }

@@ -25,6 +25,14 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     };
     // The profiles are in the report now: free them before the output is written.
     drop(profiles);
+    // Prices past the staleness limit stay so until the catalog is refreshed: a report for a
+    // person says it the first time each day; JSON and CSV always carry it.
+    if matches!(format, Format::Table | Format::Markdown | Format::Html) {
+        report.warnings.retain(|w| {
+            w.kind != "stale_price"
+                || crate::notice::first_today(&format!("stale_price {}", w.message))
+        });
+    }
     let color = args.out.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     let opts = RenderOptions {

@@ -839,3 +839,48 @@ fn an_empty_window_says_where_the_data_is() {
         o.stderr
     );
 }
+
+/// Prices past the staleness limit are said the first time each day (table and stderr), not on
+/// every run; JSON always carries them; the next day says it again.
+#[test]
+fn stale_prices_are_said_once_a_day() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fleet = dir.path().join("fleet").display().to_string();
+    let state = dir.path().join("state");
+    let o = crate::common::cmd()
+        .args(["generate", "--out", &fleet, "--gpus", "2", "--days", "1"])
+        .args(["--interval", "10m", "--start", "2026-11-29"])
+        .output()
+        .expect("generate");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = |now: &str, args: &[&str]| {
+        let o = crate::common::cmd()
+            .env("XDG_STATE_HOME", &state)
+            .env("GPUWISE_NOW", now)
+            .args(args)
+            .output()
+            .expect("runs");
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let report = ["report", fleet.as_str(), "--no-progress"];
+    let day1 = "2026-12-01T09:00:00Z";
+    assert!(run(day1, &report).0.contains("stale_price"));
+    assert!(
+        !run("2026-12-01T18:00:00Z", &report)
+            .0
+            .contains("stale_price")
+    );
+    let json = [&report[..], &["--format", "json"]].concat();
+    assert!(run(day1, &json).0.contains("\"stale_price\""));
+    assert!(
+        run("2026-12-02T09:00:00Z", &report)
+            .0
+            .contains("stale_price")
+    );
+    let price = ["catalog", "price", "H100-SXM5-80GB"];
+    assert!(run(day1, &price).1.contains("older than 180 days"));
+    assert!(!run(day1, &price).1.contains("older than"));
+}

@@ -32,7 +32,9 @@ pub(crate) fn cmd() -> Command {
         .env_remove("GPUWISE_NOTIFY_URL")
         .env_remove("GPUWISE_ALLOCATION_MODE")
         // Layouts follow the terminal width when COLUMNS is set: tests fix it per call.
-        .env_remove("COLUMNS");
+        .env_remove("COLUMNS")
+        // Notices said once a day are said on every run: nowhere to record the day.
+        .env("XDG_STATE_HOME", "/dev/null/gpuwise-tests");
     c
 }
 
