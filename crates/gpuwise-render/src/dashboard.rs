@@ -64,8 +64,10 @@ th{background:#f6f8fa;cursor:pointer;user-select:none}td.n,th.n{text-align:right
 svg{width:100%;height:auto;margin:6px 0}svg .t{font-size:14px;font-weight:600;fill:#1d2733}svg .a{font-size:11px;fill:#5a6877}svg .g{stroke:#e5e9ee}\
 form.pick{display:flex;flex-wrap:wrap;gap:6px;align-items:center;margin:10px 0}form.pick select,form.pick input,form.pick button{font:inherit;padding:3px 6px}\
 input#filter{font:inherit;padding:4px 8px;margin:6px 0;width:min(320px,100%)}.note{color:#5a6877;font-size:12px}\
+.headline{font-size:18px;font-weight:600;margin:12px 0}td.wrap{white-space:normal;min-width:16em}\
 .bar{background:#eef1f4;border-radius:4px;height:10px;min-width:80px}.bar i{display:block;height:10px;border-radius:4px;background:#4c8bd6}.bar i.over{background:#d65c4c}\
-@media (max-width:600px){body{padding:0 8px}.card b{font-size:17px}}";
+@media (max-width:600px){body{padding:0 8px}.card b{font-size:17px}.opt{display:none}\
+.chart svg{min-width:620px}svg .a{font-size:15px}svg .t{font-size:17px}}";
 
 /// Sorts the device table by a clicked header (numbers by `data-v`), filters its rows by the
 /// text typed, and reloads the page when `/healthz` reports a newer generation of the data.
@@ -182,6 +184,12 @@ pub fn page(report: &Report, advice: Option<&Advice>, view: &View<'_>) -> String
         report.fleet.devices,
         esc(view.status)
     );
+    // The answer first, in the static report's words.
+    let _ = write!(
+        h,
+        "<p class=\"headline\" id=\"headline\">{}</p>",
+        esc(&crate::html::headline_text(report, advice))
+    );
     if let Some(p) = view.problem {
         let _ = write!(h, "<p class=\"notice\" id=\"problem\">{}</p>", esc(p));
     }
@@ -226,20 +234,15 @@ fn kpis(h: &mut String, r: &Report) {
     let f = &r.fleet;
     let k = &f.kpis;
     h.push_str("<div class=\"cards\" id=\"kpis\">");
-    kpi(
-        h,
-        "mean_utilization_pct",
-        "mean utilization",
-        &pct(f.mean_utilization_pct),
-        f.mean_utilization_pct,
-    );
-    kpi(
-        h,
-        "idle_gpu_hours",
-        "idle GPU-hours",
-        &hours(f.idle_gpu_hours),
-        Some(f.idle_gpu_hours),
-    );
+    // Money first: what the fleet cost and what of it bought nothing.
+    let cost = match f.cost_usd {
+        None => "unpriced".to_owned(),
+        Some(c) if f.unpriced_devices > 0 => {
+            format!("{} + {} unpriced", usd(c), f.unpriced_devices)
+        }
+        Some(c) => usd(c),
+    };
+    kpi(h, "cost_usd", "cost", &cost, f.cost_usd);
     kpi(
         h,
         "idle_cost_usd",
@@ -263,11 +266,17 @@ fn kpis(h: &mut String, r: &Report) {
     );
     kpi(
         h,
-        "spot_share_pct",
-        "spot share of priced GPU-hours",
-        &k.spot_share_pct
-            .map_or("unknown (no pricing model)".into(), |v| pct(Some(v))),
-        k.spot_share_pct,
+        "mean_utilization_pct",
+        "mean utilization",
+        &pct(f.mean_utilization_pct),
+        f.mean_utilization_pct,
+    );
+    kpi(
+        h,
+        "idle_gpu_hours",
+        "idle GPU-hours",
+        &hours(f.idle_gpu_hours),
+        Some(f.idle_gpu_hours),
     );
     kpi(
         h,
@@ -276,14 +285,14 @@ fn kpis(h: &mut String, r: &Report) {
         &hours(f.gpu_hours),
         Some(f.gpu_hours),
     );
-    let cost = match f.cost_usd {
-        None => "unpriced".to_owned(),
-        Some(c) if f.unpriced_devices > 0 => {
-            format!("{} + {} unpriced", usd(c), f.unpriced_devices)
-        }
-        Some(c) => usd(c),
-    };
-    kpi(h, "cost_usd", "cost", &cost, f.cost_usd);
+    kpi(
+        h,
+        "spot_share_pct",
+        "spot share of priced GPU-hours",
+        &k.spot_share_pct
+            .map_or("unknown (no pricing model)".into(), |v| pct(Some(v))),
+        k.spot_share_pct,
+    );
     h.push_str("</div><p class=\"note\">Spot interruptions are not in GPU telemetry: simulate them on real traces with <code>gpuwise simulate spot</code>.</p>");
 }
 
@@ -301,17 +310,25 @@ fn charts(h: &mut String, r: &Report) {
         })
         .collect();
     h.push_str("<h2>Utilization over time</h2>");
-    h.push_str(&svg::timeline(
-        &points,
-        "Fleet mean utilization per hour (UTC)",
-    ));
+    chart(
+        h,
+        &svg::timeline(&points, "Fleet mean utilization per hour (UTC)"),
+    );
     let bins: Vec<(Option<f64>, Option<f64>, f64)> = r
         .hour_of_week
         .iter()
         .map(|b| (b.mean_utilization_pct, b.idle_share_pct, b.device_hours))
         .collect();
     h.push_str("<h2>Hour of week</h2>");
-    h.push_str(&svg::heatmap(&bins, &r.window.timezone));
+    chart(h, &svg::heatmap(&bins, &r.window.timezone));
+}
+
+/// A chart in a box that scrolls sideways on a phone, where the chart keeps a width its
+/// labels can be read at (scaled to a 400-pixel screen they were 5 pixels high).
+fn chart(h: &mut String, svg: &str) {
+    h.push_str("<div class=\"scroll chart\">");
+    h.push_str(svg);
+    h.push_str("</div>");
 }
 
 /// Cost and idle cost per team, from the devices' owners (`(untagged)` for none).
@@ -343,7 +360,7 @@ fn teams(h: &mut String, r: &Report) {
             (team, cost, idle, text)
         })
         .collect();
-    h.push_str("<h2>Cost by team</h2><div id=\"teams\">");
+    h.push_str("<h2>Cost by team</h2><div id=\"teams\" class=\"scroll chart\">");
     h.push_str(&svg::cost_bars(&rows, "Cost and idle cost by team"));
     h.push_str("</div>");
 }
@@ -385,7 +402,7 @@ fn actions(h: &mut String, advice: Option<&Advice>) {
     };
     let _ = write!(
         h,
-        "<p id=\"advice-total\">The plan saves <b>{}/month</b> of {}/month.</p><div class=\"scroll\"><table id=\"advice\"><thead><tr><th>ACTION</th><th>DEVICES</th><th class=\"n\">SAVES/MONTH</th><th>CONFIDENCE</th><th>EVIDENCE</th></tr></thead><tbody>",
+        "<p id=\"advice-total\">The plan saves <b>{}/month</b> of {}/month.</p><div class=\"scroll\"><table id=\"advice\"><thead><tr><th>ACTION</th><th class=\"n\">SAVES/MONTH</th><th>DEVICES</th><th>CONFIDENCE</th><th>EVIDENCE</th></tr></thead><tbody>",
         usd(a.total_monthly_savings_usd),
         usd(a.current_monthly_usd)
     );
@@ -397,10 +414,10 @@ fn actions(h: &mut String, advice: Option<&Advice>) {
         };
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td title=\"{}\">{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td><td title=\"{}\">{}</td><td class=\"wrap\">{}</td></tr>",
             esc(x.kind.as_str()),
-            esc(&names),
             usd(x.plan_savings_usd),
+            esc(&names),
             esc(&x.confidence.reason),
             crate::advice::level(x.confidence.level),
             esc(x.evidence.first().map_or("", String::as_str))
@@ -409,9 +426,10 @@ fn actions(h: &mut String, advice: Option<&Advice>) {
     h.push_str("</tbody></table></div>");
 }
 
-fn num(v: Option<f64>, shown: &str) -> String {
+/// A number cell of class `class`, its exact value in `data-v` for sorting.
+fn num(class: &str, v: Option<f64>, shown: &str) -> String {
     format!(
-        "<td class=\"n\" data-v=\"{}\">{}</td>",
+        "<td class=\"{class}\" data-v=\"{}\">{}</td>",
         v.map_or(String::new(), |v| v.to_string()),
         esc(shown)
     )
@@ -420,28 +438,29 @@ fn num(v: Option<f64>, shown: &str) -> String {
 fn devices(h: &mut String, r: &Report, query: &str) {
     let _ = write!(
         h,
-        "<h2>Devices</h2><input id=\"filter\" type=\"search\" placeholder=\"Filter {} devices\" aria-label=\"Filter devices\"><div class=\"scroll\"><table id=\"devices\"><thead><tr><th>DEVICE</th><th>MODEL</th><th>TEAM</th><th>CLASS</th><th class=\"n\">UTIL</th><th class=\"n\">GPU-H</th><th class=\"n\">IDLE H</th><th class=\"n\">IDLE $</th><th class=\"n\">COST</th></tr></thead><tbody>",
+        "<h2>Devices</h2><input id=\"filter\" type=\"search\" placeholder=\"Filter {} devices\" aria-label=\"Filter devices\"><div class=\"scroll\"><table id=\"devices\"><thead><tr><th>DEVICE</th><th class=\"n\">COST</th><th class=\"n\">IDLE $</th><th class=\"n\">UTIL</th><th class=\"n opt\">IDLE H</th><th class=\"n opt\">GPU-H</th><th class=\"opt\">CLASS</th><th class=\"opt\">MODEL</th><th class=\"opt\">TEAM</th></tr></thead><tbody>",
         r.devices.len()
     );
     for d in &r.devices {
         let link = with_query("device", query, &format!("id={}", url_escape(&d.id)));
         let _ = write!(
             h,
-            "<tr data-id=\"{}\"><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td>{}{}{}{}{}</tr>",
+            "<tr data-id=\"{}\"><td><a href=\"{}\">{}</a></td>{}{}{}{}{}<td class=\"opt\">{}</td><td class=\"opt\">{}</td><td class=\"opt\">{}</td></tr>",
             esc(&d.id),
             esc(&link),
             esc(&d.name),
-            esc(&crate::text::model(d)),
-            esc(d.team.as_deref().unwrap_or("–")),
-            esc(d.class.as_str()),
-            num(d.mean_utilization_pct, &pct(d.mean_utilization_pct)),
-            num(Some(d.gpu_hours), &hours(d.gpu_hours)),
-            num(Some(d.idle_hours), &hours(d.idle_hours)),
+            num("n", d.cost_usd, &d.cost_usd.map_or("unpriced".into(), usd)),
             num(
+                "n",
                 d.idle_cost_usd,
                 &d.idle_cost_usd.map_or("unpriced".into(), usd)
             ),
-            num(d.cost_usd, &d.cost_usd.map_or("unpriced".into(), usd)),
+            num("n", d.mean_utilization_pct, &pct(d.mean_utilization_pct)),
+            num("n opt", Some(d.idle_hours), &hours(d.idle_hours)),
+            num("n opt", Some(d.gpu_hours), &hours(d.gpu_hours)),
+            esc(d.class.as_str()),
+            esc(&crate::text::model(d)),
+            esc(d.team.as_deref().unwrap_or("–")),
         );
     }
     h.push_str("</tbody></table></div>");
@@ -562,7 +581,10 @@ fn device_charts(h: &mut String, p: &DeviceProfile) {
         })
         .collect();
     h.push_str("<h2>Utilization over time</h2>");
-    h.push_str(&svg::timeline(&points, "Mean utilization per hour (UTC)"));
+    chart(
+        h,
+        &svg::timeline(&points, "Mean utilization per hour (UTC)"),
+    );
     let bins: Vec<(Option<f64>, Option<f64>, f64)> = s
         .hour_of_week()
         .iter()
@@ -575,5 +597,5 @@ fn device_charts(h: &mut String, p: &DeviceProfile) {
         })
         .collect();
     h.push_str("<h2>Hour of week</h2>");
-    h.push_str(&svg::heatmap(&bins, s.tz.iana_name().unwrap_or("UTC")));
+    chart(h, &svg::heatmap(&bins, s.tz.iana_name().unwrap_or("UTC")));
 }

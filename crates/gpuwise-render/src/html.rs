@@ -249,8 +249,17 @@ fn tables(h: &mut String, r: &Report, advice: Option<&Advice>) {
 
 /// The answer first: what the combined plan saves (with `--advise`), else what idle time costs.
 fn headline(h: &mut String, r: &Report, advice: Option<&Advice>) {
+    let _ = write!(
+        h,
+        "<p class=\"headline\" id=\"headline\">{}</p>",
+        esc(&headline_text(r, advice))
+    );
+}
+
+/// The headline's words, for the report and the dashboard alike.
+pub(crate) fn headline_text(r: &Report, advice: Option<&Advice>) -> String {
     let f = &r.fleet;
-    let text = match advice {
+    match advice {
         Some(a) if a.current_monthly_usd > 0.0 => {
             // The count is of the actions listed; those the plan leaves out are said apart
             // ("47 actions below" stood over a list of 48).
@@ -277,12 +286,7 @@ fn headline(h: &mut String, r: &Report, advice: Option<&Advice>) {
                 .waste_share_pct
                 .map_or(String::new(), |p| format!(" ({p:.0} %)"))
         ),
-    };
-    let _ = write!(
-        h,
-        "<p class=\"headline\" id=\"headline\">{}</p>",
-        esc(&text)
-    );
+    }
 }
 
 /// A section as a titled table that scrolls sideways on a narrow screen.

@@ -182,9 +182,10 @@ pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> Str
         r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
         esc(&title)
     );
+    // No data is hatched, so it is never read as 0 % (a pale cell was both).
     let _ = write!(
         s,
-        r#"<text x="{l}" y="16" class="t">{}</text>"#,
+        r##"<defs><pattern id="nodata" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#ffffff"/><line x1="0" y1="0" x2="0" y2="6" stroke="#9aa5b1" stroke-width="1.5"/></pattern></defs><text x="{l}" y="16" class="t">{}</text>"##,
         esc(&title)
     );
     for hour in (0..24).step_by(3) {
@@ -221,10 +222,11 @@ pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> Str
             );
             let _ = write!(
                 s,
-                r##"<rect x="{x:.1}" y="{y:.1}" width="{}" height="{}" fill="{}" stroke="#fff"><title>{}</title></rect>"##,
+                r##"<rect x="{x:.1}" y="{y:.1}" width="{}" height="{}" fill="{}" stroke="#fff" data-util="{}"><title>{}</title></rect>"##,
                 cell - 1.0,
                 cell - 1.0,
-                util_color(u),
+                u.map_or_else(|| "url(#nodata)".to_owned(), |v| util_color(Some(v))),
+                u.map_or_else(|| "none".to_owned(), |v| format!("{v:.1}")),
                 esc(&tip)
             );
         }
@@ -233,8 +235,7 @@ pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> Str
     let ly = t + 7.0 * cell + 14.0;
     let _ = write!(
         s,
-        r##"<g class="legend"><rect x="{l}" y="{ly:.1}" width="14" height="14" fill="{}"/><text x="{:.1}" y="{:.1}" class="a">no data</text>"##,
-        util_color(None),
+        r##"<g class="legend"><rect x="{l}" y="{ly:.1}" width="14" height="14" fill="url(#nodata)" stroke="#9aa5b1" stroke-width="0.5"/><text x="{:.1}" y="{:.1}" class="a">no data</text>"##,
         l + 18.0,
         ly + 11.0
     );

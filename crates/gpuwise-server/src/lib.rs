@@ -920,12 +920,33 @@ async fn device(
     };
     let id = q.id.clone().unwrap_or_default();
     let r = &a.analysis.report;
-    let Some(row) = r.devices.iter().find(|d| d.id == id) else {
-        return Failure(
-            StatusCode::NOT_FOUND,
-            "no such device in this window".into(),
-        )
-        .into_response();
+    // By id, else by the display name every page shows (`host/gpu3`) when one device has it.
+    let named: Vec<&gpuwise_core::report::DeviceRow> =
+        r.devices.iter().filter(|d| d.name == id).collect();
+    let row = match (r.devices.iter().find(|d| d.id == id), named.as_slice()) {
+        (Some(row), _) => row,
+        (None, [row]) => *row,
+        (None, []) => {
+            return Failure(
+                StatusCode::NOT_FOUND,
+                "no device with that id or name in this window".into(),
+            )
+            .into_response();
+        }
+        (None, many) => {
+            return Failure(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "{} devices are named that in this window: ask by id ({})",
+                    many.len(),
+                    many.iter()
+                        .map(|d| d.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .into_response();
+        }
     };
     let profile = a
         .analysis

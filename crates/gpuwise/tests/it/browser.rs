@@ -396,6 +396,12 @@ fn the_dashboard_shows_the_apis_figures_at_every_width() {
             "sorted".into(),
             "filtered".into(),
             "fits".into(),
+            "headline-first".into(),
+            "cost-first".into(),
+            "money-visible".into(),
+            "evidence-wraps".into(),
+            "labels-legible".into(),
+            "no-data-hatched".into(),
         ] {
             assert!(
                 found.split(' ').any(|w| w == want),
@@ -406,6 +412,14 @@ fn the_dashboard_shows_the_apis_figures_at_every_width() {
     let (code, page) = s.get(&format!("/device?id={}", first_device.replace('/', "%2F")));
     assert_eq!(code, 200);
     assert!(page.contains("<svg"), "the device's charts");
+    // The display name every page shows finds the same device.
+    let name = api["devices"][0]["name"].as_str().expect("name");
+    assert_ne!(name, first_device);
+    let (code, by_name) = s.get(&format!("/device?id={}", name.replace('/', "%2F")));
+    assert_eq!(code, 200, "{by_name}");
+    assert_eq!(by_name, page);
+    let (code, body) = s.get("/device?id=no-such%2Fgpu9");
+    assert_eq!(code, 404, "{body}");
 }
 
 /// Sort the device table by idle cost (two clicks: descending), filter it by one device's name,
@@ -417,9 +431,9 @@ window.addEventListener('load', () => {
   const t = document.getElementById('devices');
   const rows = () => Array.from(t.tBodies[0].rows);
   out.push('rows:' + rows().length);
-  const th = t.tHead.rows[0].cells[7];
+  const th = t.tHead.rows[0].cells[2];
   th.click(); th.click();
-  const v = rows().map(r => { const x = r.cells[7].getAttribute('data-v'); return x === '' ? -Infinity : +x; });
+  const v = rows().map(r => { const x = r.cells[2].getAttribute('data-v'); return x === '' ? -Infinity : +x; });
   out.push(v.every((x, i) => i === 0 || v[i - 1] >= x) && th.getAttribute('data-sort') === 'desc' ? 'sorted' : 'NOT-SORTED');
   const f = document.getElementById('filter');
   f.value = rows()[0].cells[0].textContent;
@@ -433,6 +447,31 @@ window.addEventListener('load', () => {
     if (e.getBoundingClientRect().right > vw + 1) wide++;
   }
   out.push(document.documentElement.scrollWidth <= vw && wide === 0 ? 'fits' : 'WIDER:' + wide);
+  // The answer leads: the headline before the cards and every section; the first card is cost.
+  const h = document.getElementById('headline');
+  const before = (a, b) => a && b && (a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);
+  out.push(before(h, document.getElementById('kpis')) && before(h, document.querySelector('h2')) ? 'headline-first' : 'HEADLINE-NOT-FIRST');
+  out.push(document.querySelector('#kpis [data-kpi]').getAttribute('data-kpi') === 'cost_usd' ? 'cost-first' : 'COST-NOT-FIRST');
+  // Money is on screen without scrolling sideways, at every width.
+  const heads = Array.from(t.tHead.rows[0].cells);
+  const money = heads.filter(c => c.textContent === 'COST' || c.textContent === 'IDLE $');
+  out.push(money.length === 2 && money.every(c => c.getBoundingClientRect().right <= vw + 1) ? 'money-visible' : 'MONEY-HIDDEN');
+  // The advice's evidence wraps: it is never wider than its cell.
+  const ev = Array.from(document.querySelectorAll('#advice td.wrap'));
+  out.push(ev.length > 0 && ev.every(c => getComputedStyle(c).whiteSpace === 'normal' && c.scrollWidth <= c.clientWidth + 1) ? 'evidence-wraps' : 'EVIDENCE-CLIPPED');
+  // Chart labels at least 10 px high on the screen.
+  let smallest = Infinity;
+  for (const svg of document.querySelectorAll('.chart svg')) {
+    const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+    for (const txt of svg.querySelectorAll('text')) {
+      smallest = Math.min(smallest, parseFloat(getComputedStyle(txt).fontSize) * scale);
+    }
+  }
+  out.push(smallest >= 10 ? 'labels-legible' : 'LABELS:' + smallest.toFixed(1));
+  // No data is hatched, every hour with data is a colour: never the same look.
+  const cells = Array.from(document.querySelectorAll('.chart rect[data-util]'));
+  const none = cells.filter(c => c.getAttribute('data-util') === 'none');
+  out.push(none.length > 0 && none.every(c => c.getAttribute('fill') === 'url(#nodata)') && cells.filter(c => c.getAttribute('data-util') !== 'none').every(c => c.getAttribute('fill').startsWith('rgb(')) ? 'no-data-hatched' : 'NO-DATA-LOOKS-LIKE-DATA');
   document.title = out.join(' ');
 });
 </script>"#;
