@@ -117,6 +117,43 @@ fn zones_section(s: &Study) -> Option<Section> {
     })
 }
 
+/// What a reader of the policy table must know: costs not to compare, starts with no
+/// schedule, an optimum solved in whole ticks.
+fn caveats(s: &Study) -> Vec<String> {
+    let mut caveats = Vec::new();
+    if s.policies
+        .iter()
+        .any(|p| p.deadline_met_share < 1.0 && p.cost_usd_mean.is_some())
+    {
+        caveats.push("* not every run met the deadline (or finished): that mean includes runs cut off unfinished and is not a cost to compare with the others".to_owned());
+    }
+    for p in s.policies.iter().filter(|p| p.infeasible_runs > 0) {
+        caveats.push(format!(
+            "{}: {} of {} starts have no schedule that meets the deadline; they count as missed and are left out of its means",
+            p.policy_name(),
+            p.infeasible_runs,
+            p.runs
+        ));
+    }
+    let relaxed: Vec<&gpuwise_sim::study::TraceOut> = s
+        .traces
+        .iter()
+        .filter(|t| t.omniscient_relaxed.is_some())
+        .collect();
+    if let Some(first) = relaxed.first()
+        && let Some((changeover, work)) = first.omniscient_relaxed
+    {
+        caveats.push(format!(
+            "omniscient on {} of {} traces is solved in whole ticks ({} s; changeover {changeover:.0} s, work {:.3} h: rounded down, so still a bound below every policy, by at most a tick per launch)",
+            relaxed.len(),
+            s.traces.len(),
+            first.gap_seconds,
+            work / 3600.0
+        ));
+    }
+    caveats
+}
+
 fn sections(s: &Study) -> Vec<Section> {
     let j = &s.job;
     let mut out = vec![Section {
@@ -146,21 +183,7 @@ fn sections(s: &Study) -> Vec<Section> {
         optional: OPTIONAL.to_vec(),
         rows: policy_rows(&s.policies),
     }];
-    let mut caveats = Vec::new();
-    if s.policies
-        .iter()
-        .any(|p| p.deadline_met_share < 1.0 && p.cost_usd_mean.is_some())
-    {
-        caveats.push("* not every run met the deadline (or finished): that mean includes runs cut off unfinished and is not a cost to compare with the others".to_owned());
-    }
-    for p in s.policies.iter().filter(|p| p.infeasible_runs > 0) {
-        caveats.push(format!(
-            "{}: {} of {} starts have no schedule that meets the deadline; they count as missed and are left out of its means",
-            p.policy_name(),
-            p.infeasible_runs,
-            p.runs
-        ));
-    }
+    let caveats = caveats(s);
     if let Some(note) = out[0].note.as_mut().filter(|_| !caveats.is_empty()) {
         note.push(' ');
         note.push_str(&caveats.join(". "));

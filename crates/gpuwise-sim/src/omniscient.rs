@@ -14,6 +14,11 @@
 //! - checkpoints cost nothing here (knowing preemptions, a checkpoint just before each loses
 //!   nothing), so with checkpoint settings this is still a bound below every policy.
 //!
+//! Where those units are too fine (more than 16 M states a tick: a 34-second tick, a 12-minute
+//! changeover and 48 h of work share a 2-second unit), the job is solved in whole ticks with
+//! its changeover and work rounded down to them ([`relaxed`] says so): a relaxation, so still
+//! a bound below every policy.
+//!
 //! Per tick, the states whose progress could not reach the work even running from now on are
 //! dropped: the states left form a band as wide as the job's slack, not as its work. Costs are
 //! kept per kind in flat padded arrays, with a byte per state saying which kind came before
@@ -43,6 +48,12 @@ struct Units {
     w: i64,
 }
 
+/// Backpointer bytes per kind above which the exact units give way to whole ticks (16 M
+/// states × 3 kinds = 48 MB). A 34-second trace with a 12-minute changeover and 48 h of work
+/// has a 2-second unit: 86,760 progress states × 6,353 ticks, 1.6 GB and half a second a run;
+/// in whole ticks, 5,103 states.
+const MAX_EXACT_STATES: u64 = 16_000_000;
+
 impl Units {
     #[allow(
         clippy::cast_possible_truncation,
@@ -51,12 +62,37 @@ impl Units {
         clippy::cast_precision_loss
     )]
     fn of(job: &Job, gap_s: f64) -> Self {
+        Self::within(job, gap_s, MAX_EXACT_STATES)
+    }
+
+    /// Exact units, or whole ticks where exact units need more than `budget` states a kind.
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_possible_wrap,
+        clippy::cast_precision_loss
+    )]
+    fn within(job: &Job, gap_s: f64, budget: u64) -> Self {
         let (g, d, w) = (
             gap_s.round() as u64,
             job.changeover_s.round() as u64,
             job.work_s.round() as u64,
         );
         let u = [d, w].into_iter().fold(g, gcd).max(1);
+        let ticks = job
+            .deadline_s
+            .map_or(0, |dl| (dl / gap_s).ceil() as u64 + 1);
+        if ((w + d) / u).saturating_mul(ticks) > budget && g > u {
+            // Whole ticks, the changeover and the work rounded down to them: a relaxation (any
+            // schedule of the exact job is one of this job, at no more cost), so still a bound
+            // below every policy, lower by at most a tick per launch and one tick of work.
+            return Self {
+                u: g as f64,
+                g: 1,
+                d: (d / g) as i64,
+                w: (w / g).max(1) as i64,
+            };
+        }
         Self {
             u: u as f64,
             g: (g / u) as i64,
@@ -64,6 +100,17 @@ impl Units {
             w: (w / u) as i64,
         }
     }
+}
+
+/// The changeover and work the optimum solves for on a trace of ticks `gap_s` apart, when they
+/// are not the job's: rounded down to whole ticks where exact units would need more than
+/// 16 M states a tick (see [`optimum`]). `None`: the job as given.
+#[must_use]
+#[allow(clippy::cast_precision_loss)]
+pub fn relaxed(job: &Job, gap_s: f64) -> Option<(f64, f64)> {
+    let un = Units::of(job, gap_s);
+    let (d, w) = (un.d as f64 * un.u, un.w as f64 * un.u);
+    ((d - job.changeover_s).abs() > 0.5 || (w - job.work_s).abs() > 0.5).then_some((d, w))
 }
 
 /// How a state was reached: the kind that ran before it (for walking the schedule back).
@@ -91,7 +138,10 @@ pub fn optimum(
     let ticks = ((deadline / gap_s).ceil() as usize).min(available.len().saturating_sub(start));
     // Reused across runs on a thread: only entries on the optimal path are read back, and each
     // of those was written this run, so the buffers are never cleared.
-    FROM.with_borrow_mut(|from| optimum_in(from, job, available, start, gap_s, prices, ticks))
+    let units = Units::of(job, gap_s);
+    FROM.with_borrow_mut(|from| {
+        optimum_in(from, job, units, &available[start..], gap_s, prices, ticks)
+    })
 }
 
 thread_local! {
@@ -130,8 +180,8 @@ fn min3(
 fn optimum_in(
     from: &mut [Vec<u8>; 3],
     job: &Job,
+    units: Units,
     available: &[u32],
-    start: usize,
     gap_s: f64,
     prices: Option<(f64, f64)>,
     ticks: usize,
@@ -145,7 +195,7 @@ fn optimum_in(
         g: gu,
         d: du,
         w: wu,
-    } = Units::of(job, gap_s);
+    } = units;
     let pmin = -du;
     let width = (wu - pmin) as usize;
     // Cost arrays carry `pad` cells of +∞ before progress `pmin`, so every read a tick back
@@ -173,7 +223,7 @@ fn optimum_in(
     let tick_cost = |c: usize| (gap_s * nodes * price[c] / 3600.0) as f32;
     let mut prev_lo = pmin;
     for t in 0..ticks {
-        let has_spot = available[start + t] >= job.nodes;
+        let has_spot = available[t] >= job.nodes;
         let left = (ticks - t) as i64;
         let lo = (wu - left * gu).max(pmin);
         let hi = (t as i64 * gu).min(wu - 1);
@@ -387,5 +437,53 @@ mod tests {
             }
             assert!((best.spot_work_s + best.on_demand_work_s - j.work_s).abs() < 1e-6);
         }
+    }
+
+    /// In whole ticks the bound stays below the exact optimum, and within a tick per launch
+    /// and one tick of work of it: on random traces whose exact units are fine (a 34-second
+    /// tick, a 12-minute changeover and work that share a 2-second unit).
+    #[test]
+    fn whole_ticks_stay_a_bound_close_to_the_exact_one() {
+        let mut rng = fastrand::Rng::with_seed(34);
+        let gap = 34.0;
+        let mut compared = 0;
+        for _ in 0..60 {
+            let trace: Vec<u32> = (0..900).map(|_| u32::from(rng.f64() < 0.7)).collect();
+            let j = Job {
+                work_s: 3.0 * H + 2.0 * f64::from(rng.u32(0..1000)),
+                deadline_s: Some(6.0 * H),
+                changeover_s: 720.0,
+                checkpoint_interval_s: 0.0,
+                checkpoint_cost_s: 0.0,
+                nodes: 1,
+            };
+            let ticks = ((6.0 * H / gap).ceil() as usize).min(trace.len());
+            let solve = |budget: u64| {
+                let units = Units::within(&j, gap, budget);
+                let mut from = [Vec::new(), Vec::new(), Vec::new()];
+                optimum_in(&mut from, &j, units, &trace, gap, Some((1.0, 3.0)), ticks)
+            };
+            let exact = solve(u64::MAX);
+            let coarse = solve(0);
+            assert_eq!(Units::within(&j, gap, 0).g, 1, "whole ticks");
+            let cost = |r: &Run| (r.spot_billed_s + 3.0 * r.on_demand_billed_s) / H;
+            match (exact, coarse) {
+                (Some(e), Some(c)) => {
+                    // A schedule launches at the start, when capacity comes or goes, or once
+                    // when it turns to on demand: each launch 6 s shorter, the work < 1 tick.
+                    let changes = trace[..ticks].windows(2).filter(|w| w[0] != w[1]).count();
+                    #[allow(clippy::cast_precision_loss)]
+                    let launches = changes as f64 + 2.0;
+                    assert!(cost(&c) <= cost(&e) + 1e-6, "{c:?} above {e:?}");
+                    let slack = (launches * 6.0 + gap) * 3.0 / H;
+                    assert!(cost(&e) - cost(&c) <= slack, "{c:?} far below {e:?}");
+                    compared += 1;
+                }
+                // The relaxed job is easier: feasible whenever the exact one is.
+                (Some(e), None) => panic!("exact {e:?}, relaxed infeasible"),
+                _ => {}
+            }
+        }
+        assert!(compared > 40, "{compared}");
     }
 }

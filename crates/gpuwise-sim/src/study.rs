@@ -77,6 +77,11 @@ pub struct TraceOut {
     pub preemptions_per_hour: f64,
     /// Each policy on this trace alone.
     pub policies: Vec<PolicySummary>,
+    /// The changeover and work (seconds) the offline optimum solved for on this trace, when
+    /// they are not the job's: rounded down to whole ticks where exact units would take too
+    /// many states (`crate::omniscient::relaxed`); still a bound below every policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub omniscient_relaxed: Option<(f64, f64)>,
 }
 
 /// One point of the checkpoint sweep.
@@ -137,6 +142,23 @@ pub struct Study {
     pub zones: Vec<ZoneGroupOut>,
     /// The checkpoint interval.
     pub checkpoint: CheckpointOut,
+}
+
+/// A trace's figures, its policies to come.
+fn trace_out(t: &Trace, plan: &Plan, job: &Job) -> TraceOut {
+    TraceOut {
+        file: t.name.clone(),
+        gap_seconds: t.gap_s,
+        ticks: t.ticks(),
+        availability_mean: t.availability(job.nodes),
+        preemptions_per_hour: t.preemptions_per_hour(job.nodes),
+        policies: Vec::new(),
+        omniscient_relaxed: plan
+            .policies
+            .contains(&PolicyKind::Omniscient)
+            .then(|| crate::omniscient::relaxed(job, t.gap_s))
+            .flatten(),
+    }
 }
 
 /// Log-spaced intervals from 5 minutes to 8 hours.
@@ -306,17 +328,7 @@ pub fn study(traces: &[Trace], plan: &Plan) -> Result<Study, SimError> {
         checkpoint_interval_s: interval,
         ..plan.job
     };
-    let mut per_trace: Vec<TraceOut> = traces
-        .iter()
-        .map(|t| TraceOut {
-            file: t.name.clone(),
-            gap_seconds: t.gap_s,
-            ticks: t.ticks(),
-            availability_mean: t.availability(job.nodes),
-            preemptions_per_hour: t.preemptions_per_hour(job.nodes),
-            policies: Vec::new(),
-        })
-        .collect();
+    let mut per_trace: Vec<TraceOut> = traces.iter().map(|t| trace_out(t, plan, &job)).collect();
     let mut pooled = Vec::new();
     let (zones, zone_summary) = zone_groups(traces, plan, &job)?;
     for &p in &plan.policies {
