@@ -60,6 +60,11 @@ impl<T, E: Clone> Windows<T, E> {
     }
 
     /// The kept answer of `key`, if `fresh` says its time of making is still good.
+    /// The answer kept for `key` when still fresh (marked used), without computing one.
+    pub(crate) fn peek(&self, key: &str, fresh: &dyn Fn(Instant) -> bool) -> Option<Arc<T>> {
+        self.get(key, fresh)
+    }
+
     fn get(&self, key: &str, fresh: &dyn Fn(Instant) -> bool) -> Option<Arc<T>> {
         let mut entries = lock(&self.entries);
         let e = entries.get_mut(key).filter(|e| fresh(e.made))?;

@@ -61,10 +61,29 @@ pub struct Analysis {
     pub budgets: Vec<BudgetBurn>,
 }
 
-/// Turns a window's profile and reading counts into what the server shows.
-pub type AnalyseFn = dyn Fn(Profile, IngestSummary) -> Result<Analysis, BoxError> + Send + Sync;
-/// Asks a store for a window.
-pub type StoreFn = dyn Fn(&Span) -> Result<Analysis, BoxError> + Send + Sync;
+/// How much of a window's analysis a request needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// The report alone, with its JSON (`/metrics`): no advice, allocation or budgets.
+    Report,
+    /// Everything the pages and the API show.
+    Full,
+}
+
+impl Depth {
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::Report => "#report",
+            Self::Full => "#full",
+        }
+    }
+}
+
+/// Turns a window's profile and reading counts into what the server shows, to `Depth`.
+pub type AnalyseFn =
+    dyn Fn(Profile, IngestSummary, Depth) -> Result<Analysis, BoxError> + Send + Sync;
+/// Asks a store for a window, analysed to `Depth`.
+pub type StoreFn = dyn Fn(&Span, Depth) -> Result<Analysis, BoxError> + Send + Sync;
 
 /// Where telemetry comes from.
 pub enum Telemetry {
@@ -138,6 +157,8 @@ struct AppState {
     /// signs everyone out.
     session: Option<String>,
     started: Instant,
+    /// Analyses computed to the report alone (`/metrics` asked first).
+    report_only: std::sync::atomic::AtomicU64,
 }
 
 enum Source {
@@ -217,6 +238,7 @@ impl Server {
                 std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
             ),
             started: Instant::now(),
+            report_only: std::sync::atomic::AtomicU64::new(0),
             refresh_note: Mutex::new(RefreshNote {
                 at: Some(jiff::Timestamp::now()),
                 problem: None,
@@ -628,7 +650,31 @@ struct Answer {
 impl AppState {
     /// The analysis of `span`, from the cache while the data has not changed (files) or for
     /// the refresh interval (a store).
-    fn answer(&self, span: &Span) -> Result<Answer, Failure> {
+    /// The window's analysis to `depth`: a full one kept serves a report-only request too.
+    fn cached(
+        &self,
+        base: &str,
+        depth: Depth,
+        fresh: &dyn Fn(Instant) -> bool,
+        compute: impl FnOnce() -> Result<Analysis, Failure>,
+    ) -> Result<Arc<Analysis>, Failure> {
+        let full = format!("{base}{}", Depth::Full.suffix());
+        if depth == Depth::Report
+            && let Some(a) = self.windows.peek(&full, fresh)
+        {
+            return Ok(a);
+        }
+        self.windows
+            .get_or_compute(&format!("{base}{}", depth.suffix()), fresh, || {
+                if depth == Depth::Report {
+                    self.report_only
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                compute()
+            })
+    }
+
+    fn answer(&self, span: &Span, depth: Depth) -> Result<Answer, Failure> {
         match &self.source {
             Source::Files { live, analyse } => {
                 let (generation, tile, a, b) = {
@@ -649,7 +695,7 @@ impl AppState {
                 // The data generation is in the key: a refresh that read something makes every
                 // window new.
                 let key = format!("{a}..{b}@{generation}");
-                let analysis = self.windows.get_or_compute(&key, &|_| true, || {
+                let analysis = self.cached(&key, depth, &|_| true, || {
                     let w = live
                         .read()
                         .unwrap_or_else(PoisonError::into_inner)
@@ -663,7 +709,8 @@ impl AppState {
                             "no samples in the window".into(),
                         ));
                     }
-                    analyse(w.profile, w.summary).map_err(|e| self.internal("the analysis", e))
+                    analyse(w.profile, w.summary, depth)
+                        .map_err(|e| self.internal("the analysis", e))
                 })?;
                 Ok(Answer {
                     analysis,
@@ -674,10 +721,14 @@ impl AppState {
             Source::Store(query) => {
                 let key = format!("{span:?}");
                 let refresh = self.opts.refresh;
-                let analysis = self.windows.get_or_compute(
+                let analysis = self.cached(
                     &key,
+                    depth,
                     &|made: Instant| made.elapsed() < refresh,
-                    || query(span).map_err(|e| Failure(StatusCode::BAD_GATEWAY, e.to_string())),
+                    || {
+                        query(span, depth)
+                            .map_err(|e| Failure(StatusCode::BAD_GATEWAY, e.to_string()))
+                    },
                 )?;
                 Ok(Answer {
                     window: store_words(&analysis.report),
@@ -761,11 +812,15 @@ async fn blocking<T: Send + 'static>(
 }
 
 async fn answer_for(s: &Arc<AppState>, q: &Q) -> Result<Answer, Failure> {
+    answer_to(s, q, Depth::Full).await
+}
+
+async fn answer_to(s: &Arc<AppState>, q: &Q, depth: Depth) -> Result<Answer, Failure> {
     let span = q
         .span()
         .map_err(|e| Failure(StatusCode::BAD_REQUEST, e.to_string()))?;
     let s = s.clone();
-    blocking(move || s.answer(&span)).await
+    blocking(move || s.answer(&span, depth)).await
 }
 
 fn json(body: String) -> Response {
@@ -806,7 +861,8 @@ async fn api_allocation(State(s): State<Arc<AppState>>, Window(q): Window) -> Re
 }
 
 async fn metrics_text(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
-    match answer_for(&s, &q).await {
+    // The report is all /metrics exposes: no advice or allocation is computed for it.
+    match answer_to(&s, &q, Depth::Report).await {
         Ok(a) => (
             [(
                 header::CONTENT_TYPE,
@@ -850,6 +906,7 @@ async fn healthz(
             "problem": problem,
             "analyses": {
                 "computed": s2.windows.computed(),
+                "report_only": s2.report_only.load(std::sync::atomic::Ordering::Relaxed),
                 "kept": s2.windows.len(),
             },
         })

@@ -15,7 +15,7 @@ use gpuwise_ledger::allocate::{Policy as AllocationPolicy, UnitCounts};
 use gpuwise_ledger::check::{Budget, Policy};
 use gpuwise_render::dashboard::BudgetBurn;
 use gpuwise_render::{Format, RenderOptions};
-use gpuwise_server::{Analysis, Bound, BoxError, Live, Options, Span, Telemetry};
+use gpuwise_server::{Analysis, Bound, BoxError, Depth, Live, Options, Span, Telemetry};
 
 use crate::cli::{AdviseOpts, PromArgs, ServeArgs};
 use crate::config::Config;
@@ -63,21 +63,24 @@ impl Analyst {
         &self,
         profiles: Vec<DeviceProfile>,
         summary: IngestSummary,
+        depth: Depth,
     ) -> anyhow::Result<Analysis> {
         let s = &self.settings;
         let mut opts = s.report.clone();
         opts.now_ms = Some(crate::clock::now_ms()?);
         let report = report::build(&profiles, &s.prices, &s.teams, &opts, summary);
-        self.finish(report, profiles)
+        self.finish(report, profiles, depth)
     }
 
+    /// The analysis of a built report to `depth`: the report's JSON always; the advice, the
+    /// allocation and the budgets only for [`Depth::Full`].
     fn finish(
         &self,
         report: report::Report,
         profiles: Vec<DeviceProfile>,
+        depth: Depth,
     ) -> anyhow::Result<Analysis> {
         let s = &self.settings;
-        let advice = super::advise::advice(&report, &profiles, s, &self.advise)?;
         let mut report_json = Vec::new();
         let doc = gpuwise_render::Document {
             report: &report,
@@ -88,6 +91,19 @@ impl Analyst {
             color: false,
         };
         gpuwise_render::write(&doc, Format::Json, &plain, &mut report_json)?;
+        let report_json = String::from_utf8(report_json)?;
+        if depth == Depth::Report {
+            return Ok(Analysis {
+                report,
+                advice: None,
+                profiles,
+                report_json,
+                advice_json: None,
+                allocation_json: None,
+                budgets: Vec::new(),
+            });
+        }
+        let advice = super::advise::advice(&report, &profiles, s, &self.advise)?;
         let advice_json = gpuwise_render::advice::render(&advice, Format::Json, &plain);
         let now = crate::clock::now_ms()?;
         let allocation = gpuwise_ledger::allocate::allocate(
@@ -118,7 +134,7 @@ impl Analyst {
             report,
             advice: Some(advice),
             profiles,
-            report_json: String::from_utf8(report_json)?,
+            report_json,
             advice_json: Some(advice_json),
             allocation_json: Some(allocation_json),
             budgets,
@@ -249,7 +265,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let telemetry = if args.fleet.prom.prometheus.is_some() {
         let prom = args.fleet.prom.clone();
         let start = args.fleet.read.start.clone();
-        Telemetry::Store(Box::new(move |span: &Span| {
+        Telemetry::Store(Box::new(move |span: &Span, depth: Depth| {
             let p = store_window(&prom, span);
             let start = if matches!(span, Span::All) {
                 start.as_deref()
@@ -258,7 +274,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             };
             let (report, profiles) =
                 fleet::prom_build(&p, start, &analyst.settings).map_err(boxed)?;
-            analyst.finish(report, profiles).map_err(boxed)
+            analyst.finish(report, profiles, depth).map_err(boxed)
         }))
     } else {
         let started = std::time::Instant::now();
@@ -278,12 +294,14 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let a = analyst.clone();
         Telemetry::Files {
             live: Box::new(live),
-            analyse: Box::new(move |profile: Profile, summary: IngestSummary| {
-                let s = &a.settings;
-                let mut profiles = profile.finish(&s.read.profile, &s.read.tz);
-                fleet::with_workloads(&mut profiles, &s.hints);
-                a.analyse(profiles, summary).map_err(boxed)
-            }),
+            analyse: Box::new(
+                move |profile: Profile, summary: IngestSummary, depth: Depth| {
+                    let s = &a.settings;
+                    let mut profiles = profile.finish(&s.read.profile, &s.read.tz);
+                    fleet::with_workloads(&mut profiles, &s.hints);
+                    a.analyse(profiles, summary, depth).map_err(boxed)
+                },
+            ),
         }
     };
     let server = bound.serve(telemetry);

@@ -824,6 +824,45 @@ fn one_window_asked_at_once_is_analysed_once() {
     assert_eq!(a["kept"], 32, "{a}");
 }
 
+/// `/metrics` computes only what it exposes: a cold window asked by `/metrics` is analysed to
+/// the report alone (no advice, allocation or budgets); the API's full analysis of a window
+/// serves `/metrics` after it without another.
+#[test]
+fn metrics_compute_only_the_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "4", "2");
+    let s = Served::start(&[&data], &[]);
+    let analyses = |s: &Served| json(&s.get("/healthz").1)["analyses"].clone();
+    let count = |a: &serde_json::Value, k: &str| a[k].as_u64().expect(k);
+    let a0 = analyses(&s);
+    let (code, metrics) = s.get("/metrics?last=1d");
+    assert_eq!(code, 200, "{metrics}");
+    let a1 = analyses(&s);
+    assert_eq!(count(&a1, "computed") - count(&a0, "computed"), 1, "{a1}");
+    assert_eq!(
+        count(&a1, "report_only") - count(&a0, "report_only"),
+        1,
+        "{a1}"
+    );
+    // The advice needs the full analysis: computed once more, and not to the report alone.
+    let (code, _) = s.get("/api/advice?last=1d");
+    assert_eq!(code, 200);
+    let a2 = analyses(&s);
+    assert_eq!(count(&a2, "computed") - count(&a1, "computed"), 1, "{a2}");
+    assert_eq!(count(&a2, "report_only"), count(&a1, "report_only"), "{a2}");
+    // Now /metrics is answered from the full analysis, with the same figures.
+    let (code, again) = s.get("/metrics?last=1d");
+    assert_eq!(code, 200);
+    assert_eq!(count(&analyses(&s), "computed"), count(&a2, "computed"));
+    let figures = |m: &str| {
+        m.lines()
+            .filter(|l| !l.starts_with('#') && !l.contains("generation"))
+            .map(str::to_owned)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(figures(&again), figures(&metrics));
+}
+
 /// The server survives its inputs changing under it, and after each change answers what
 /// `report` says of the files as they now are: a log truncated in place, a log replaced by
 /// another, a log deleted, and a log grown by one 100 MB line (past the 1 MiB line bound:
