@@ -18,6 +18,7 @@
 mod cache;
 pub mod live;
 pub mod metrics;
+mod quota;
 pub mod window;
 
 use std::net::SocketAddr;
@@ -112,6 +113,8 @@ pub struct Options {
     pub refresh: Duration,
     /// The longest a request may take.
     pub request_timeout: Duration,
+    /// Distinct windows one client may ask of a store in a minute.
+    pub store_windows_per_minute: usize,
 }
 
 /// Why the server cannot start.
@@ -159,6 +162,8 @@ struct AppState {
     started: Instant,
     /// Analyses computed to the report alone (`/metrics` asked first).
     report_only: std::sync::atomic::AtomicU64,
+    /// Distinct windows each client asked of a store in the last minute.
+    store_quota: quota::StoreQuota,
 }
 
 enum Source {
@@ -230,9 +235,11 @@ impl Server {
             Telemetry::Store(f) => Source::Store(f),
         };
         let session = opts.token.as_ref().map(|_| session_value());
+        let store_quota = quota::StoreQuota::new(opts.store_windows_per_minute);
         let state = Arc::new(AppState {
             source,
             opts,
+            store_quota,
             windows: cache::Windows::new(
                 CACHE_ENTRIES,
                 std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
@@ -300,7 +307,7 @@ async fn accept_loop(listener: tokio::net::TcpListener, app: Router) -> std::io:
             },
             () = &mut stop => return Ok(()),
         };
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(c) => c,
                 // A connection that failed before it was accepted (reset, out of descriptors
@@ -309,7 +316,9 @@ async fn accept_loop(listener: tokio::net::TcpListener, app: Router) -> std::io:
             },
             () = &mut stop => return Ok(()),
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let service = hyper_util::service::TowerToHyperService::new(
+            app.clone().layer(axum::Extension(Peer(peer.ip()))),
+        );
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new()
@@ -586,7 +595,14 @@ struct Q {
     end: Option<String>,
     last: Option<String>,
     id: Option<String>,
+    /// The client's address (from the connection, not the query).
+    #[serde(skip)]
+    client: Option<std::net::IpAddr>,
 }
+
+/// The address a connection comes from, put on each of its requests.
+#[derive(Clone, Copy, Debug)]
+struct Peer(std::net::IpAddr);
 
 impl Q {
     fn span(&self) -> Result<Span, window::BadWindow> {
@@ -617,9 +633,10 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Window {
         parts: &mut axum::http::request::Parts,
         state: &S,
     ) -> Result<Self, Self::Rejection> {
+        let client = parts.extensions.get::<Peer>().map(|p| p.0);
         Query::<Q>::from_request_parts(parts, state)
             .await
-            .map(|Query(q)| Window(q))
+            .map(|Query(q)| Window(Q { client, ..q }))
             .map_err(|e| Failure(StatusCode::BAD_REQUEST, e.body_text()))
     }
 }
@@ -674,7 +691,12 @@ impl AppState {
             })
     }
 
-    fn answer(&self, span: &Span, depth: Depth) -> Result<Answer, Failure> {
+    fn answer(
+        &self,
+        span: &Span,
+        depth: Depth,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<Answer, Failure> {
         match &self.source {
             Source::Files { live, analyse } => {
                 let (generation, tile, a, b) = {
@@ -721,6 +743,22 @@ impl AppState {
             Source::Store(query) => {
                 let key = format!("{span:?}");
                 let refresh = self.opts.refresh;
+                let fresh = |made: Instant| made.elapsed() < refresh;
+                // A window not answered yet is a query against the store: counted per client.
+                let kept = [Depth::Full, depth].iter().any(|d| {
+                    self.windows
+                        .peek(&format!("{key}{}", d.suffix()), &fresh)
+                        .is_some()
+                });
+                if !kept && let Err(wait) = self.store_quota.admit(client, &key, Instant::now()) {
+                    return Err(Failure(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        format!(
+                            "more than {} distinct windows asked of the store in a minute from this address: ask again in {wait} s (windows already answered are not counted; --store-windows-per-minute)",
+                            self.opts.store_windows_per_minute
+                        ),
+                    ));
+                }
                 let analysis = self.cached(
                     &key,
                     depth,
@@ -820,7 +858,8 @@ async fn answer_to(s: &Arc<AppState>, q: &Q, depth: Depth) -> Result<Answer, Fai
         .span()
         .map_err(|e| Failure(StatusCode::BAD_REQUEST, e.to_string()))?;
     let s = s.clone();
-    blocking(move || s.answer(&span, depth)).await
+    let client = q.client;
+    blocking(move || s.answer(&span, depth, client)).await
 }
 
 fn json(body: String) -> Response {
@@ -1038,6 +1077,7 @@ mod tests {
             allowed_hosts: allowed.iter().map(|a| (*a).to_owned()).collect(),
             refresh: Duration::from_secs(1),
             request_timeout: Duration::from_secs(1),
+            store_windows_per_minute: 16,
         };
         let local = opts("127.0.0.1:8080", &[]);
         for ok in [

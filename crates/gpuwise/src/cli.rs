@@ -196,6 +196,17 @@ pub(crate) struct ServeArgs {
     /// How often files are looked at again (and a store's answers kept) [default: 30s].
     #[arg(long, value_name = "DURATION", help_heading = "Server")]
     pub refresh: Option<String>,
+    /// With --prometheus: distinct windows one client (by address) may ask of the store in a
+    /// minute; more are refused with 429 until the minute has passed (windows already answered
+    /// are not counted).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 16,
+        value_parser = clap::value_parser!(u16).range(1..),
+        help_heading = "Server"
+    )]
+    pub store_windows_per_minute: u16,
     /// Tile length: samples are kept per device and tile, and windows are whole tiles [default: 1d].
     #[arg(long, value_name = "DURATION", help_heading = "Server")]
     pub tile: Option<String>,

@@ -223,6 +223,7 @@ fn options(args: &ServeArgs, cfg: &Config) -> anyhow::Result<Options> {
             args.request_timeout.as_ref(),
             "30s",
         )?),
+        store_windows_per_minute: usize::from(args.store_windows_per_minute),
     })
 }
 

@@ -863,6 +863,36 @@ fn metrics_compute_only_the_report() {
     assert_eq!(figures(&again), figures(&metrics));
 }
 
+/// Against a store, one client may start N distinct windows a minute
+/// (`--store-windows-per-minute`): the next is a 429 that says when to ask again, without a
+/// query; a window it already asked is not counted. (The store here is a closed port: each
+/// query fails as a 502.)
+#[test]
+fn a_client_asks_a_store_for_few_windows_a_minute() {
+    let s = Served::start(
+        &[
+            "--prometheus",
+            "http://127.0.0.1:9",
+            "--store-windows-per-minute",
+            "3",
+        ],
+        &[],
+    );
+    for h in 1..=3 {
+        let (code, body) = s.get(&format!("/api/report?last={h}h"));
+        assert_eq!(code, 502, "{h}: {body}");
+    }
+    let (code, body) = s.get("/api/report?last=4h");
+    assert_eq!(code, 429, "{body}");
+    assert!(
+        body.contains("more than 3 distinct windows") && body.contains("ask again in"),
+        "{body}"
+    );
+    assert!(json(&body)["error"].is_string(), "{body}");
+    let (code, body) = s.get("/api/report?last=3h");
+    assert_eq!(code, 502, "an asked window is not counted again: {body}");
+}
+
 /// The server survives its inputs changing under it, and after each change answers what
 /// `report` says of the files as they now are: a log truncated in place, a log replaced by
 /// another, a log deleted, and a log grown by one 100 MB line (past the 1 MiB line bound:
