@@ -12,10 +12,13 @@ use std::time::{Duration, Instant};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
+/// The windows one client asked, oldest first, with when.
+type Asked = VecDeque<(Instant, String)>;
+
 /// The windows each client asked of the store in the last minute.
 pub(crate) struct StoreQuota {
     per_minute: usize,
-    seen: Mutex<HashMap<Option<IpAddr>, VecDeque<(Instant, String)>>>,
+    seen: Mutex<HashMap<Option<IpAddr>, Asked>>,
 }
 
 impl StoreQuota {
