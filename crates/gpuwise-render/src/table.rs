@@ -1,4 +1,5 @@
-//! Terminal tables, each section under a bold title, laid out to the width by [`crate::layout`].
+//! Terminal tables, each section under a bold title, laid out to the terminal's width (no token
+//! broken; columns left out by priority, else rows as blocks).
 
 use crate::RenderOptions;
 use crate::escape::terminal;

@@ -115,6 +115,64 @@ pub struct Options {
     pub request_timeout: Duration,
     /// Distinct windows one client may ask of a store in a minute.
     pub store_windows_per_minute: usize,
+    /// Serve HTTPS with this certificate chain and key (PEM files), else plain HTTP.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A certificate chain and its private key, PEM files.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// The certificate chain, the server's first.
+    pub cert: std::path::PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: std::path::PathBuf,
+}
+
+/// The TLS acceptor of `files`, or what is wrong with them.
+fn tls_acceptor(files: &TlsFiles) -> Result<tokio_rustls::TlsAcceptor, ServeError> {
+    use rustls_pki_types::pem::PemObject as _;
+    use tokio_rustls::rustls;
+    let bad = |flag: &str, path: &std::path::Path, why: String| {
+        ServeError::Tls(format!("--{flag} `{}`: {why}", path.display()))
+    };
+    let read = |flag: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| bad(flag, path, e.to_string()))
+    };
+    let cert_pem = read("tls-cert", &files.cert)?;
+    let certs = rustls_pki_types::CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            bad(
+                "tls-cert",
+                &files.cert,
+                format!("not a PEM certificate chain ({e})"),
+            )
+        })?;
+    if certs.is_empty() {
+        return Err(bad("tls-cert", &files.cert, "holds no certificate".into()));
+    }
+    let key_pem = read("tls-key", &files.key)?;
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        bad(
+            "tls-key",
+            &files.key,
+            format!("not a PEM private key ({e})"),
+        )
+    })?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| ServeError::Tls(e.to_string()))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| {
+        ServeError::Tls(format!(
+            "--tls-cert and --tls-key do not make a certificate and its key: {e}"
+        ))
+    })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 /// Why the server cannot start.
@@ -136,6 +194,9 @@ pub enum ServeError {
         /// What the system said (not a `source`: the message says it once).
         why: std::io::Error,
     },
+    /// The certificate or key cannot be used.
+    #[error("{0}")]
+    Tls(String),
     /// The address cannot be bound, or the runtime cannot start.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -144,6 +205,7 @@ pub enum ServeError {
 /// A bound server, ready to run.
 pub struct Server {
     listener: std::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     state: Arc<AppState>,
 }
 
@@ -191,6 +253,7 @@ const CACHE_ENTRIES: usize = 32;
 /// a missing token is said at once, not after minutes of reading the fleet.
 pub struct Bound {
     listener: std::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     opts: Options,
 }
 
@@ -204,19 +267,30 @@ impl Bound {
             Some(t) if t.is_empty() => return Err(ServeError::EmptyToken),
             _ => {}
         }
+        let tls = opts.tls.as_ref().map(tls_acceptor).transpose()?;
         let listener =
             std::net::TcpListener::bind(opts.listen).map_err(|why| ServeError::Bind {
                 addr: opts.listen,
                 why,
             })?;
         listener.set_nonblocking(true)?;
-        Ok(Self { listener, opts })
+        Ok(Self {
+            listener,
+            tls,
+            opts,
+        })
+    }
+
+    /// Whether it serves HTTPS.
+    #[must_use]
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// The server, with what it serves.
     #[must_use]
     pub fn serve(self, telemetry: Telemetry) -> Server {
-        Server::with(self.listener, self.opts, telemetry)
+        Server::with(self.listener, self.tls, self.opts, telemetry)
     }
 }
 
@@ -226,7 +300,12 @@ impl Server {
         Ok(Bound::new(opts)?.serve(telemetry))
     }
 
-    fn with(listener: std::net::TcpListener, opts: Options, telemetry: Telemetry) -> Self {
+    fn with(
+        listener: std::net::TcpListener,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        opts: Options,
+        telemetry: Telemetry,
+    ) -> Self {
         let source = match telemetry {
             Telemetry::Files { live, analyse } => Source::Files {
                 live: Box::new(RwLock::new(*live)),
@@ -253,7 +332,11 @@ impl Server {
             last_error: Mutex::new(None),
             session,
         });
-        Self { listener, state }
+        Self {
+            listener,
+            tls,
+            state,
+        }
     }
 
     /// The address bound (the port, when asked for port 0).
@@ -274,9 +357,10 @@ impl Server {
             .worker_threads(2)
             .enable_all()
             .build()?;
+        let tls = self.tls;
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(self.listener)?;
-            accept_loop(listener, router(state)).await
+            accept_loop(listener, tls, router(state)).await
         })?;
         Ok(())
     }
@@ -292,8 +376,13 @@ pub const MAX_CONNECTIONS: usize = 256;
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Accept connections until SIGINT or SIGTERM, each served by hyper with the header-read
-/// timeout, at most [`MAX_CONNECTIONS`] at once.
-async fn accept_loop(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
+/// timeout (over TLS when an acceptor is given: the handshake bounded by the same time), at
+/// most [`MAX_CONNECTIONS`] at once.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    app: Router,
+) -> std::io::Result<()> {
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let stop = shutdown();
     tokio::pin!(stop);
@@ -316,19 +405,37 @@ async fn accept_loop(listener: tokio::net::TcpListener, app: Router) -> std::io:
             },
             () = &mut stop => return Ok(()),
         };
-        let service = hyper_util::service::TowerToHyperService::new(
-            app.clone().layer(axum::Extension(Peer(peer.ip()))),
-        );
+        let app = app.clone().layer(axum::Extension(Peer(peer.ip())));
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(io, service)
-                .await;
+            match tls {
+                None => serve_connection(stream, app).await,
+                Some(acceptor) => {
+                    // A handshake that does not finish in time, or fails, closes the
+                    // connection (a plain-HTTP request to an HTTPS port among them).
+                    let handshake =
+                        tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream));
+                    if let Ok(Ok(stream)) = handshake.await {
+                        serve_connection(stream, app).await;
+                    }
+                }
+            }
             drop(permit);
         });
     }
+}
+
+/// Serve one connection's requests with the header-read timeout.
+async fn serve_connection<I>(io: I, app: Router)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+        .await;
 }
 
 fn refresh_loop(s: &AppState) {
@@ -437,11 +544,14 @@ fn session_cookie(headers: &axum::http::HeaderMap) -> Option<&str> {
 }
 
 /// The cookie that signs a browser in (`value`) or out (`None`): `HttpOnly` (no script reads
-/// it), `SameSite=Strict` (no other site's page sends it), for the whole server.
-fn session_set_cookie(value: Option<&str>) -> HeaderValue {
+/// it), `SameSite=Strict` (no other site's page sends it), `Secure` when served over TLS, for
+/// the whole server.
+fn session_set_cookie(value: Option<&str>, secure: bool) -> HeaderValue {
+    // Over TLS the browser is told never to send it in clear.
+    let secure = if secure { "; Secure" } else { "" };
     let v = match value {
-        Some(v) => format!("{SESSION}={v}; HttpOnly; SameSite=Strict; Path=/"),
-        None => format!("{SESSION}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
+        Some(v) => format!("{SESSION}={v}; HttpOnly; SameSite=Strict; Path=/{secure}"),
+        None => format!("{SESSION}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{secure}"),
     };
     HeaderValue::from_str(&v).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
@@ -466,15 +576,19 @@ async fn login(State(s): State<Arc<AppState>>, axum::Form(f): axum::Form<LoginFo
         return (StatusCode::UNAUTHORIZED, html(dashboard::login_page(true))).into_response();
     }
     let mut r = axum::response::Redirect::to("./").into_response();
-    r.headers_mut()
-        .insert(header::SET_COOKIE, session_set_cookie(Some(session)));
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        session_set_cookie(Some(session), s.opts.tls.is_some()),
+    );
     r
 }
 
-async fn logout() -> Response {
+async fn logout(State(s): State<Arc<AppState>>) -> Response {
     let mut r = axum::response::Redirect::to("login").into_response();
-    r.headers_mut()
-        .insert(header::SET_COOKIE, session_set_cookie(None));
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        session_set_cookie(None, s.opts.tls.is_some()),
+    );
     r
 }
 
@@ -1078,6 +1192,7 @@ mod tests {
             refresh: Duration::from_secs(1),
             request_timeout: Duration::from_secs(1),
             store_windows_per_minute: 16,
+            tls: None,
         };
         let local = opts("127.0.0.1:8080", &[]);
         for ok in [

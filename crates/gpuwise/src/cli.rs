@@ -207,6 +207,23 @@ pub(crate) struct ServeArgs {
         help_heading = "Server"
     )]
     pub store_windows_per_minute: u16,
+    /// Serve HTTPS with this certificate chain (PEM; with --tls-key), so a token or session
+    /// cookie is never sent in clear off loopback.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        help_heading = "Server"
+    )]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_cert",
+        help_heading = "Server"
+    )]
+    pub tls_key: Option<std::path::PathBuf>,
     /// Tile length: samples are kept per device and tile, and windows are whole tiles [default: 1d].
     #[arg(long, value_name = "DURATION", help_heading = "Server")]
     pub tile: Option<String>,

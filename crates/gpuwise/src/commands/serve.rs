@@ -224,6 +224,11 @@ fn options(args: &ServeArgs, cfg: &Config) -> anyhow::Result<Options> {
             "30s",
         )?),
         store_windows_per_minute: usize::from(args.store_windows_per_minute),
+        tls: args
+            .tls_cert
+            .clone()
+            .zip(args.tls_key.clone())
+            .map(|(cert, key)| gpuwise_server::TlsFiles { cert, key }),
     })
 }
 
@@ -305,9 +310,10 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             ),
         }
     };
+    let scheme = if bound.is_tls() { "https" } else { "http" };
     let server = bound.serve(telemetry);
     printer::info(&format!(
-        "serving http://{}/ (Ctrl-C stops)",
+        "serving {scheme}://{}/ (Ctrl-C stops)",
         server.local_addr()?
     ));
     server.run()?;

@@ -37,9 +37,12 @@ impl Served {
         std::thread::spawn(move || {
             let mut all = String::new();
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("serving http://") {
-                    let addr = line[at + 15..].split('/').next().unwrap_or("").to_owned();
-                    let _ = tx.send(Ok(addr));
+                if let Some(at) = line.find("serving http") {
+                    // `serving http://ADDR/` or `serving https://ADDR/`.
+                    let url = &line[at + 8..];
+                    let end = url.find("://").map_or(url.len(), |i| i + 3);
+                    let addr = url[end..].split('/').next().unwrap_or("");
+                    let _ = tx.send(Ok(format!("{}{addr}", &url[..end])));
                 }
                 all.push_str(&line);
                 all.push('\n');
@@ -47,9 +50,9 @@ impl Served {
             let _ = tx.send(Err(all));
         });
         match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(Ok(addr)) => Self {
+            Ok(Ok(base)) => Self {
                 child,
-                base: format!("http://{addr}"),
+                base,
                 token: None,
             },
             Ok(Err(stderr)) => panic!("gpuwise serve stopped: {stderr}"),
@@ -891,6 +894,91 @@ fn a_client_asks_a_store_for_few_windows_a_minute() {
     assert!(json(&body)["error"].is_string(), "{body}");
     let (code, body) = s.get("/api/report?last=3h");
     assert_eq!(code, 502, "an asked window is not counted again: {body}");
+}
+
+/// With `--tls-cert/--tls-key` the server speaks HTTPS (a client trusting the certificate
+/// reads the API; plain HTTP to that port gets no answer) and signs browsers in with a
+/// `Secure` cookie; bad files are errors naming the flag and the file, before anything is read.
+#[test]
+fn tls_serves_https_and_secure_cookies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "2", "1");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+        .expect("a certificate");
+    let (cert_pem, key_pem) = (cert.cert.pem(), cert.key_pair.serialize_pem());
+    let cert_file = dir.path().join("cert.pem");
+    let key_file = dir.path().join("key.pem");
+    std::fs::write(&cert_file, &cert_pem).expect("cert");
+    std::fs::write(&key_file, &key_pem).expect("key");
+    let (c, k) = (
+        cert_file.display().to_string(),
+        key_file.display().to_string(),
+    );
+    let s = Served::start(
+        &[&data, "--tls-cert", &c, "--tls-key", &k, "--token-env", "T"],
+        &[("T", "s3cret")],
+    )
+    .with_token("s3cret");
+    assert!(s.base.starts_with("https://127.0.0.1:"), "{}", s.base);
+    let root = ureq::tls::Certificate::from_pem(cert_pem.as_bytes()).expect("pem");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::new_with_certs(&[root]))
+                .build(),
+        )
+        .build()
+        .into();
+    let mut r = agent
+        .get(format!("{}/api/report", s.base))
+        .header("Authorization", "Bearer s3cret")
+        .call()
+        .expect("https answers");
+    assert_eq!(r.status().as_u16(), 200);
+    let body = r.body_mut().read_to_string().expect("body");
+    assert_eq!(json(&body)["fleet"]["devices"], 2);
+    let r = agent
+        .post(format!("{}/login", s.base))
+        .content_type("application/x-www-form-urlencoded")
+        .send("token=s3cret")
+        .expect("login answers");
+    let cookie = r
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Strict")
+            && cookie.contains("Secure"),
+        "{cookie}"
+    );
+    // Plain HTTP to the HTTPS port: no HTTP answer.
+    let plain = s.base.replace("https://", "http://");
+    let plain_agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(15)))
+        .build()
+        .into();
+    assert!(plain_agent.get(format!("{plain}/healthz")).call().is_err());
+    // A key that is not a key: said at start, naming the flag and the file.
+    let o = cmd()
+        .args(["serve", &data, "--tls-cert", &c, "--tls-key", &c])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--tls-key") && err.contains("cert.pem"),
+        "{err}"
+    );
+    let o = cmd()
+        .args(["serve", &data, "--tls-cert", &c])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "--tls-cert needs --tls-key");
 }
 
 /// The server survives its inputs changing under it, and after each change answers what
