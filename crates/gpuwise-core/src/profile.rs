@@ -1620,7 +1620,12 @@ impl Profile {
             }
             let after = acc.samples();
             acc.carry_overlaps(&dev.acc);
-            acc.add_overlap(before.saturating_sub(after), *twice);
+            // An overlap only between inputs: a device tangled within one input (a grown file
+            // repeating its last timestamp at the seam) is re-read as one sequence, whose
+            // repeated and reordered samples are counted as such.
+            if plan.order.get(id).is_some_and(|inputs| inputs.len() > 1) {
+                acc.add_overlap(before.saturating_sub(after), *twice);
+            }
             dev.acc = acc;
             dev.info = info;
             dev.hosts = hosts;

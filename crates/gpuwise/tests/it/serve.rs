@@ -1062,6 +1062,57 @@ fn a_thousand_windows_under_load_keep_memory_flat() {
     assert!(a["computed"].as_u64().expect("computed") >= 1000, "{a}");
 }
 
+/// A log grown by lines repeating its last timestamp: the server says what `report` says of
+/// the file (repeated samples dropped and counted), not an overlap between inputs (it did).
+#[test]
+fn a_grown_log_repeating_its_last_timestamp_is_no_overlap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = fleet(dir.path(), "2", "1");
+    let file = std::fs::read_dir(&data)
+        .expect("dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "csv"))
+        .expect("a log");
+    let s = Served::start(&[&data, "--refresh", "1s"], &[]);
+    let g = s.generation();
+    let text = std::fs::read_to_string(&file).expect("log");
+    let last: Vec<&str> = text.lines().rev().take(2).collect();
+    append(&file, &last, false);
+    s.wait_past(g);
+    let kinds = |v: &serde_json::Value| {
+        v["warnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .map(|w| {
+                (
+                    w["kind"].as_str().unwrap_or("").to_owned(),
+                    w["count"].clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let served = json(&s.get("/api/report").1);
+    let cli = json(&cli(&[
+        "report",
+        &data,
+        "--format",
+        "json",
+        "--no-progress",
+    ]));
+    assert_eq!(kinds(&served), kinds(&cli));
+    assert!(
+        kinds(&served)
+            .iter()
+            .any(|(k, n)| k == "duplicate_timestamp" && n == 2),
+        "{:?}",
+        kinds(&served)
+    );
+    assert!(!kinds(&served).iter().any(|(k, _)| k == "overlap"));
+    assert_eq!(served["fleet"], cli["fleet"]);
+}
+
 /// The server survives its inputs changing under it, and after each change answers what
 /// `report` says of the files as they now are: a log truncated in place, a log replaced by
 /// another, a log deleted, and a log grown by one 100 MB line (past the 1 MiB line bound:
