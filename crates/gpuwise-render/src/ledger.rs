@@ -494,7 +494,12 @@ pub fn check_log(o: &Outcome) -> String {
     type Groups<'a> = Vec<(Option<&'a str>, Vec<&'a Violation>)>;
     let mut by_rule: Vec<(&str, Groups<'_>)> = Vec::new();
     for v in &o.violations {
-        let same = v.message.strip_prefix(v.name.as_str());
+        // Only devices (`host/uuid`) are grouped: a team's finding is its own line.
+        let same = v
+            .subject
+            .contains('/')
+            .then(|| v.message.strip_prefix(v.name.as_str()))
+            .flatten();
         let groups = match by_rule.iter_mut().find(|(r, _)| *r == v.rule) {
             Some((_, g)) => g,
             None => {
@@ -626,6 +631,13 @@ mod tests {
         odd.message = "a message about x/gpu0".into();
         odd.rule = "long_job";
         violations.push(odd);
+        // Two teams saying the same are two lines, never "2 devices".
+        for team in ["a", "b"] {
+            let mut v = stale(team, "T9");
+            v.rule = "budget";
+            v.subject = team.to_owned();
+            violations.push(v);
+        }
         let o = Outcome {
             schema: gpuwise_ledger::check::SCHEMA,
             policy: Policy::default(),
@@ -646,6 +658,8 @@ mod tests {
             "stale_telemetry: … and 3 more (--format json lists every one)"
         );
         assert_eq!(lines[7], "long_job x/gpu0: a message about x/gpu0");
-        assert_eq!(lines.len(), 8, "{log}");
+        assert_eq!(lines[8], "budget: a last reported T9");
+        assert_eq!(lines[9], "budget: b last reported T9");
+        assert_eq!(lines.len(), 10, "{log}");
     }
 }

@@ -25,9 +25,10 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     };
     // The profiles are in the report now: free them before the output is written.
     drop(profiles);
-    // Prices past the staleness limit stay so until the catalog is refreshed: a report for a
-    // person says it the first time each day; JSON and CSV always carry it.
-    if matches!(format, Format::Table | Format::Markdown | Format::Html) {
+    // Prices past the staleness limit stay so until the catalog is refreshed: a table printed
+    // for a person says it the first time each day; a file (`--output`), JSON, CSV, Markdown
+    // and HTML, which others read later, always carry it.
+    if format == Format::Table && args.out.output.is_none() {
         report.warnings.retain(|w| {
             w.kind != "stale_price"
                 || crate::notice::first_today(&format!("stale_price {}", w.message))

@@ -875,6 +875,9 @@ fn stale_prices_are_said_once_a_day() {
     );
     let json = [&report[..], &["--format", "json"]].concat();
     assert!(run(day1, &json).0.contains("\"stale_price\""));
+    // Markdown (and HTML, or any --output file) is read later by others: always said.
+    let md = [&report[..], &["--format", "markdown"]].concat();
+    assert!(run(day1, &md).0.contains("stale_price"));
     assert!(
         run("2026-12-02T09:00:00Z", &report)
             .0
