@@ -16,20 +16,8 @@ use gpuwise_core::report::{DeviceRow, Report};
 use crate::svg::{self, esc};
 use crate::text::{hours, pct, usd};
 
-/// A team's budget and what it has spent this month.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BudgetBurn {
-    /// The team.
-    pub team: String,
-    /// The month (`2026-11`).
-    pub month: String,
-    /// Spent in the month to date, USD.
-    pub spent_usd: f64,
-    /// The month's budget, USD.
-    pub budget_usd: f64,
-    /// The month-end forecast, USD (when the allocation could make one).
-    pub forecast_usd: Option<f64>,
-}
+/// A team's budget and what it has spent this month: the ledger's own figures.
+pub use gpuwise_ledger::check::Burn as BudgetBurn;
 
 /// What the page shows besides the report.
 #[derive(Clone, Debug, Default)]
@@ -373,19 +361,19 @@ fn budgets(h: &mut String, budgets: &[BudgetBurn]) {
     }
     h.push_str("<div class=\"scroll\"><table id=\"budgets\"><thead><tr><th>TEAM</th><th>MONTH</th><th class=\"n\">SPENT</th><th class=\"n\">BUDGET</th><th class=\"n\">FORECAST</th><th>BURN</th></tr></thead><tbody>");
     for b in budgets {
-        let share = if b.budget_usd > 0.0 {
-            100.0 * b.spent_usd / b.budget_usd
+        let share = if b.limit_usd > 0.0 {
+            100.0 * b.month_to_date_usd / b.limit_usd
         } else {
             0.0
         };
-        let over = b.forecast_usd.unwrap_or(b.spent_usd) > b.budget_usd;
+        let over = b.forecast_usd.unwrap_or(b.month_to_date_usd) > b.limit_usd;
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td><div class=\"bar\" title=\"{share:.0} %\"><i class=\"{}\" style=\"width:{:.1}%\"></i></div></td></tr>",
             esc(&b.team),
             esc(&b.month),
-            usd(b.spent_usd),
-            usd(b.budget_usd),
+            usd(b.month_to_date_usd),
+            usd(b.limit_usd),
             b.forecast_usd.map_or("–".into(), usd),
             if over { "over" } else { "" },
             share.clamp(0.0, 100.0)

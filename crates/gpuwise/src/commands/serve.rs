@@ -13,7 +13,6 @@ use gpuwise_core::profile::{DeviceProfile, Profile};
 use gpuwise_core::report::{self, IngestSummary};
 use gpuwise_ledger::allocate::{Policy as AllocationPolicy, UnitCounts};
 use gpuwise_ledger::check::{Budget, Policy};
-use gpuwise_render::dashboard::BudgetBurn;
 use gpuwise_render::{Format, RenderOptions};
 use gpuwise_server::{Analysis, Bound, BoxError, Depth, Live, Options, Span, Telemetry};
 
@@ -120,16 +119,7 @@ impl Analyst {
             .budget
             .as_ref()
             .and_then(|b| gpuwise_ledger::check::burn(b, &allocation))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|r| BudgetBurn {
-                team: r.team,
-                month: r.month,
-                spent_usd: r.month_to_date_usd,
-                budget_usd: r.limit_usd,
-                forecast_usd: r.forecast_usd,
-            })
-            .collect();
+            .unwrap_or_default();
         Ok(Analysis {
             report,
             advice: Some(advice),
