@@ -4,7 +4,8 @@
 //! device,modelName,Hostname}`, `GPU_I_ID`/`GPU_I_PROFILE` for MIG), so dashboards and
 //! `gpuwise report --prometheus` read a recorder's scrape as they read DCGM's. The values come
 //! from NVML, not DCGM; each family's help text says so. Encoded by `prometheus-client`; served
-//! by `tiny_http`, one small synchronous server thread.
+//! by hyper on a thread of its own (the HTTP stack `serve` uses), with a header-read timeout
+//! and a connection cap, so clients that never finish a request cannot hold the exporter.
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -149,19 +150,52 @@ pub type Shared = Arc<RwLock<Exposition>>;
 
 /// Whether a request carries `Authorization: Bearer TOKEN` (the scheme in any case), compared
 /// in constant time.
-fn authorized(req: &tiny_http::Request, token: &str) -> bool {
+fn authorized(headers: &hyper::HeaderMap, token: &str) -> bool {
     use subtle::ConstantTimeEq as _;
-    req.headers()
-        .iter()
-        .find(|h| h.field.equiv("Authorization"))
-        .and_then(|h| {
-            let (scheme, given) = h.value.as_str().trim().split_once(' ')?;
+    headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, given) = v.trim().split_once(' ')?;
             scheme
                 .eq_ignore_ascii_case("bearer")
                 .then(|| bool::from(given.trim().as_bytes().ct_eq(token.as_bytes())))
         })
         .unwrap_or(false)
 }
+
+/// The answer to one request: the exposition for `GET /metrics`, else a 401 or a 404.
+fn respond<B>(
+    req: &hyper::Request<B>,
+    shared: &Shared,
+    token: Option<&str>,
+) -> hyper::Response<String> {
+    let reply = |status: u16, body: String| {
+        let mut r = hyper::Response::new(body);
+        *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
+        r
+    };
+    if token.is_some_and(|t| !authorized(req.headers(), t)) {
+        return reply(401, "a bearer token is required\n".into());
+    }
+    if req.uri().path() != "/metrics" || req.method() != hyper::Method::GET {
+        return reply(404, "gpuwise record serves /metrics\n".into());
+    }
+    let mut r = reply(200, shared.read().map(|e| e.text()).unwrap_or_default());
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+    );
+    r
+}
+
+/// Connections served at once; more wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 64;
+
+/// The longest a connection may take to send a request's headers before it is closed.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Serve `GET /metrics` on `addr` from a thread of its own; with `token`, only to requests
 /// that carry it (`Authorization: Bearer`, as Prometheus' scrape `authorization` sends it).
@@ -173,41 +207,55 @@ pub fn serve(
     shared: Shared,
     token: Option<String>,
 ) -> Result<SocketAddr, std::io::Error> {
-    let server = tiny_http::Server::http(addr).map_err(std::io::Error::other)?;
-    let bound = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| std::io::Error::other("not an IP listener"))?;
-    std::thread::spawn(move || {
-        let content_type = tiny_http::Header::from_bytes(
-            &b"Content-Type"[..],
-            &b"application/openmetrics-text; version=1.0.0; charset=utf-8"[..],
-        )
-        .ok();
-        for req in server.incoming_requests() {
-            if token.as_deref().is_some_and(|t| !authorized(&req, t)) {
-                let _ = req.respond(
-                    tiny_http::Response::from_string("a bearer token is required\n")
-                        .with_status_code(401),
-                );
-                continue;
-            }
-            let ok = req.url() == "/metrics" || req.url().starts_with("/metrics?");
-            let resp = if ok && *req.method() == tiny_http::Method::Get {
-                let body = shared.read().map(|e| e.text()).unwrap_or_default();
-                let mut r = tiny_http::Response::from_string(body);
-                if let Some(h) = content_type.clone() {
-                    r.add_header(h);
+    serve_with(addr, shared, token, HEADER_READ_TIMEOUT)
+}
+
+fn serve_with(
+    addr: SocketAddr,
+    shared: Shared,
+    token: Option<String>,
+    header_timeout: std::time::Duration,
+) -> Result<SocketAddr, std::io::Error> {
+    let listener = std::net::TcpListener::bind(addr)?;
+    let bound = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("gpuwise-metrics".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                    return;
+                };
+                let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+                let token: Option<Arc<str>> = token.map(Arc::from);
+                loop {
+                    let Ok(permit) = permits.clone().acquire_owned().await else {
+                        return;
+                    };
+                    // A connection that failed before it was accepted: the next one may do.
+                    let Ok((stream, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    let (shared, token) = (shared.clone(), token.clone());
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(move |req| {
+                            let r = respond(&req, &shared, token.as_deref());
+                            async move { Ok::<_, std::convert::Infallible>(r) }
+                        });
+                        // A client that hung up is its own business.
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .timer(hyper_util::rt::TokioTimer::new())
+                            .header_read_timeout(header_timeout)
+                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                            .await;
+                        drop(permit);
+                    });
                 }
-                r.with_status_code(200)
-            } else {
-                tiny_http::Response::from_string("gpuwise record serves /metrics\n")
-                    .with_status_code(404)
-            };
-            // A client that hung up is its own business.
-            let _ = req.respond(resp);
-        }
-    });
+            });
+        })?;
     Ok(bound)
 }
 
@@ -255,5 +303,54 @@ mod tests {
         // A device that is gone is gone from the next scrape.
         e.update(&Snapshot::default());
         assert!(!e.text().contains("GPU-1"));
+    }
+
+    /// One raw HTTP/1.1 exchange: the status line's code and the whole answer.
+    fn exchange(addr: SocketAddr, request: &str) -> (u16, String) {
+        use std::io::{Read as _, Write as _};
+        let mut c = std::net::TcpStream::connect(addr).expect("connect");
+        c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("timeout");
+        c.write_all(request.as_bytes()).expect("send");
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        let code = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (code, out)
+    }
+
+    /// The exporter answers `/metrics` with the exposition, 404 elsewhere, 401 without the
+    /// token (the scheme in any case), and closes a connection that never finishes its headers.
+    #[test]
+    fn serves_metrics_with_a_token_and_closes_idle_connections() {
+        let shared: Shared = Arc::new(RwLock::new(Exposition::new("node-a")));
+        let addr = serve_with(
+            "127.0.0.1:0".parse().expect("addr"),
+            shared,
+            Some("tok".into()),
+            std::time::Duration::from_millis(300),
+        )
+        .expect("bound");
+        let get = |path: &str, auth: &str| {
+            exchange(
+                addr,
+                &format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"),
+            )
+        };
+        let (code, body) = get("/metrics", "Authorization: bearer tok\r\n");
+        assert_eq!(code, 200, "{body}");
+        assert!(body.contains("application/openmetrics-text"), "{body}");
+        assert!(body.contains("# EOF"), "{body}");
+        assert_eq!(get("/metrics", "").0, 401);
+        assert_eq!(get("/metrics", "Authorization: Bearer nope\r\n").0, 401);
+        assert_eq!(get("/other", "Authorization: Bearer tok\r\n").0, 404);
+        // Half a request, then nothing: closed after the header timeout.
+        let started = std::time::Instant::now();
+        let (code, _) = exchange(addr, "GET /metrics HTTP/1.1\r\nHost:");
+        assert_ne!(code, 200);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 }

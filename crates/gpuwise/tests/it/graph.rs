@@ -88,7 +88,7 @@ const EDGE_ONLY: &[&str] = &[
     "clap",
     "ureq",
     "fs-err",
-    "tiny_http",
+    "hyper",
     "nvml-wrapper",
     "indicatif",
     "signal-hook",
