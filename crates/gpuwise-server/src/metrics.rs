@@ -32,6 +32,32 @@ pub fn text(report: &Report, generation: u64) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &reg);
+    in_order(&out)
+}
+
+/// The series of each family in label order. A family keeps its series in a hash map, so two
+/// scrapes of the same data listed them in different orders (every family here is a gauge:
+/// its samples have no order of their own).
+fn in_order(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut samples: Vec<&str> = Vec::new();
+    let flush = |samples: &mut Vec<&str>, out: &mut String| {
+        samples.sort_unstable();
+        for s in samples.drain(..) {
+            out.push_str(s);
+            out.push('\n');
+        }
+    };
+    for line in text.lines() {
+        if line.starts_with('#') {
+            flush(&mut samples, &mut out);
+            out.push_str(line);
+            out.push('\n');
+        } else {
+            samples.push(line);
+        }
+    }
+    flush(&mut samples, &mut out);
     out
 }
 
@@ -148,5 +174,18 @@ fn device_metrics(reg: &mut Registry, report: &Report) {
         let mut with_class = labels;
         with_class.push(("class".into(), d.class.as_str().to_owned()));
         class.get_or_create(&with_class).set(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Series sorted within their family; headers and `# EOF` where they were.
+    #[test]
+    fn series_in_label_order() {
+        let text = "# HELP a x\n# TYPE a gauge\na{d=\"b\"} 2.0\na{d=\"a\"} 1.0\n# HELP c y\n# TYPE c gauge\nc 3.0\n# EOF\n";
+        assert_eq!(
+            super::in_order(text),
+            "# HELP a x\n# TYPE a gauge\na{d=\"a\"} 1.0\na{d=\"b\"} 2.0\n# HELP c y\n# TYPE c gauge\nc 3.0\n# EOF\n"
+        );
     }
 }
