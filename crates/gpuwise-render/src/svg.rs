@@ -8,21 +8,17 @@ pub(crate) fn esc(s: &str) -> String {
     crate::escape::html(s)
 }
 
-/// Colour for a utilization percentage: pale grey (idle) → deep blue (busy).
-pub(crate) fn util_color(pct: Option<f64>) -> String {
-    match pct {
-        None => "#eeeeee".to_owned(),
-        Some(p) => {
-            let t = (p / 100.0).clamp(0.0, 1.0);
-            let lerp = |a: f64, b: f64| (a + (b - a) * t).round();
-            format!(
-                "rgb({},{},{})",
-                lerp(241.0, 8.0),
-                lerp(245.0, 69.0),
-                lerp(249.0, 148.0)
-            )
-        }
-    }
+/// Colour for a utilization percentage: pale grey (idle) → deep blue (busy). No data is not a
+/// colour: the heatmap hatches it.
+pub(crate) fn util_color(p: f64) -> String {
+    let t = (p / 100.0).clamp(0.0, 1.0);
+    let lerp = |a: f64, b: f64| (a + (b - a) * t).round();
+    format!(
+        "rgb({},{},{})",
+        lerp(241.0, 8.0),
+        lerp(245.0, 69.0),
+        lerp(249.0, 148.0)
+    )
 }
 
 /// A line chart of utilization over time with the idle share as a shaded area.
@@ -225,7 +221,7 @@ pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> Str
                 r##"<rect x="{x:.1}" y="{y:.1}" width="{}" height="{}" fill="{}" stroke="#fff" data-util="{}"><title>{}</title></rect>"##,
                 cell - 1.0,
                 cell - 1.0,
-                u.map_or_else(|| "url(#nodata)".to_owned(), |v| util_color(Some(v))),
+                u.map_or_else(|| "url(#nodata)".to_owned(), util_color),
                 u.map_or_else(|| "none".to_owned(), |v| format!("{v:.1}")),
                 esc(&tip)
             );
@@ -245,7 +241,7 @@ pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> Str
         let _ = write!(
             s,
             r##"<rect x="{x:.1}" y="{ly:.1}" width="28" height="14" fill="{}"/>"##,
-            util_color(Some(pct))
+            util_color(pct)
         );
         if k % 5 == 0 {
             let _ = write!(

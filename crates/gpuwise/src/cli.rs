@@ -158,8 +158,9 @@ const SERVE_EXAMPLES: &str = "Examples:
   gpuwise serve /var/log/gpu/                       # http://127.0.0.1:8080/
   gpuwise serve logs/ --teams teams.toml --policy policy.toml --refresh 10s
   GPUWISE_TOKEN=$(openssl rand -hex 16) gpuwise serve logs/ --listen 0.0.0.0:8080 \\
-    --token-env GPUWISE_TOKEN --allowed-host gpu-dash.internal
-  gpuwise serve --prometheus http://prometheus:9090
+    --token-env GPUWISE_TOKEN --allowed-host gpu-dash.internal \\
+    --tls-cert cert.pem --tls-key key.pem               # HTTPS, Secure session cookie
+  gpuwise serve --prometheus http://prometheus:9090 --store-windows-per-minute 32
   curl 'http://127.0.0.1:8080/api/report?last=7d'
 
 Routes: / (dashboard), /device?id=ID, /api/report, /api/advice, /api/allocation, /metrics,
