@@ -14,6 +14,7 @@
 //! achieved bandwidth, prefill is compute-bound. The few constants are in [`perf::Constants`]
 //! with their meaning and evidence; `plan validate` checks the whole against measurements.
 
+pub mod kernels;
 pub mod memory;
 pub mod model;
 pub mod perf;

@@ -20,6 +20,8 @@
 
 use serde::Serialize;
 
+use crate::kernels::KernelRates;
+
 use super::workload::{Checkpointing, Mode, Precision};
 use super::{Hardware, Model, Setup};
 
@@ -479,30 +481,78 @@ fn kv_bytes_per_token(m: &Model, s: &Setup) -> f64 {
         / f64::from(s.pp)
 }
 
-/// What one iteration of a serving engine costs on one replica, as the roofline of [`infer`]
-/// splits it: every token a step computes costs `matmul_flops_per_token`, every token of
-/// context it attends over `attention_flops_per_context_token`, and the step reads the weights
-/// its batch touches and the KV cache of its context; it takes the longer of compute and
-/// memory, plus the all-reduces. (`gpuwise simulate serve` drives a batch through it.)
+/// One matrix multiply of a layer on one GPU: `k` inputs to `n` outputs per token.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Gemm {
+    /// Input width.
+    pub k: f64,
+    /// Output width.
+    pub n: f64,
+    /// Bytes of its weight.
+    pub weight_bytes: f64,
+}
+
+/// What one engine iteration computes on one replica.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepWork {
+    /// Prompt tokens prefilled.
+    pub prefill_tokens: f64,
+    /// The context those prompt tokens attend over (Σ of their positions).
+    pub prefill_context: f64,
+    /// Sequences decoding one token.
+    pub decode_seqs: usize,
+    /// Σ of their contexts.
+    pub decode_context: f64,
+    /// Sequences that sample a token at the end of the step (decoders and finished prompts).
+    pub sampled: usize,
+}
+
+/// What one iteration of a serving engine costs on one replica: the kernels of every layer
+/// run one after another ([`crate::kernels`]), each timed from the tokens it computes and the
+/// bytes it moves, then the output projection of the sequences that sample, plus the
+/// tensor-parallel all-reduces. (`gpuwise simulate serve` drives a batch through it.)
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepCosts {
-    /// Effective compute, FLOP/s.
-    pub compute_flops_s: f64,
-    /// Effective memory bandwidth, bytes/s.
+    /// How fast this GPU's family runs each kind of kernel.
+    pub rates: KernelRates,
+    /// Dense tensor peak of the matrix multiplies' precision, FLOP/s (power cap applied).
+    pub gemm_peak_flops_s: f64,
+    /// 16-bit tensor peak attention runs at, FLOP/s.
+    pub attention_peak_flops_s: f64,
+    /// Datasheet memory bandwidth, bytes/s.
     pub bandwidth_bytes_s: f64,
-    /// FLOPs per token computed, per GPU.
-    pub matmul_flops_per_token: f64,
-    /// Attention FLOPs per token of context attended, per GPU.
+    /// Bandwidth share of weight-only quantized multiplies relative to 16-bit ones (their
+    /// kernels widen weights in the load path); 1 otherwise.
+    pub weight_only_memory: f64,
+    /// Decoder layers a token passes (all pipeline stages, one after another).
+    pub layers: u32,
+    /// The layer's dense matrix multiplies on one GPU (QKV, output, and the MLP of a dense
+    /// model).
+    pub dense: Vec<Gemm>,
+    /// One expert's matrix multiplies on one GPU (empty for a dense model).
+    pub expert: Vec<Gemm>,
+    /// Experts per layer and experts each token is routed to.
+    pub experts: (u32, u32),
+    /// Model width (norms and residual adds run on all of it on every GPU).
+    pub hidden: f64,
+    /// Elements the MLP's activation reads and writes per token on one GPU (gate and up in,
+    /// their product out; or one in, one out).
+    pub act_elems: f64,
+    /// Query and key widths per token on one GPU (what rotary embedding rewrites).
+    pub rope_width: f64,
+    /// Attention FLOPs per token of context attended, per layer on one GPU.
     pub attention_flops_per_context_token: f64,
-    /// Weight bytes a step reads on one GPU with 1, 2, … sequences in its batch.
-    pub weight_bytes_by_batch: Vec<f64>,
-    /// KV-cache bytes per token on one GPU.
+    /// KV-cache bytes per token of context, per layer on one GPU.
+    pub kv_bytes_per_token_layer: f64,
+    /// The output projection on one GPU (`None` when the vocabulary is unknown).
+    pub lm_head: Option<Gemm>,
+    /// KV-cache bytes per token on one GPU (all its layers).
     pub kv_bytes_per_token: f64,
     /// All-reduce seconds per token and per step (tensor parallelism; 0 without).
     pub comm_s_per_token: f64,
     /// All-reduce latency per step, seconds.
     pub comm_s_per_step: f64,
-    /// Pipeline stages a decode token passes one after another.
+    /// Pipeline stages a token passes one after another.
     pub pipeline_stages: u32,
     /// Tokens of KV cache the replica's memory holds beside the weights and workspaces.
     pub kv_capacity_tokens: f64,
@@ -510,34 +560,190 @@ pub struct StepCosts {
     pub gpus: u32,
 }
 
-/// The step costs of one replica serving `m` as `s` sets it up (tp, pp, precision), with
-/// batches up to `max_batch`.
+/// Bytes of one 16-bit activation element.
+const ACT_BYTES: f64 = 2.0;
+
+impl StepCosts {
+    /// Seconds of one iteration.
+    #[must_use]
+    pub fn step_s(&self, w: &StepWork) -> f64 {
+        let tokens = w.prefill_tokens + w.decode_seqs as f64;
+        if tokens <= 0.0 {
+            return 0.0;
+        }
+        let r = &self.rates;
+        let bw = self.bandwidth_bytes_s;
+        let mut layer = self.layer_linear_s(tokens);
+        if w.prefill_tokens > 0.0 {
+            layer += r.prefill_attention_fixed_s
+                + self.attention_flops_per_context_token * w.prefill_context
+                    / (r.prefill_attention_compute * self.attention_peak_flops_s);
+        }
+        if w.decode_seqs > 0 {
+            layer += r
+                .decode_attention
+                .seconds(self.kv_bytes_per_token_layer * w.decode_context, bw);
+        }
+        let head = match self.lm_head {
+            Some(g) if w.sampled > 0 => self.gemm_s(&g, w.sampled as f64),
+            _ => 0.0,
+        };
+        let comm = if self.comm_s_per_step > 0.0 {
+            self.comm_s_per_token * tokens + self.comm_s_per_step
+        } else {
+            0.0
+        };
+        f64::from(self.layers) * layer + head + comm
+    }
+
+    /// Seconds of one layer's kernels other than attention for `tokens` tokens: the
+    /// matrix multiplies, norms, residual add, activation and rotary embedding (what Vidur's
+    /// operator profiles measure, and what docs/accuracy.md compares with them).
+    #[must_use]
+    pub fn layer_linear_s(&self, tokens: f64) -> f64 {
+        self.layer_ops(tokens).iter().map(|(_, s)| s).sum()
+    }
+
+    /// [`Self::layer_linear_s`] by operator, named as Vidur's profiles name them.
+    #[must_use]
+    pub fn layer_ops(&self, tokens: f64) -> [(&'static str, f64); 9] {
+        let r = &self.rates;
+        let bw = self.bandwidth_bytes_s;
+        let (experts, active) = self.experts;
+        // A dense model's four multiplies are `dense`; a mixture's MLP is `expert`, run by
+        // every expert the batch touches: E·(1 − (1 − k/E)^t) of them, each over the tokens
+        // routed to it.
+        let mlp = |i: usize| -> f64 {
+            if experts > 1 {
+                let (e, k) = (f64::from(experts), f64::from(active));
+                let touched = (e * (1.0 - (1.0 - k / e).powf(tokens))).max(1.0);
+                self.expert
+                    .get(i)
+                    .map_or(0.0, |g| touched * self.gemm_s(g, tokens * k / touched))
+            } else {
+                self.dense
+                    .get(2 + i)
+                    .map_or(0.0, |g| self.gemm_s(g, tokens))
+            }
+        };
+        let attn = |i: usize| self.dense.get(i).map_or(0.0, |g| self.gemm_s(g, tokens));
+        let routed = if experts > 1 { f64::from(active) } else { 1.0 };
+        let norm = r.norm.seconds(2.0 * ACT_BYTES * tokens * self.hidden, bw);
+        [
+            ("input_layernorm", norm),
+            ("attn_pre_proj", attn(0)),
+            (
+                "attn_rope",
+                r.rope
+                    .seconds(2.0 * ACT_BYTES * tokens * self.rope_width, bw),
+            ),
+            ("attn_post_proj", attn(1)),
+            ("post_attention_layernorm", norm),
+            ("mlp_up_proj", mlp(0)),
+            (
+                "mlp_act",
+                r.act
+                    .seconds(ACT_BYTES * tokens * routed * self.act_elems, bw),
+            ),
+            ("mlp_down_proj", mlp(1)),
+            // One residual add, as Vidur profiles a layer (vLLM fuses the other into the
+            // second norm).
+            (
+                "add",
+                r.add.seconds(3.0 * ACT_BYTES * tokens * self.hidden, bw),
+            ),
+        ]
+    }
+
+    /// Seconds of one matrix multiply over `m` tokens.
+    fn gemm_s(&self, g: &Gemm, m: f64) -> f64 {
+        let bytes = g.weight_bytes / self.weight_only_memory + ACT_BYTES * m * (g.k + g.n);
+        self.rates.gemm_s(
+            2.0 * m * g.k * g.n,
+            bytes,
+            self.gemm_peak_flops_s,
+            self.bandwidth_bytes_s,
+        )
+    }
+}
+
+/// The step costs of one replica serving `m` as `s` sets it up (tp, pp, precision).
 pub fn step_costs(
     m: &Model,
     s: &Setup,
     hw: &Hardware,
     c: &Constants,
-    max_batch: u32,
 ) -> Result<StepCosts, PerfError> {
-    let (bw, compute) = infer_rates(s, hw, c)?;
-    let mp = s.model_parallel();
+    kernels(hw, s.precision)?;
+    let bandwidth = hw.bandwidth.ok_or_else(|| PerfError::Missing {
+        gpu: hw.name.clone(),
+        what: "memory bandwidth".to_owned(),
+    })?;
+    let gemm_peak = peak(hw, compute_precision(s.precision))? * hw.power_factor();
+    let attention_peak =
+        peak(hw, Precision::Bf16).or_else(|_| peak(hw, Precision::Fp16))? * hw.power_factor();
+    let tp = f64::from(s.tp);
     let kv = kv_bytes_per_token(m, s);
     // Memory beside the KV cache: the planner's estimate for one sequence, less its KV term.
     let mem = crate::memory::estimate(m, s, true);
     let other = mem.total_bytes - mem.of(&["kv_cache"]);
     let kv_capacity_tokens = ((hw.memory_bytes - other) / kv).max(0.0);
     let (comm_s_per_token, comm_s_per_step) = comm_costs(m, s, hw, c);
+    let h = f64::from(m.hidden);
+    let q = f64::from(m.heads * m.head_dim) / tp;
+    // KV heads split over tensor parallelism, at least one per GPU.
+    let kv_heads = (f64::from(m.kv_heads) / tp).ceil().max(1.0);
+    let kv_w = kv_heads * f64::from(m.head_dim);
+    let wb = s.precision.weight_bits() / 8.0;
+    let gemm = |k: f64, n: f64| Gemm {
+        k,
+        n,
+        weight_bytes: k * n * wb,
+    };
+    let ffn = f64::from(m.ffn) / tp;
+    let (up, act_elems) = match m.ffn_kind {
+        crate::model::FfnKind::Gated => (2.0 * ffn, 3.0 * ffn),
+        crate::model::FfnKind::Plain => (ffn, 2.0 * ffn),
+    };
+    let mlp = vec![gemm(h, up), gemm(ffn, h)];
+    let mut dense = vec![gemm(h, q + 2.0 * kv_w), gemm(q, h)];
+    let expert = if m.experts > 1 {
+        mlp
+    } else {
+        dense.extend(mlp);
+        Vec::new()
+    };
+    let emb_bits = if s.precision.quantizes_embeddings() || s.workload.gguf {
+        s.precision.weight_bits()
+    } else {
+        16.0
+    };
+    let vocab = f64::from(m.vocab) / tp;
+    let lm_head = (m.vocab > 0).then(|| Gemm {
+        k: h,
+        n: vocab,
+        weight_bytes: h * vocab * emb_bits / 8.0,
+    });
     Ok(StepCosts {
-        compute_flops_s: compute,
-        bandwidth_bytes_s: bw,
-        matmul_flops_per_token: 2.0 * m.matmul_params() / mp,
-        attention_flops_per_context_token: 4.0
-            * f64::from(m.layers)
-            * f64::from(m.heads * m.head_dim)
-            / mp,
-        weight_bytes_by_batch: (1..=max_batch.max(1))
-            .map(|b| weight_bytes_read(m, s, f64::from(b)))
-            .collect(),
+        rates: *KernelRates::for_architecture(&hw.architecture),
+        gemm_peak_flops_s: gemm_peak,
+        attention_peak_flops_s: attention_peak,
+        bandwidth_bytes_s: bandwidth,
+        weight_only_memory: if s.precision.weight_only() {
+            c.weight_only_bandwidth_efficiency / c.bandwidth_efficiency
+        } else {
+            1.0
+        },
+        layers: m.layers,
+        dense,
+        expert,
+        experts: (m.experts, m.active_experts),
+        hidden: h,
+        act_elems,
+        rope_width: q + kv_w,
+        attention_flops_per_context_token: 4.0 * q,
+        kv_bytes_per_token_layer: kv / (f64::from(m.layers) / f64::from(s.pp)).max(1.0),
+        lm_head,
         kv_bytes_per_token: kv,
         comm_s_per_token,
         comm_s_per_step,

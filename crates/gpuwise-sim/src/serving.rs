@@ -22,94 +22,74 @@
 
 use serde::Serialize;
 
+use gpuwise_plan::perf::{StepCosts, StepWork};
+
 use crate::traffic::Request;
 
-/// What one iteration costs on one replica (from the planner's roofline). The fields are
-/// `gpuwise-plan`'s `perf::StepCosts`, copied by the binary: this room depends on no other, so
-/// the planner's type cannot be used here, and the planner must not depend on a simulator.
+/// How long an iteration takes on one replica.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Service {
+    /// The planner's kernel-by-kernel step model (`gpuwise-plan`'s `perf::StepCosts`).
+    Kernels(Box<StepCosts>),
+    /// Every iteration takes the same time, whatever it holds (deterministic service: the
+    /// queueing checks against M/D/1 and M/D/c).
+    Fixed {
+        /// Seconds per iteration.
+        step_s: f64,
+    },
+}
+
+/// What one iteration costs on one replica, and what a replica holds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepModel {
-    /// Effective compute, FLOP/s.
-    pub compute_flops_s: f64,
-    /// Effective memory bandwidth, bytes/s.
-    pub bandwidth_bytes_s: f64,
-    /// FLOPs per token computed.
-    pub matmul_flops_per_token: f64,
-    /// Attention FLOPs per token of context attended.
-    pub attention_flops_per_context_token: f64,
-    /// Weight bytes read by a step with 1, 2, … sequences.
-    pub weight_bytes_by_batch: Vec<f64>,
-    /// KV-cache bytes per token.
-    pub kv_bytes_per_token: f64,
-    /// All-reduce seconds per token computed.
-    pub comm_s_per_token: f64,
-    /// All-reduce seconds per step.
-    pub comm_s_per_step: f64,
-    /// Pipeline stages a decode token passes one after another.
-    pub pipeline_stages: u32,
+    /// The iteration's time.
+    pub service: Service,
     /// Tokens of KV cache a replica holds.
     pub kv_capacity_tokens: f64,
     /// GPUs per replica.
     pub gpus: u32,
-    /// Measured decode step seconds by batch (`--profile`), overriding the roofline's decode
+    /// Measured decode step seconds by batch (`--profile`), overriding the model's decode
     /// time (linear between the measured batches, flat beyond them).
     pub measured_decode_s: Vec<(u32, f64)>,
 }
 
 /// The work of one iteration.
-#[derive(Clone, Copy, Debug, Default)]
-struct Work {
-    /// Prompt tokens prefilled.
-    prefill_tokens: f64,
-    /// Context those prompt tokens attend over (Σ of their positions).
-    prefill_context: f64,
-    /// Sequences decoding one token.
-    decode_seqs: usize,
-    /// Σ of their contexts.
-    decode_context: f64,
-}
+type Work = StepWork;
 
 impl StepModel {
+    /// The planner's step costs, with measured decode times if any.
+    #[must_use]
+    pub fn from_costs(costs: StepCosts, measured_decode_s: Vec<(u32, f64)>) -> Self {
+        Self {
+            kv_capacity_tokens: costs.kv_capacity_tokens,
+            gpus: costs.gpus,
+            service: Service::Kernels(Box::new(costs)),
+            measured_decode_s,
+        }
+    }
+
     /// Seconds of one iteration.
     fn step_s(&self, w: &Work) -> f64 {
-        let s = self.roofline_s(w);
+        let s = self.modelled_s(w);
         if w.decode_seqs > 0 && !self.measured_decode_s.is_empty() {
             // The measured step replaces the decode part; the prompt tokens keep their cost.
             let only_decode = Work {
                 prefill_tokens: 0.0,
                 prefill_context: 0.0,
+                sampled: w.decode_seqs,
                 ..*w
             };
-            return s - self.roofline_s(&only_decode) + self.measured(w.decode_seqs);
+            return s - self.modelled_s(&only_decode) + self.measured(w.decode_seqs);
         }
         s
     }
 
-    /// Seconds of one iteration by the roofline alone.
-    fn roofline_s(&self, w: &Work) -> f64 {
-        let seqs = w.decode_seqs + usize::from(w.prefill_tokens > 0.0);
-        let tokens = w.prefill_tokens + w.decode_seqs as f64;
-        let weights = self
-            .weight_bytes_by_batch
-            .get(seqs.clamp(1, self.weight_bytes_by_batch.len().max(1)) - 1)
-            .copied()
-            .unwrap_or(0.0);
-        let flops = self.matmul_flops_per_token * tokens
-            + self.attention_flops_per_context_token * (w.prefill_context + w.decode_context);
-        // A prompt is computed against itself (as the planner's prefill); decoding reads the
-        // KV cache of every sequence's context.
-        let bytes = weights + self.kv_bytes_per_token * w.decode_context;
-        let comm = if self.comm_s_per_step > 0.0 {
-            self.comm_s_per_token * tokens + self.comm_s_per_step
-        } else {
-            0.0
-        };
-        let roofline = (flops / self.compute_flops_s).max(bytes / self.bandwidth_bytes_s) + comm;
-        // Pipeline stages run one after another for a decode token.
-        if w.decode_seqs > 0 {
-            roofline * f64::from(self.pipeline_stages.max(1))
-        } else {
-            roofline
+    /// Seconds of one iteration by the model alone.
+    fn modelled_s(&self, w: &Work) -> f64 {
+        match &self.service {
+            Service::Kernels(c) => c.step_s(w),
+            Service::Fixed { step_s } => *step_s,
         }
     }
 
@@ -508,15 +488,21 @@ impl Sim<'_> {
                 let start = f64::from(s.prefilled);
                 w.prefill_tokens += chunk;
                 w.prefill_context += chunk * (start + chunk / 2.0);
+                if start + chunk >= f64::from(req.input) {
+                    // The chunk that ends a prompt samples its first token.
+                    w.sampled += 1;
+                }
                 left -= chunk;
                 r.work.push((k, chunk as u32, false));
             } else if s.generated < req.output {
                 w.decode_seqs += 1;
+                w.sampled += 1;
                 w.decode_context += f64::from(req.input + s.generated);
                 r.work.push((k, 0, true));
             } else if r.in_static_batch {
                 // A finished sequence keeps its place in a static batch.
                 w.decode_seqs += 1;
+                w.sampled += 1;
                 w.decode_context += f64::from(req.input + req.output);
             }
         }
@@ -1143,15 +1129,7 @@ mod tests {
     /// A replica whose iterations take `d` seconds whatever they hold (deterministic service).
     fn flat(step_s: f64) -> StepModel {
         StepModel {
-            compute_flops_s: 1.0,
-            bandwidth_bytes_s: 1.0,
-            matmul_flops_per_token: 0.0,
-            attention_flops_per_context_token: 0.0,
-            weight_bytes_by_batch: vec![step_s],
-            kv_bytes_per_token: 0.0,
-            comm_s_per_token: 0.0,
-            comm_s_per_step: 0.0,
-            pipeline_stages: 1,
+            service: Service::Fixed { step_s },
             kv_capacity_tokens: 1e12,
             gpus: 1,
             measured_decode_s: Vec::new(),

@@ -276,12 +276,11 @@ fn gpu_model(
     name: &str,
     m: &Model,
     s: &Setup,
-    max_batch: u32,
     measured: &[(u32, f64)],
 ) -> anyhow::Result<(StepModel, String, f64)> {
     let spec = super::simulate::one_gpu(catalog, name)?;
     let hw = Hardware::from_spec(spec);
-    let c = perf::step_costs(m, s, &hw, &Constants::default(), max_batch)
+    let c = perf::step_costs(m, s, &hw, &Constants::default())
         .map_err(|e| anyhow!("{} on {}: {e}", m.name, spec.name))?;
     if c.kv_capacity_tokens < 1.0 {
         return Err(DoesNotFit(format!(
@@ -323,20 +322,7 @@ fn gpu_model(
             q.usd_per_gpu_hour
         }
     };
-    let model = StepModel {
-        compute_flops_s: c.compute_flops_s,
-        bandwidth_bytes_s: c.bandwidth_bytes_s,
-        matmul_flops_per_token: c.matmul_flops_per_token,
-        attention_flops_per_context_token: c.attention_flops_per_context_token,
-        weight_bytes_by_batch: c.weight_bytes_by_batch,
-        kv_bytes_per_token: c.kv_bytes_per_token,
-        comm_s_per_token: c.comm_s_per_token,
-        comm_s_per_step: c.comm_s_per_step,
-        pipeline_stages: c.pipeline_stages,
-        kv_capacity_tokens: c.kv_capacity_tokens,
-        gpus: c.gpus,
-        measured_decode_s: measured.to_vec(),
-    };
+    let model = StepModel::from_costs(c, measured.to_vec());
     Ok((model, spec.name.clone(), price))
 }
 
@@ -415,12 +401,12 @@ fn fitted(
     unfit: &mut Vec<String>,
 ) -> anyhow::Result<Option<(StepModel, String, f64)>> {
     let s = setup(a, m, reqs, b)?;
-    match gpu_model(a, catalog, gpu, m, &s, b, measured) {
+    match gpu_model(a, catalog, gpu, m, &s, measured) {
         Ok(x) => Ok(Some(x)),
         Err(e) => match e.downcast::<DoesNotFit>() {
             Ok(DoesNotFit(what)) => {
                 let one = setup(a, m, reqs, 1)?;
-                let why = if b > 1 && gpu_model(a, catalog, gpu, m, &one, 1, measured).is_ok() {
+                let why = if b > 1 && gpu_model(a, catalog, gpu, m, &one, measured).is_ok() {
                     format!(
                         "with a batch limit of {b} the activation workspace leaves no room for a KV cache (try a smaller --max-batch)"
                     )

@@ -14,7 +14,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("gpuwise-catalog", &[]),
     ("gpuwise-core", &["gpuwise-catalog"]),
     ("gpuwise-plan", &["gpuwise-catalog"]),
-    ("gpuwise-sim", &[]),
+    ("gpuwise-sim", &["gpuwise-plan"]),
     ("gpuwise-pack", &[]),
     (
         "gpuwise-advise",

@@ -23,4 +23,5 @@ mod schedule;
 mod serve;
 mod simulate;
 mod simulate_serve;
+mod step_model;
 mod widths;

@@ -152,9 +152,10 @@ fn the_real_traces_replay() {
 }
 
 #[test]
-fn one_request_costs_what_the_planner_says() {
-    // One request alone at batch 1: its time to first token is the planner's prefill and its
-    // time per output token the planner's decode step at the mean context.
+fn one_request_costs_what_the_step_model_says() {
+    // One request alone at batch 1: its time to first token is one prefill step of the step
+    // model and its time per output token the mean of its 256 decode steps, each at its own
+    // context (the engine's bookkeeping against the model, computed here step by step).
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = dir.path().join("one.csv");
     std::fs::write(&trace, "arrival_s,input_tokens,output_tokens\n0,1024,257\n").expect("trace");
@@ -181,20 +182,40 @@ fn one_request_costs_what_the_planner_says() {
     let s = gpuwise_plan::Setup::new(&m, &w);
     let catalog = gpuwise_catalog::Catalog::builtin();
     let hw = gpuwise_plan::Hardware::from_spec(catalog.resolve("H100-SXM5-80GB").expect("gpu"));
-    let p = gpuwise_plan::perf::infer(&m, &s, &hw, &gpuwise_plan::perf::Constants::default())
-        .expect("infer");
+    let c = gpuwise_plan::perf::step_costs(&m, &s, &hw, &gpuwise_plan::perf::Constants::default())
+        .expect("step costs");
+    // The prompt in one step (the default token budget holds it), attending over itself.
+    let ttft_want = c.step_s(&gpuwise_plan::perf::StepWork {
+        prefill_tokens: 1024.0,
+        prefill_context: 1024.0 * 512.0,
+        sampled: 1,
+        ..Default::default()
+    }) * 1e3;
+    // Then 256 decode steps, the first with the prompt and the first token as its context.
+    let decode: Vec<f64> = (1..=256)
+        .map(|g| {
+            c.step_s(&gpuwise_plan::perf::StepWork {
+                decode_seqs: 1,
+                decode_context: f64::from(1024 + g),
+                sampled: 1,
+                ..Default::default()
+            }) * 1e3
+        })
+        .collect();
+    let tpot_want = decode.iter().sum::<f64>() / 256.0;
     let ttft = f(&r["ttft_ms"]["mean"]);
     let tpot = f(&r["tpot_ms"]["mean"]);
     assert!(
-        (ttft / p.ttft_ms - 1.0).abs() < 1e-6,
-        "TTFT {ttft} vs {}",
-        p.ttft_ms
+        (ttft / ttft_want - 1.0).abs() < 1e-6,
+        "TTFT {ttft} vs {ttft_want}"
     );
     assert!(
-        (tpot / p.tpot_ms - 1.0).abs() < 1e-3,
-        "TPOT {tpot} vs {}",
-        p.tpot_ms
+        (tpot / tpot_want - 1.0).abs() < 1e-6,
+        "TPOT {tpot} vs {tpot_want}"
     );
+    // Llama-3-8B on an H100: a 1,024-token prompt in 20–60 ms, a decode step in 5–12 ms.
+    assert!((20.0..60.0).contains(&ttft), "{ttft}");
+    assert!((5.0..12.0).contains(&tpot), "{tpot}");
 }
 
 /// A replica on an A10G runs on the A10's tensor figures, an upper bound: the run says so, as
