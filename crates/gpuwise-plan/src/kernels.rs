@@ -160,18 +160,23 @@ impl KernelRates {
         let memory = bytes / (self.gemm_memory * bandwidth_bytes_s);
         let q = self.gemm_blend;
         let blended = if q >= 32.0 {
-            // (c^q + m^q)^(1/q) for large q is the max within 2^(1/q); computed that way so
-            // a long kernel's time cannot overflow.
+            // (c^q + m^q)^(1/q) for large q is the max within 2^(1/q); computed from the
+            // ratio so that a long kernel's time cannot overflow.
             let (hi, lo) = if compute >= memory {
                 (compute, memory)
             } else {
                 (memory, compute)
             };
-            if hi > 0.0 {
-                hi * (1.0 + (lo / hi).powf(q)).powf(1.0 / q)
+            let ratio = if hi > 0.0 { lo / hi } else { 0.0 };
+            if ratio < 0.7 {
+                // 0.7^32 < 1e-4: the smaller part changes nothing that matters, and the two
+                // powers are most of a serving step's arithmetic.
+                hi
             } else {
-                0.0
+                hi * (1.0 + ratio.powf(q)).powf(1.0 / q)
             }
+        } else if q == 1.0 {
+            compute + memory
         } else {
             (compute.powf(q) + memory.powf(q)).powf(1.0 / q)
         };
