@@ -533,19 +533,34 @@ fn describe(c: &gpuwise_sim::serving::Config) -> String {
     };
     let batching = match c.batching {
         Batching::Continuous { max_batch, .. } => format!("continuous ≤ {max_batch}"),
+        Batching::PromptsFirst { max_batch, .. } => format!("prompts first ≤ {max_batch}"),
         Batching::Static { max_batch, .. } => format!("static {max_batch}"),
     };
     format!("{} · {scaling} · {batching}", c.gpu)
+}
+
+/// The trace, its requests and what became of them.
+fn serve_note(r: &gpuwise_sim::serving::ServeReport) -> String {
+    let o = &r.outcome;
+    let recomputed = if o.recomputed > 0 {
+        format!(
+            ", {} preempted when the KV cache was full (prefilled again)",
+            o.recomputed
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{} ({}); {} requests, {} served, {} dropped{recomputed}; {:.0} s",
+        r.trace.name, r.trace.format, o.requests, o.served, o.dropped, o.duration_s
+    )
 }
 
 fn serve_sections(r: &gpuwise_sim::serving::ServeReport) -> Vec<Section> {
     let o = &r.outcome;
     let mut out = vec![Section {
         title: format!("Serving {} on {}", r.model, describe(&o.config)),
-        note: Some(format!(
-            "{} ({}); {} requests, {} served, {} dropped; {:.0} s",
-            r.trace.name, r.trace.format, o.requests, o.served, o.dropped, o.duration_s
-        )),
+        note: Some(serve_note(r)),
         headers: vec!["FIGURE", "VALUE"],
         right: vec![1],
         optional: Vec::new(),

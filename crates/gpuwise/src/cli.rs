@@ -381,7 +381,9 @@ pub(crate) struct ServeSimArgs {
     /// 16,64,256].
     #[arg(long, value_name = "N[,N…]", help_heading = "Batching")]
     pub max_batch: Option<String>,
-    /// continuous (vLLM-style) or static.
+    /// continuous (mixed prompt chunks and decodes per iteration, vLLM with chunked prefill),
+    /// prompts-first (an iteration prefills waiting prompts or decodes, vLLM without it) or
+    /// static.
     #[arg(long, default_value = "continuous", help_heading = "Batching")]
     pub batching: String,
     /// Prompt tokens one iteration computes at most (continuous batching).

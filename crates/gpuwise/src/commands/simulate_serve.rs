@@ -496,11 +496,17 @@ fn configs(
                         max_batch: b,
                         token_budget: a.token_budget.max(1),
                     },
+                    "prompts-first" => Batching::PromptsFirst {
+                        max_batch: b,
+                        token_budget: a.token_budget.max(1),
+                    },
                     "static" => Batching::Static {
                         max_batch: b,
                         timeout_s,
                     },
-                    other => bail!("--batching `{other}` is not continuous or static"),
+                    other => {
+                        bail!("--batching `{other}` is not continuous, prompts-first or static")
+                    }
                 };
                 let mut config = Config {
                     gpu: name.clone(),

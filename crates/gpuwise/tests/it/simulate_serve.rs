@@ -722,3 +722,91 @@ fn the_bad_trace_corpus_gives_clear_errors() {
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("profile-bad-row.csv:3"), "{}", o.stderr);
 }
+
+/// vLLM's two schedulers on the same traffic: prompts first gives prompts their first token
+/// sooner and stalls the running sequences while it prefills (the trade-off chunked prefill
+/// was made for); neither preempts when the cache has room.
+#[test]
+fn prompts_first_trades_time_per_token_for_time_to_first_token() {
+    let trace = crate::common::data("serve/h200-2026-11-27/poisson-10qps.csv");
+    let serve = |batching: &str| {
+        let r = serve_json(&[
+            "--trace",
+            &trace,
+            "--model",
+            "llama-2-7b",
+            "--gpu",
+            "H100-SXM5-80GB",
+            "--max-batch",
+            "128",
+            "--batching",
+            batching,
+        ]);
+        invariants(&r);
+        assert_eq!(r["served"], 448);
+        assert_eq!(r["recomputed"], 0, "{batching}");
+        r
+    };
+    let (mixed, first) = (serve("continuous"), serve("prompts-first"));
+    assert_eq!(first["config"]["batching"]["kind"], "prompts_first");
+    assert!(f(&first["ttft_ms"]["p50"]) < f(&mixed["ttft_ms"]["p50"]));
+    assert!(f(&first["ttft_ms"]["p99"]) < f(&mixed["ttft_ms"]["p99"]));
+    assert!(f(&first["tpot_ms"]["p50"]) > f(&mixed["tpot_ms"]["p50"]));
+    assert!(f(&first["tpot_ms"]["p99"]) > f(&mixed["tpot_ms"]["p99"]));
+    let o = run(&[
+        "simulate",
+        "serve",
+        "--trace",
+        &trace,
+        "--model",
+        "llama-2-7b",
+        "--gpu",
+        "H100-SXM5-80GB",
+        "--batching",
+        "fifo",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("not continuous, prompts-first or static"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// An L4 cannot keep up with 10 requests a second of Llama-2-7B: its KV cache fills, the
+/// latest admitted sequences are preempted and recomputed (as vLLM does), and still every
+/// request is served once, its tokens counted once; the table says how many were preempted.
+#[test]
+fn a_full_kv_cache_preempts_and_every_request_is_still_served() {
+    let trace = crate::common::data("serve/h200-2026-11-27/poisson-10qps.csv");
+    let args = [
+        "simulate",
+        "serve",
+        "--trace",
+        &trace,
+        "--model",
+        "llama-2-7b",
+        "--gpu",
+        "L4",
+        "--max-batch",
+        "128",
+    ];
+    let r = serve_json(&args[2..]);
+    invariants(&r);
+    assert_eq!(
+        (r["served"].as_u64(), r["dropped"].as_u64()),
+        (Some(448), Some(0))
+    );
+    assert_eq!(r["output_tokens"], 448 * 128);
+    let n = r["recomputed"].as_u64().expect("a count");
+    assert!(n > 0, "{n}");
+    let table = run(&args);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert!(
+        table
+            .stdout
+            .contains(&format!("{n} preempted when the KV cache was full")),
+        "{}",
+        table.stdout
+    );
+}

@@ -193,3 +193,104 @@ fn whole_engine_steps_measured_on_an_h200_are_within_15_percent() {
     let mean = errs.iter().map(|e| e.abs()).sum::<f64>() / errs.len() as f64;
     assert!(mean <= 0.08, "mean |error| {mean:.3}");
 }
+
+/// Nearest-rank percentiles as the simulator computes them: (mean, p50, p95, p99), ms.
+fn percentiles(mut v: Vec<f64>) -> [f64; 4] {
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    [
+        v.iter().sum::<f64>() / v.len() as f64,
+        q(0.5),
+        q(0.95),
+        q(0.99),
+    ]
+}
+
+/// The measured (ttft, tpot, e2e) percentiles of a replay on the H200 engine, ms.
+fn measured(name: &str) -> [[f64; 4]; 3] {
+    let path = common::data(&format!("serve/h200-2026-11-27/{name}.requests.csv"));
+    let mut r = csv::Reader::from_path(&path).expect("requests");
+    let (mut ttft, mut tpot, mut e2e) = (Vec::new(), Vec::new(), Vec::new());
+    for row in r.records() {
+        let row = row.expect("row");
+        let n = |i: usize| -> f64 { row[i].parse().expect("a number") };
+        let (arrival, output, first, done) = (n(0), n(2), n(3), n(4));
+        ttft.push((first - arrival) * 1e3);
+        tpot.push((done - first) * 1e3 / (output - 1.0));
+        e2e.push((done - arrival) * 1e3);
+    }
+    [percentiles(ttft), percentiles(tpot), percentiles(e2e)]
+}
+
+/// The simulator's (ttft, tpot, e2e) on the same arrivals, ms.
+fn simulated(name: &str) -> [[f64; 4]; 3] {
+    let trace = common::data(&format!("serve/h200-2026-11-27/{name}.csv"));
+    let out = common::run(&[
+        "simulate",
+        "serve",
+        "--trace",
+        &trace,
+        "--model",
+        "llama-2-7b",
+        "--gpu",
+        "H200-SXM-141GB",
+        "--max-batch",
+        "128",
+        "--price",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    let get = |k: &str| -> [f64; 4] {
+        ["mean", "p50", "p95", "p99"].map(|p| v[k][p].as_f64().expect("a figure"))
+    };
+    [get("ttft_ms"), get("tpot_ms"), get("e2e_ms")]
+}
+
+/// End to end against a real timeline: the same arrivals served on an H200 by a minimal
+/// continuous-batching engine (`bench/gpu/serve-replay.py`, 2026-11-27: Llama-2-7B shape,
+/// batch ≤ 128, 8,192-token budget, decode iterations as CUDA graphs, iterations with a prompt
+/// eager). An offline burst of 256 requests lands within 6 % on every figure but its median
+/// time to first token (−10 %: the burst is served in two waves and the median sits at their
+/// edge). Poisson traffic at 2, 5 and 10 requests/s is 11–21 % faster in the simulator on
+/// time per token and end to end (22–59 % on time to first token): its decode iterations are
+/// 7–13 % below the engine's (the engine runs unfused kernels — two residual adds, SiLU and multiply
+/// apart — and 0.2 ms of its own work per iteration), and its eager iterations with a prompt
+/// are CPU-bound in Python (16–28 ms where the kernels take 14–17). Those bands are held
+/// here so that a change to the step model shows against the measurement; docs/accuracy.md
+/// has the table.
+#[test]
+fn served_on_an_h200_the_simulator_is_within_the_recorded_bands() {
+    let names = ["TTFT", "TPOT", "E2E"];
+    let stats = ["mean", "p50", "p95", "p99"];
+    for trace in ["burst-256", "poisson-2qps", "poisson-5qps", "poisson-10qps"] {
+        let (m, s) = (measured(trace), simulated(trace));
+        for k in 0..3 {
+            for j in 0..4 {
+                let e = s[k][j] / m[k][j] - 1.0;
+                eprintln!(
+                    "{trace:14} {} {:4}: measured {:9.1} ms, simulated {:9.1} ms ({:+.1} %)",
+                    names[k],
+                    stats[j],
+                    m[k][j],
+                    s[k][j],
+                    e * 100.0
+                );
+                let (lo, hi) = match (trace, k, j) {
+                    ("burst-256", 0, 1) => (-0.10, 0.06),
+                    ("burst-256", _, _) => (-0.06, 0.06),
+                    (_, 0, _) => (-0.6, 0.0),
+                    _ => (-0.22, 0.0),
+                };
+                assert!(
+                    (lo..=hi).contains(&e),
+                    "{trace} {} {}: {e:+.3} outside {lo}..{hi}",
+                    names[k],
+                    stats[j]
+                );
+            }
+        }
+    }
+}
