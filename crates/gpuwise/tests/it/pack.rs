@@ -146,6 +146,102 @@ fn fgd_and_best_fit_reproduce_the_published_curves() {
     }
 }
 
+/// All thirteen shared lists × the six policies × the ten seeds of the paper's protocol: the
+/// mean allocation ratio at 130 % lies within the range the authors' ten seeds span
+/// (`alloc_at_130pct_summary.csv`) and within half a point of their mean. 780 runs, two at a
+/// time (the machine has two cores).
+#[test]
+fn every_shared_list_and_policy_lands_within_the_published_range() {
+    let Some(data) = shared() else { return };
+    let dir = data.join("packing/alibaba-gpu-v2023");
+    let nodes = dir
+        .join("openb_node_list_gpu_node.csv")
+        .display()
+        .to_string();
+    let summary = std::fs::read_to_string(
+        data.join("packing/fgd-simulator-results/alloc_at_130pct_summary.csv"),
+    )
+    .expect("published summary");
+    let published = rows(&summary);
+    assert_eq!(published.len(), 78, "13 lists × 6 policies");
+    let policies = [
+        ("random", "01-Random"),
+        ("dot-product", "02-DotProd"),
+        ("gpu-clustering", "03-GpuClustering"),
+        ("gpu-packing", "04-GpuPacking"),
+        ("best-fit", "05-BestFit"),
+        ("fgd", "06-FGD"),
+    ];
+    let mut jobs = Vec::new();
+    for row in &published {
+        let (ours, _) = policies
+            .iter()
+            .find(|(_, theirs)| *theirs == row["sc_policy"])
+            .expect("a known policy");
+        for seed in 42..52 {
+            jobs.push((row["workload"].clone(), *ours, seed));
+        }
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(BTreeMap::<(String, &str), Vec<f64>>::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((list, policy, seed)) = jobs.get(i) else {
+                        break;
+                    };
+                    let pods = dir.join(format!("{list}.csv")).display().to_string();
+                    let r = json(&[
+                        "pack",
+                        &pods,
+                        "--nodes",
+                        &nodes,
+                        "--policy",
+                        policy,
+                        "--load",
+                        "1.3",
+                        "--shuffle",
+                        "--seed",
+                        &seed.to_string(),
+                        "--format",
+                        "json",
+                    ]);
+                    results
+                        .lock()
+                        .expect("results")
+                        .entry((list.clone(), *policy))
+                        .or_default()
+                        .push(f(&r["allocation_ratio_pct"]));
+                }
+            });
+        }
+    });
+    let results = results.into_inner().expect("results");
+    let mut worst: f64 = 0.0;
+    for row in &published {
+        let (ours, _) = policies
+            .iter()
+            .find(|(_, theirs)| *theirs == row["sc_policy"])
+            .expect("a known policy");
+        let runs = &results[&(row["workload"].clone(), *ours)];
+        assert_eq!(runs.len(), 10);
+        let mean = runs.iter().sum::<f64>() / 10.0;
+        let num = |k: &str| row[k].parse::<f64>().expect("a number");
+        let (theirs, lo, hi) = (num("gpu_alloc_pct_at_130_mean"), num("min"), num("max"));
+        worst = worst.max((mean - theirs).abs());
+        assert!(
+            (lo..=hi).contains(&mean) && (mean - theirs).abs() <= 0.5,
+            "{} {ours}: {mean:.2} against the published {theirs:.2} ({lo:.2}–{hi:.2})",
+            row["workload"]
+        );
+    }
+    eprintln!(
+        "78 lists × policies within the published ranges; largest difference of means {worst:.2} points"
+    );
+}
+
 /// Every placement of one run on the real cluster, replayed against the node and workload
 /// lists read here: no node above its CPU or memory, no GPU above 1000 thousandths, GPU models
 /// as the workload allows, the GPUs each asked for, and the totals.
