@@ -9,6 +9,7 @@ mod browser;
 mod catalog;
 mod cli;
 mod common;
+mod deploy;
 mod graph;
 mod hostile;
 mod ledger;
