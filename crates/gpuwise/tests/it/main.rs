@@ -10,6 +10,7 @@ mod catalog;
 mod cli;
 mod common;
 mod deploy;
+mod grafana;
 mod graph;
 mod hostile;
 mod ledger;

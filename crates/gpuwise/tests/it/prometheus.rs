@@ -14,7 +14,7 @@ use crate::common::{close, f, run};
 
 /// The server, killed on drop.
 pub(crate) struct Server {
-    child: Child,
+    pub(crate) child: Child,
     pub(crate) port: u16,
 }
 
