@@ -3,11 +3,10 @@
 //! `prometheus.rs`) scraping a real `gpuwise serve` — no panel is empty, no query is invalid.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::repo;
-use crate::prometheus::{Server, http_get, tools};
+use crate::prometheus::{Server, http_get, start_with, tools};
 use crate::serve::{Served, fleet};
 
 fn dashboard() -> serde_json::Value {
@@ -81,30 +80,12 @@ fn the_dashboard_is_a_well_formed_grafana_model() {
 
 /// Prometheus scraping `target` every second, from an empty store in `dir`.
 fn scraping(dir: &std::path::Path, target: &str) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    let config = dir.join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
+    start_with(
+        &dir.join("tsdb"),
+        &format!(
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuwise\n    static_configs:\n      - targets: ['{target}']\n"
         ),
     )
-    .expect("config");
-    let child = Command::new("prometheus")
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg(format!("--config.file={}", config.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("prometheus starts");
-    Server { child, port }
 }
 
 fn query(port: u16, expr: &str) -> Option<serde_json::Value> {

@@ -14,7 +14,7 @@ use crate::common::{close, f, run};
 
 /// The server, killed on drop.
 pub(crate) struct Server {
-    pub(crate) child: Child,
+    child: Child,
     pub(crate) port: u16,
 }
 
@@ -80,12 +80,19 @@ pub(crate) fn backfilled(om: &Path, dir: &Path) -> Server {
 }
 
 fn start(data: &Path) -> Server {
+    start_with(data, "global:\n  scrape_interval: 1m\n")
+}
+
+/// Prometheus on a free port with the store in `data` and `config` as its configuration,
+/// once it is ready.
+pub(crate) fn start_with(data: &Path, config_text: &str) -> Server {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port");
+    std::fs::create_dir_all(data).expect("store dir");
     let config = data.join("prometheus.yml");
-    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("config");
+    std::fs::write(&config, config_text).expect("config");
     let child = Command::new("prometheus")
         .arg(format!("--storage.tsdb.path={}", data.display()))
         .arg("--storage.tsdb.retention.time=100y")

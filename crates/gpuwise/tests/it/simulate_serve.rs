@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::common::{run, shared};
 
-fn serve_json(args: &[&str]) -> serde_json::Value {
+pub(crate) fn serve_json(args: &[&str]) -> serde_json::Value {
     let mut all = vec!["simulate", "serve"];
     all.extend_from_slice(args);
     all.extend_from_slice(&["--format", "json"]);

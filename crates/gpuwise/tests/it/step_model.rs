@@ -225,9 +225,7 @@ fn measured(name: &str) -> [[f64; 4]; 3] {
 /// The simulator's (ttft, tpot, e2e) on the same arrivals, ms.
 fn simulated(name: &str) -> [[f64; 4]; 3] {
     let trace = common::data(&format!("serve/h200-2026-11-27/{name}.csv"));
-    let out = common::run(&[
-        "simulate",
-        "serve",
+    let v = crate::simulate_serve::serve_json(&[
         "--trace",
         &trace,
         "--model",
@@ -238,11 +236,7 @@ fn simulated(name: &str) -> [[f64; 4]; 3] {
         "128",
         "--price",
         "1",
-        "--format",
-        "json",
     ]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
     let get = |k: &str| -> [f64; 4] {
         ["mean", "p50", "p95", "p99"].map(|p| v[k][p].as_f64().expect("a figure"))
     };
