@@ -22,3 +22,4 @@ pub mod focus;
 pub mod notify;
 pub mod observed;
 pub mod reconcile;
+pub mod rules;

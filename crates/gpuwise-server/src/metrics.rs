@@ -148,6 +148,11 @@ fn device_metrics(reg: &mut Registry, report: &Report) {
         "gpuwise_device_utilization_percent",
         "Time-weighted mean utilization",
     );
+    let last = family(
+        reg,
+        "gpuwise_device_last_sample_timestamp_seconds",
+        "Time of the device's last sample, Unix seconds (stale telemetry: time() minus this)",
+    );
     let class = family(
         reg,
         "gpuwise_device_class",
@@ -170,6 +175,15 @@ fn device_metrics(reg: &mut Registry, report: &Report) {
         }
         if let Some(v) = d.mean_utilization_pct {
             util.get_or_create(&labels).set(v);
+        }
+        if let Some(t) = d
+            .last_seen
+            .as_deref()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        {
+            #[allow(clippy::cast_precision_loss)]
+            last.get_or_create(&labels)
+                .set(t.as_millisecond() as f64 / 1e3);
         }
         let mut with_class = labels;
         with_class.push(("class".into(), d.class.as_str().to_owned()));

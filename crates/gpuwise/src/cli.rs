@@ -58,7 +58,10 @@ pub(crate) enum Command {
     #[command(after_help = RECONCILE_EXAMPLES)]
     Reconcile(Box<ReconcileArgs>),
     /// Budgets and guardrails over the fleet: list violations, exit 1 if any, notify a webhook.
-    #[command(after_help = CHECK_EXAMPLES)]
+    #[command(
+        after_help = CHECK_EXAMPLES,
+        mut_arg("inputs", |a| a.required_unless_present_any(["prometheus", "emit_rules"]))
+    )]
     Check(Box<CheckArgs>),
     /// What-if on real traces: training on spot, commitments, serving with batching and autoscaling.
     #[command(subcommand)]
@@ -623,6 +626,7 @@ const CHECK_EXAMPLES: &str = "Examples:
   gpuwise check logs/ --policy policy.toml --teams teams.toml
   gpuwise check logs/ --policy policy.toml --teams teams.toml --notify \"$SLACK_WEBHOOK\" --dry-run
   gpuwise check --prometheus http://prom:9090 --last 7d --policy policy.toml --format json
+  gpuwise check --policy policy.toml --emit-rules > gpuwise-rules.yml   # rules for Prometheus
 
 Exit codes: 0 every rule passes, 1 a rule is violated, 2 error. Policy file: docs/policy.md.";
 
@@ -742,6 +746,11 @@ pub(crate) struct CheckArgs {
         help_heading = "Policy"
     )]
     pub notify_format: String,
+    /// Print the policy as Prometheus recording and alerting rules (YAML) instead of checking,
+    /// so the same guardrails fire in Alertmanager between runs; the rules Prometheus cannot
+    /// hold are named on stderr (docs/policy.md).
+    #[arg(long, help_heading = "Policy")]
+    pub emit_rules: bool,
     /// Workload hints (TOML, docs/advise.md): devices hinted `notebook` are notebooks.
     #[arg(long, value_name = "FILE", help_heading = "Policy")]
     pub workloads: Option<PathBuf>,

@@ -149,6 +149,25 @@ fn eprintln_json(v: &serde_json::Value) {
     );
 }
 
+/// `--emit-rules`: the policy as a Prometheus rule file, with the profile's thresholds the
+/// rules share with `check`; the rules Prometheus cannot hold said on stderr.
+fn emit_rules(args: &CheckArgs, cfg: &Config, policy: &Policy) -> anyhow::Result<ExitCode> {
+    let profile =
+        crate::fleet::profile_settings(&args.fleet.analysis, cfg, crate::clock::now_ms()?)?;
+    let e = gpuwise_ledger::rules::prometheus_rules(
+        policy,
+        &gpuwise_ledger::rules::RuleSettings {
+            idle_threshold_pct: f64::from(profile.idle_threshold_pct),
+            held_idle_mib: f64::from(profile.held_idle_min_mib),
+        },
+    );
+    for (rule, why) in &e.left_out {
+        printer::warn(&format!("{rule} is not in the rules: {why}"));
+    }
+    emit(&e.yaml, args.out.output.as_ref())?;
+    Ok(ExitCode::SUCCESS)
+}
+
 pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(args.out.config.as_deref())?;
     let format = output_format(args.format.as_deref(), &cfg)?;
@@ -160,6 +179,9 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         anyhow!("no policy: give --policy FILE (or `policy = \"FILE\"` in the config file; docs/policy.md)")
     })?;
     let policy = Policy::from_toml(&fs_err::read_to_string(&path)?, &path.display().to_string())?;
+    if args.emit_rules {
+        return emit_rules(args, &cfg, &policy);
+    }
     // A URL that will not be posted to is said before the fleet is read.
     if let Some(url) = args.notify.as_deref() {
         notify_url(url)?;

@@ -89,7 +89,11 @@ pub(crate) fn latest_plausible(now: i64) -> i64 {
 
 /// How samples become a profile: idle threshold and episodes, held-idle memory, gaps, and the
 /// plausible window (a sample dated more than a day after this run is a broken clock).
-fn profile_settings(a: &AnalysisArgs, cfg: &Config, now: i64) -> anyhow::Result<ProfileSettings> {
+pub(crate) fn profile_settings(
+    a: &AnalysisArgs,
+    cfg: &Config,
+    now: i64,
+) -> anyhow::Result<ProfileSettings> {
     let mut profile = ProfileSettings {
         latest_ms: latest_plausible(now),
         ..ProfileSettings::default()

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::common::repo;
-use crate::prometheus::{Server, http_get, start_with, tools};
+use crate::prometheus::{query, scraping, tools};
 use crate::serve::{Served, fleet};
 
 fn dashboard() -> serde_json::Value {
@@ -76,31 +76,6 @@ fn the_dashboard_is_a_well_formed_grafana_model() {
             assert!(t["refId"].is_string() && t["expr"].is_string());
         }
     }
-}
-
-/// Prometheus scraping `target` every second, from an empty store in `dir`.
-fn scraping(dir: &std::path::Path, target: &str) -> Server {
-    start_with(
-        &dir.join("tsdb"),
-        &format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuwise\n    static_configs:\n      - targets: ['{target}']\n"
-        ),
-    )
-}
-
-fn query(port: u16, expr: &str) -> Option<serde_json::Value> {
-    let q: String = expr
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    let r = http_get(port, &format!("/api/v1/query?query={q}"))?;
-    let body = r.split("\r\n\r\n").nth(1)?;
-    serde_json::from_str(body).ok()
 }
 
 #[test]

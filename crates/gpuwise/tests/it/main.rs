@@ -21,6 +21,7 @@ mod planted;
 mod prometheus;
 mod pushdown_diff;
 mod real_data;
+mod rules;
 mod schedule;
 mod serve;
 mod simulate;

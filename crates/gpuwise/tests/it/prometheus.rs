@@ -682,3 +682,42 @@ pub(crate) fn start_vm(dir: &Path, om: &Path, gpus: usize) -> (Server, u16) {
     }
     (server, port)
 }
+
+/// Prometheus scraping `target` every second, from an empty store in `dir`.
+pub(crate) fn scraping(dir: &Path, target: &str) -> Server {
+    scraping_with(dir, target, "")
+}
+
+/// The same, with `rules` (a rule file's text) evaluated every second.
+pub(crate) fn scraping_with(dir: &Path, target: &str, rules: &str) -> Server {
+    let rule_files = if rules.is_empty() {
+        String::new()
+    } else {
+        std::fs::create_dir_all(dir).expect("dir");
+        let path = dir.join("rules.yml");
+        std::fs::write(&path, rules).expect("rules");
+        format!("rule_files: ['{}']\n", path.display())
+    };
+    start_with(
+        &dir.join("tsdb"),
+        &format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}scrape_configs:\n  - job_name: gpuwise\n    static_configs:\n      - targets: ['{target}']\n"
+        ),
+    )
+}
+
+/// An instant query's JSON answer.
+pub(crate) fn query(port: u16, expr: &str) -> Option<serde_json::Value> {
+    let q: String = expr
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let r = http_get(port, &format!("/api/v1/query?query={q}"))?;
+    let body = r.split("\r\n\r\n").nth(1)?;
+    serde_json::from_str(body).ok()
+}
