@@ -1850,6 +1850,33 @@ pub struct DeviceProfile {
     pub stats: DeviceStats,
 }
 
+impl DeviceProfile {
+    /// The longest run of consecutive hours in which the device was mostly not idle (idle
+    /// less than half of the hour's covered time): (start, hours covered). `check`'s long-job
+    /// rule and `serve`'s `/metrics` read this one definition.
+    #[must_use]
+    pub fn longest_busy_run(&self) -> Option<(EpochMs, f64)> {
+        let mut best: Option<(EpochMs, f64)> = None;
+        let mut run: Option<(EpochMs, EpochMs, f64)> = None; // start, next expected hour, hours
+        for h in &self.stats.hourly {
+            let busy = h.covered_hours > 0.0 && h.idle_hours < h.covered_hours / 2.0;
+            run = match run {
+                Some((s, next, n)) if busy && h.start_ms == next => {
+                    Some((s, h.start_ms + HOUR_MS, n + h.covered_hours))
+                }
+                _ if busy => Some((h.start_ms, h.start_ms + HOUR_MS, h.covered_hours)),
+                _ => None,
+            };
+            if let Some((s, _, n)) = run
+                && best.is_none_or(|b| n > b.1)
+            {
+                best = Some((s, n));
+            }
+        }
+        best
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

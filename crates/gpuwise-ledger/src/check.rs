@@ -540,29 +540,6 @@ fn notebooks(r: &NotebookRule, profiles: &[DeviceProfile], rows: &Rows<'_>, out:
     }
 }
 
-/// The longest run of consecutive hours in which the device was mostly not idle:
-/// (start, hours).
-fn longest_busy_run(p: &DeviceProfile) -> Option<(EpochMs, f64)> {
-    let mut best: Option<(EpochMs, f64)> = None;
-    let mut run: Option<(EpochMs, EpochMs, f64)> = None; // start, next expected hour, hours
-    for h in &p.stats.hourly {
-        let busy = h.covered_hours > 0.0 && h.idle_hours < h.covered_hours / 2.0;
-        run = match run {
-            Some((s, next, n)) if busy && h.start_ms == next => {
-                Some((s, h.start_ms + HOUR_MS, n + h.covered_hours))
-            }
-            _ if busy => Some((h.start_ms, h.start_ms + HOUR_MS, h.covered_hours)),
-            _ => None,
-        };
-        if let Some((s, _, n)) = run
-            && best.is_none_or(|b| n > b.1)
-        {
-            best = Some((s, n));
-        }
-    }
-    best
-}
-
 fn long_jobs(r: &LongJobRule, profiles: &[DeviceProfile], rows: &Rows<'_>, out: &mut Outcome) {
     let mut unpriced = Vec::new();
     for p in profiles {
@@ -570,7 +547,7 @@ fn long_jobs(r: &LongJobRule, profiles: &[DeviceProfile], rows: &Rows<'_>, out: 
         let Some(rate) = rows.usd_per_hour(&id) else {
             // Without a price the rule's min_usd_per_hour cannot be checked: a long run on
             // such a device is named, never passed over.
-            if longest_busy_run(p).is_some_and(|(_, h)| h > r.max_hours) {
+            if p.longest_busy_run().is_some_and(|(_, h)| h > r.max_hours) {
                 unpriced.push(id);
             }
             continue;
@@ -578,7 +555,7 @@ fn long_jobs(r: &LongJobRule, profiles: &[DeviceProfile], rows: &Rows<'_>, out: 
         if rate < r.min_usd_per_hour {
             continue;
         }
-        if let Some((start, hours)) = longest_busy_run(p).filter(|(_, h)| *h > r.max_hours) {
+        if let Some((start, hours)) = p.longest_busy_run().filter(|(_, h)| *h > r.max_hours) {
             out.violations.push(Violation {
                 rule: "long_job",
                 subject: id.clone(),

@@ -9,12 +9,16 @@
 //!   (`gpuwise_device_last_sample_timestamp_seconds`; serve keeps a device that stopped
 //!   reporting for the window it retains, so the alert fires as `check` does);
 //! - `[notebooks]` over DCGM: a notebook pod's GPU below the idle threshold while holding at
-//!   least the held-idle memory, for longer than the limit (`for:`).
+//!   least the held-idle memory, for longer than the limit (`for:`);
+//! - `[budget]` over `/metrics` of a server given the same policy (`serve --policy`): each
+//!   team's month to date against its budget, and the forecast against it while not yet over;
+//! - `[long_jobs]` over `/metrics`: a device's longest run of mostly-busy hours (the profile's
+//!   own `longest_busy_run`, as `check` reads it) above the limit at or above the hourly price
+//!   (a device without a price never fires: `check` cannot decide it either).
 //!
-//! What `/metrics` and DCGM do not carry is left out and said, never approximated: budgets
-//! (no month-to-date spend by team), the spot share (no pricing model), long jobs (the rule
-//! reads each hour's majority and the device's price), devices hinted `notebook` in a
-//! workloads file (only pod globs become a selector).
+//! What `/metrics` and DCGM do not carry is left out and said, never approximated: the spot
+//! share (no pricing model per device), devices hinted `notebook` in a workloads file (only
+//! pod globs become a selector).
 //!
 //! The text is YAML written here: expressions are literal block scalars (no escaping inside),
 //! annotations single-quoted strings. It needs no YAML library for that.
@@ -97,89 +101,34 @@ pub fn prometheus_rules(policy: &Policy, s: &RuleSettings) -> Emitted {
     let mut rules = Vec::new();
     let mut left_out = Vec::new();
     if let Some(idle) = &policy.idle {
-        rules.push(Rule {
-            kind: "record",
-            name: "gpuwise:team_idle_share:percent".into(),
-            expr: "100 * sum by (team) (gpuwise_device_idle_seconds) / sum by (team) (gpuwise_device_gpu_seconds)".into(),
-            for_s: None,
-            labels: Vec::new(),
-            summary: String::new(),
-        });
-        rules.push(Rule {
-            kind: "alert",
-            name: "GpuwiseIdleShare".into(),
-            expr: format!("gpuwise:team_idle_share:percent > {}", num(idle.max_share_pct)),
-            for_s: None,
-            labels: vec![("rule", "idle_share".into())],
-            summary: format!(
-                "Team {{{{ $labels.team }}}}: {{{{ $value | printf \"%.1f\" }}}} % of its GPU time idle (policy: at most {} %)",
-                num(idle.max_share_pct)
-            ),
-        });
+        rules.extend(idle_rules(idle.max_share_pct));
     }
     if let Some(stale) = &policy.stale {
-        rules.push(Rule {
-            kind: "alert",
-            name: "GpuwiseStaleTelemetry".into(),
-            expr: format!(
-                "time() - gpuwise_device_last_sample_timestamp_seconds > {}",
-                num(stale.max_age_hours * 3600.0)
-            ),
-            for_s: None,
-            labels: vec![("rule", "stale_telemetry".into())],
-            summary: format!(
-                "{{{{ $labels.device }}}} last reported {{{{ $value | humanizeDuration }}}} ago (policy: at most {} h)",
-                num(stale.max_age_hours)
-            ),
-        });
+        rules.push(stale_rule(stale.max_age_hours));
     }
     if let Some(nb) = &policy.notebooks {
-        if nb.pods.is_empty() {
-            left_out.push((
+        match notebook_rule(nb, s) {
+            Some(r) => rules.push(r),
+            None => left_out.push((
                 "notebook_held_idle",
                 "no `pods` globs: devices hinted `notebook` in a workloads file are no selector Prometheus knows",
-            ));
-        } else {
-            let pods = nb
-                .pods
-                .iter()
-                .map(|g| glob_regex(g))
-                .collect::<Vec<_>>()
-                .join("|");
-            let sel = format!("{{pod=~\"{pods}\"}}");
-            rules.push(Rule {
-                kind: "alert",
-                name: "GpuwiseNotebookHeldIdle".into(),
-                expr: format!(
-                    "(DCGM_FI_DEV_GPU_UTIL{sel} < {}) and (DCGM_FI_DEV_FB_USED{sel} >= {})",
-                    num(s.idle_threshold_pct),
-                    num(s.held_idle_mib)
-                ),
-                for_s: Some(nb.max_held_idle_hours * 3600.0),
-                labels: vec![("rule", "notebook_held_idle".into())],
-                summary: format!(
-                    "Notebook {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} holds GPU {{{{ $labels.gpu }}}} on {{{{ $labels.Hostname }}}} idle for over {} h",
-                    num(nb.max_held_idle_hours)
-                ),
-            });
+            )),
         }
     }
-    if policy.budget.is_some() {
-        left_out.push((
-            "budget",
-            "/metrics has no month-to-date spend by team: run `gpuwise check` for budgets",
-        ));
+    if let Some(lj) = &policy.long_jobs {
+        rules.push(long_job_rule(lj.max_hours, lj.min_usd_per_hour));
+    }
+    if policy
+        .budget
+        .as_ref()
+        .is_some_and(|b| !b.monthly_usd.is_empty())
+    {
+        rules.extend(budget_rules());
     }
     if policy.spot.is_some() {
         left_out.push((
             "spot_share",
             "/metrics has no pricing model per device: run `gpuwise check` for the spot share",
-        ));
-    }
-    if policy.long_jobs.is_some() {
-        left_out.push((
-            "long_job",
-            "the rule reads whether each hour was mostly busy and the device's price, which no series carries: run `gpuwise check`",
         ));
     }
     Emitted {
@@ -188,10 +137,125 @@ pub fn prometheus_rules(policy: &Policy, s: &RuleSettings) -> Emitted {
     }
 }
 
+fn alert(name: &str, rule: &'static str, expr: String, summary: String) -> Rule {
+    Rule {
+        kind: "alert",
+        name: name.into(),
+        expr,
+        for_s: None,
+        labels: vec![("rule", rule.into())],
+        summary,
+    }
+}
+
+fn idle_rules(max_share_pct: f64) -> [Rule; 2] {
+    [
+        Rule {
+            kind: "record",
+            name: "gpuwise:team_idle_share:percent".into(),
+            expr: "100 * sum by (team) (gpuwise_device_idle_seconds) / sum by (team) (gpuwise_device_gpu_seconds)".into(),
+            for_s: None,
+            labels: Vec::new(),
+            summary: String::new(),
+        },
+        alert(
+            "GpuwiseIdleShare",
+            "idle_share",
+            format!("gpuwise:team_idle_share:percent > {}", num(max_share_pct)),
+            format!(
+                "Team {{{{ $labels.team }}}}: {{{{ $value | printf \"%.1f\" }}}} % of its GPU time idle (policy: at most {} %)",
+                num(max_share_pct)
+            ),
+        ),
+    ]
+}
+
+fn stale_rule(max_age_hours: f64) -> Rule {
+    alert(
+        "GpuwiseStaleTelemetry",
+        "stale_telemetry",
+        format!(
+            "time() - gpuwise_device_last_sample_timestamp_seconds > {}",
+            num(max_age_hours * 3600.0)
+        ),
+        format!(
+            "{{{{ $labels.device }}}} last reported {{{{ $value | humanizeDuration }}}} ago (policy: at most {} h)",
+            num(max_age_hours)
+        ),
+    )
+}
+
+/// Held-idle notebooks over DCGM, when the policy names notebook pods.
+fn notebook_rule(nb: &crate::check::NotebookRule, s: &RuleSettings) -> Option<Rule> {
+    if nb.pods.is_empty() {
+        return None;
+    }
+    let pods = nb
+        .pods
+        .iter()
+        .map(|g| glob_regex(g))
+        .collect::<Vec<_>>()
+        .join("|");
+    let sel = format!("{{pod=~\"{pods}\"}}");
+    let mut r = alert(
+        "GpuwiseNotebookHeldIdle",
+        "notebook_held_idle",
+        format!(
+            "(DCGM_FI_DEV_GPU_UTIL{sel} < {}) and (DCGM_FI_DEV_FB_USED{sel} >= {})",
+            num(s.idle_threshold_pct),
+            num(s.held_idle_mib)
+        ),
+        format!(
+            "Notebook {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} holds GPU {{{{ $labels.gpu }}}} on {{{{ $labels.Hostname }}}} idle for over {} h",
+            num(nb.max_held_idle_hours)
+        ),
+    );
+    r.for_s = Some(nb.max_held_idle_hours * 3600.0);
+    Some(r)
+}
+
+fn long_job_rule(max_hours: f64, min_usd_per_hour: f64) -> Rule {
+    alert(
+        "GpuwiseLongJob",
+        "long_job",
+        format!(
+            "gpuwise_device_longest_busy_run_hours > {} and gpuwise_device_usd_per_hour >= {}",
+            num(max_hours),
+            num(min_usd_per_hour)
+        ),
+        format!(
+            "{{{{ $labels.device }}}} has run {{{{ $value | printf \"%.1f\" }}}} h without a break (policy: at most {} h at ${}/h or more)",
+            num(max_hours),
+            num(min_usd_per_hour)
+        ),
+    )
+}
+
+fn budget_rules() -> [Rule; 2] {
+    let over = "gpuwise_team_month_to_date_usd > on (team, month) gpuwise_team_budget_usd";
+    [
+        alert(
+            "GpuwiseBudget",
+            "budget",
+            over.into(),
+            "Team {{ $labels.team }} has spent ${{ $value | printf \"%.0f\" }} in {{ $labels.month }}, over its budget".into(),
+        ),
+        alert(
+            "GpuwiseBudgetForecast",
+            "budget_forecast",
+            format!(
+                "(gpuwise_team_month_forecast_usd > on (team, month) gpuwise_team_budget_usd) unless on (team, month) ({over})"
+            ),
+            "Team {{ $labels.team }} is forecast to end {{ $labels.month }} at ${{ $value | printf \"%.0f\" }}, over its budget".into(),
+        ),
+    ]
+}
+
 fn render(rules: &[Rule], left_out: &[(&'static str, &'static str)]) -> String {
     let mut y = String::from(
         "# Prometheus rules from a gpuwise policy (`gpuwise check --emit-rules`, docs/policy.md).\n\
-         # idle share and stale telemetry read `gpuwise serve`'s /metrics; held-idle notebooks read DCGM.\n",
+         # idle share, stale telemetry, long jobs and budgets read `gpuwise serve`'s /metrics (budgets:\n\
+         # serve --policy with this policy); held-idle notebooks read DCGM.\n",
     );
     for (rule, why) in left_out {
         let _ = writeln!(y, "# not here: {rule}: {why}");
@@ -250,7 +314,12 @@ mod tests {
             e.yaml
         );
         let out: Vec<&str> = e.left_out.iter().map(|(r, _)| *r).collect();
-        assert_eq!(out, ["budget", "spot_share", "long_job"]);
+        assert_eq!(out, ["spot_share"]);
+        assert!(e.yaml.contains(
+            "gpuwise_device_longest_busy_run_hours > 72 and gpuwise_device_usd_per_hour >= 0\n"
+        ));
+        assert!(e.yaml.contains("alert: GpuwiseBudget\n"));
+        assert!(e.yaml.contains("unless on (team, month)"));
         for (rule, _) in &e.left_out {
             assert!(e.yaml.contains(&format!("# not here: {rule}: ")));
         }

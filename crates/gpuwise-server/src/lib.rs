@@ -65,7 +65,8 @@ pub struct Analysis {
 /// How much of a window's analysis a request needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Depth {
-    /// The report alone, with its JSON (`/metrics`): no advice, allocation or budgets.
+    /// The report with its JSON, and the budgets' burn where a policy sets budgets
+    /// (`/metrics`): no advice.
     Report,
     /// Everything the pages and the API show.
     Full,
@@ -1015,14 +1016,20 @@ async fn api_allocation(State(s): State<Arc<AppState>>, Window(q): Window) -> Re
 }
 
 async fn metrics_text(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
-    // The report is all /metrics exposes: no advice or allocation is computed for it.
+    // The report (and, with a budget policy, the budgets' burn) is all /metrics exposes: no
+    // advice is computed for it.
     match answer_to(&s, &q, Depth::Report).await {
         Ok(a) => (
             [(
                 header::CONTENT_TYPE,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
             )],
-            metrics::text(&a.analysis.report, a.generation),
+            metrics::text(
+                &a.analysis.report,
+                &a.analysis.profiles,
+                &a.analysis.budgets,
+                a.generation,
+            ),
         )
             .into_response(),
         Err(f) => f.into_response(),

@@ -5,7 +5,9 @@
 
 use std::sync::atomic::AtomicU64;
 
+use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::Report;
+use gpuwise_render::dashboard::BudgetBurn as Burn;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -23,12 +25,19 @@ fn family(reg: &mut Registry, name: &str, help: &str) -> F64 {
     f
 }
 
-/// The OpenMetrics text (ending in `# EOF`) of `report`, with the data generation.
+/// The OpenMetrics text (ending in `# EOF`) of `report` (with each device's longest busy run
+/// from its profile) and the budgets' burn, with the data generation.
 #[must_use]
-pub fn text(report: &Report, generation: u64) -> String {
+pub fn text(
+    report: &Report,
+    profiles: &[DeviceProfile],
+    budgets: &[Burn],
+    generation: u64,
+) -> String {
     let mut reg = Registry::default();
     fleet_metrics(&mut reg, report, generation);
-    device_metrics(&mut reg, report);
+    device_metrics(&mut reg, report, profiles);
+    budget_metrics(&mut reg, budgets);
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &reg);
@@ -126,7 +135,21 @@ fn fleet_metrics(reg: &mut Registry, report: &Report, generation: u64) {
     );
 }
 
-fn device_metrics(reg: &mut Registry, report: &Report) {
+fn device_metrics(reg: &mut Registry, report: &Report, profiles: &[DeviceProfile]) {
+    let runs: std::collections::HashMap<String, f64> = profiles
+        .iter()
+        .filter_map(|p| Some((p.key.to_string(), p.longest_busy_run()?.1)))
+        .collect();
+    let busy = family(
+        reg,
+        "gpuwise_device_longest_busy_run_hours",
+        "Longest run of consecutive hours the device was mostly not idle (check's long_job)",
+    );
+    let rate = family(
+        reg,
+        "gpuwise_device_usd_per_hour",
+        "The device's price per hour: its GPU share × $/GPU-hour",
+    );
     let observed = family(
         reg,
         "gpuwise_device_gpu_seconds",
@@ -176,6 +199,12 @@ fn device_metrics(reg: &mut Registry, report: &Report) {
         if let Some(v) = d.mean_utilization_pct {
             util.get_or_create(&labels).set(v);
         }
+        if let Some(h) = runs.get(&d.id) {
+            busy.get_or_create(&labels).set(*h);
+        }
+        if let (Some(price), Some(share)) = (d.usd_per_gpu_hour, d.gpu_share) {
+            rate.get_or_create(&labels).set(price * share);
+        }
         if let Some(t) = d
             .last_seen
             .as_deref()
@@ -188,6 +217,41 @@ fn device_metrics(reg: &mut Registry, report: &Report) {
         let mut with_class = labels;
         with_class.push(("class".into(), d.class.as_str().to_owned()));
         class.get_or_create(&with_class).set(1.0);
+    }
+}
+
+/// Each budgeted team's month: spend to date, the budget and the forecast the policy holds it
+/// to (left out when the forecast is unknown), labelled by team and month — what `check`'s
+/// `budget` and `budget_forecast` rules compare.
+fn budget_metrics(reg: &mut Registry, budgets: &[Burn]) {
+    if budgets.is_empty() {
+        return;
+    }
+    let spent = family(
+        reg,
+        "gpuwise_team_month_to_date_usd",
+        "Charged to the team in the month to date, USD (the allocation's charged_usd)",
+    );
+    let limit = family(
+        reg,
+        "gpuwise_team_budget_usd",
+        "The team's monthly budget, USD",
+    );
+    let forecast = family(
+        reg,
+        "gpuwise_team_month_forecast_usd",
+        "The month-end forecast the budget is held to, USD",
+    );
+    for b in budgets {
+        let labels: Labels = vec![
+            ("team".into(), b.team.clone()),
+            ("month".into(), b.month.clone()),
+        ];
+        spent.get_or_create(&labels).set(b.month_to_date_usd);
+        limit.get_or_create(&labels).set(b.limit_usd);
+        if let Some(f) = b.forecast_usd {
+            forecast.get_or_create(&labels).set(f);
+        }
     }
 }
 

@@ -91,7 +91,29 @@ impl Analyst {
         };
         gpuwise_render::write(&doc, Format::Json, &plain, &mut report_json)?;
         let report_json = String::from_utf8(report_json)?;
+        let allocate = || -> anyhow::Result<gpuwise_ledger::allocate::Allocation> {
+            Ok(gpuwise_ledger::allocate::allocate(
+                &profiles,
+                &report,
+                &s.teams,
+                &self.allocation,
+                &self.units,
+                crate::clock::now_ms()?,
+            ))
+        };
+        let burn = |allocation: &gpuwise_ledger::allocate::Allocation| {
+            self.budget
+                .as_ref()
+                .and_then(|b| gpuwise_ledger::check::burn(b, allocation))
+                .unwrap_or_default()
+        };
         if depth == Depth::Report {
+            // /metrics: the budgets' burn only where the policy sets budgets.
+            let budgets = if self.budget.is_some() {
+                burn(&allocate()?)
+            } else {
+                Vec::new()
+            };
             return Ok(Analysis {
                 report,
                 advice: None,
@@ -99,27 +121,15 @@ impl Analyst {
                 report_json,
                 advice_json: None,
                 allocation_json: None,
-                budgets: Vec::new(),
+                budgets,
             });
         }
         let advice = super::advise::advice(&report, &profiles, s, &self.advise)?;
         let advice_json = gpuwise_render::advice::render(&advice, Format::Json, &plain);
-        let now = crate::clock::now_ms()?;
-        let allocation = gpuwise_ledger::allocate::allocate(
-            &profiles,
-            &report,
-            &s.teams,
-            &self.allocation,
-            &self.units,
-            now,
-        );
+        let allocation = allocate()?;
         let allocation_json =
             gpuwise_render::ledger::allocation(&allocation, Format::Json, &plain)?;
-        let budgets = self
-            .budget
-            .as_ref()
-            .and_then(|b| gpuwise_ledger::check::burn(b, &allocation))
-            .unwrap_or_default();
+        let budgets = burn(&allocation);
         Ok(Analysis {
             report,
             advice: Some(advice),

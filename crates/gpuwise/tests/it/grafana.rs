@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::repo;
 use crate::prometheus::{query, scraping, tools};
-use crate::serve::{Served, fleet};
+use crate::serve::Served;
 
 fn dashboard() -> serde_json::Value {
     let text = std::fs::read_to_string(repo().join("deploy/grafana/gpuwise-dashboard.json"))
@@ -78,16 +78,53 @@ fn the_dashboard_is_a_well_formed_grafana_model() {
     }
 }
 
+/// `gpuwise serve` over 8 generated GPUs of one team with a budget, at a mid-month clock (the
+/// budget panels need a month to date).
+fn budgeted_fleet(dir: &std::path::Path) -> Served {
+    const NOW: &str = "2026-11-20T00:00:00Z";
+    let logs = dir.join("fleet").display().to_string();
+    let g = crate::rules::at(
+        NOW,
+        &[
+            "generate",
+            "--out",
+            &logs,
+            "--gpus",
+            "8",
+            "--days",
+            "2",
+            "--interval",
+            "5m",
+            "--format",
+            "nvidia-smi",
+            "--seed",
+            "11",
+        ],
+    );
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    let teams = dir.join("teams.toml");
+    std::fs::write(&teams, "[hosts]\n\"train-*\" = \"research\"\n").expect("teams");
+    let policy = dir.join("policy.toml");
+    std::fs::write(&policy, "[budget]\nmonthly_usd = { research = 5000 }\n").expect("policy");
+    Served::start(
+        &[
+            &logs,
+            "--teams",
+            &teams.display().to_string(),
+            "--policy",
+            &policy.display().to_string(),
+        ],
+        &[("GPUWISE_NOW", NOW)],
+    )
+}
+
 #[test]
 fn every_panel_has_data_from_a_prometheus_scraping_serve() {
     if !tools() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
-    let logs = fleet(tmp.path(), "8", "2");
-    let teams = tmp.path().join("teams.toml");
-    std::fs::write(&teams, "[hosts]\n\"train-*\" = \"research\"\n").expect("teams");
-    let served = Served::start(&[&logs, "--teams", &teams.display().to_string()], &[]);
+    let served = budgeted_fleet(tmp.path());
     let target = served.base.trim_start_matches("http://").to_owned();
     let prom = scraping(tmp.path(), &target);
     let d = dashboard();

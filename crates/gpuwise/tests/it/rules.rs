@@ -23,7 +23,7 @@ fn emit(policy: &str, dir: &std::path::Path) -> String {
     o.stdout
 }
 
-const POLICY: &str = "[idle]\nmax_share_pct = 30\n[notebooks]\nmax_held_idle_hours = 4\npods = [\"jupyter-*\"]\n[stale]\nmax_age_hours = 2\n[budget]\nmonthly_usd = { research = 1000 }\n";
+const POLICY: &str = "[idle]\nmax_share_pct = 30\n[notebooks]\nmax_held_idle_hours = 4\npods = [\"jupyter-*\"]\n[stale]\nmax_age_hours = 2\n[budget]\nmonthly_usd = { a = 1000, b = 1000, c = 1000 }\n[spot]\nmin_share_pct = 20\n[long_jobs]\nmax_hours = 72\nmin_usd_per_hour = 10\n";
 
 #[test]
 fn emitted_rules_pass_promtool_and_fire_on_known_series() {
@@ -33,7 +33,7 @@ fn emitted_rules_pass_promtool_and_fire_on_known_series() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let rules = emit(POLICY, tmp.path());
     // What cannot be a Prometheus rule is said, in the file and on stderr.
-    assert!(rules.contains("# not here: budget: "), "{rules}");
+    assert!(rules.contains("# not here: spot_share: "), "{rules}");
     let file = tmp.path().join("rules.yml");
     std::fs::write(&file, &rules).expect("rules");
     let o = Command::new("promtool")
@@ -42,82 +42,12 @@ fn emitted_rules_pass_promtool_and_fire_on_known_series() {
         .output()
         .expect("promtool");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("SUCCESS: 4 rules found"));
-    // Known answers, one minute apart: team a idle 40 % of its GPU time (above 30), team b 20 %;
-    // device x last reported at 0 s (stale after 2 h), y at 10,000 s; notebook jupyter-a idle
-    // holding 2 GiB for 5 h (past 4 h), jupyter-b for 3 h, a training pod idle all along.
-    let labels = |pod: &str| {
-        format!("{{gpu=\"0\",UUID=\"GPU-{pod}\",Hostname=\"h\",namespace=\"ml\",pod=\"{pod}\"}}")
-    };
-    let test = format!(
-        r#"rule_files: ['{rules}']
-evaluation_interval: 1m
-tests:
-  - interval: 1m
-    input_series:
-      - series: 'gpuwise_device_idle_seconds{{device="a/0",host="a",model="H100",team="a"}}'
-        values: '4000x400'
-      - series: 'gpuwise_device_gpu_seconds{{device="a/0",host="a",model="H100",team="a"}}'
-        values: '10000x400'
-      - series: 'gpuwise_device_idle_seconds{{device="b/0",host="b",model="H100",team="b"}}'
-        values: '2000x400'
-      - series: 'gpuwise_device_gpu_seconds{{device="b/0",host="b",model="H100",team="b"}}'
-        values: '10000x400'
-      - series: 'gpuwise_device_last_sample_timestamp_seconds{{device="x/0",host="x",model="H100",team="a"}}'
-        values: '0x400'
-      - series: 'gpuwise_device_last_sample_timestamp_seconds{{device="y/0",host="y",model="H100",team="a"}}'
-        values: '10000x400'
-      - series: 'DCGM_FI_DEV_GPU_UTIL{nb_a}'
-        values: '0x300 80x100'
-      - series: 'DCGM_FI_DEV_FB_USED{nb_a}'
-        values: '2048x400'
-      - series: 'DCGM_FI_DEV_GPU_UTIL{nb_b}'
-        values: '0x180 80x220'
-      - series: 'DCGM_FI_DEV_FB_USED{nb_b}'
-        values: '2048x400'
-      - series: 'DCGM_FI_DEV_GPU_UTIL{train}'
-        values: '0x400'
-      - series: 'DCGM_FI_DEV_FB_USED{train}'
-        values: '2048x400'
-    promql_expr_test:
-      - expr: gpuwise:team_idle_share:percent
-        eval_time: 10m
-        exp_samples:
-          - labels: 'gpuwise:team_idle_share:percent{{team="a"}}'
-            value: 40
-          - labels: 'gpuwise:team_idle_share:percent{{team="b"}}'
-            value: 20
-    alert_rule_test:
-      - eval_time: 10m
-        alertname: GpuwiseIdleShare
-        exp_alerts:
-          - exp_labels: {{severity: warning, rule: idle_share, team: a}}
-            exp_annotations:
-              summary: 'Team a: 40.0 % of its GPU time idle (policy: at most 30 %)'
-      - eval_time: 3h
-        alertname: GpuwiseStaleTelemetry
-        exp_alerts:
-          - exp_labels: {{severity: warning, rule: stale_telemetry, device: x/0, host: x, model: H100, team: a}}
-            exp_annotations:
-              summary: 'x/0 last reported 3h 0m 0s ago (policy: at most 2 h)'
-      - eval_time: 1h
-        alertname: GpuwiseStaleTelemetry
-        exp_alerts: []
-      - eval_time: 4h30m
-        alertname: GpuwiseNotebookHeldIdle
-        exp_alerts:
-          - exp_labels: {{severity: warning, rule: notebook_held_idle, gpu: "0", UUID: GPU-jupyter-a, Hostname: h, namespace: ml, pod: jupyter-a}}
-            exp_annotations:
-              summary: 'Notebook ml/jupyter-a holds GPU 0 on h idle for over 4 h'
-      - eval_time: 3h50m
-        alertname: GpuwiseNotebookHeldIdle
-        exp_alerts: []
-"#,
-        rules = file.display(),
-        nb_a = labels("jupyter-a"),
-        nb_b = labels("jupyter-b"),
-        train = labels("train-x"),
-    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("SUCCESS: 7 rules found"));
+    // Known answers (tests/data/rules/promtool-tests.yml says which): idle shares, budgets,
+    // long jobs and stale devices over /metrics, held-idle notebooks over DCGM.
+    let test = std::fs::read_to_string(crate::common::data("rules/promtool-tests.yml"))
+        .expect("the cases")
+        .replace("RULES_FILE", &file.display().to_string());
     let tests = tmp.path().join("tests.yml");
     std::fs::write(&tests, test).expect("tests");
     let o = Command::new("promtool")
@@ -243,4 +173,249 @@ fn prometheus_evaluating_the_rules_over_serve_agrees_with_check() {
             over[team]
         );
     }
+}
+
+/// A command at `now` (the data, `check` and `serve` must share one clock).
+pub(crate) fn at(now: &str, args: &[&str]) -> crate::common::Out {
+    let o = crate::common::cmd()
+        .env("GPUWISE_NOW", now)
+        .args(args)
+        .output()
+        .expect("gpuwise runs");
+    crate::common::Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// `check --format json` at `now`: (rule, team) → the violation's evidence.
+fn check_at(
+    now: &str,
+    logs: &str,
+    teams: &str,
+    policy: &std::path::Path,
+) -> BTreeMap<(String, String), serde_json::Value> {
+    let o = at(
+        now,
+        &[
+            "check",
+            logs,
+            "--teams",
+            teams,
+            "--policy",
+            &policy.display().to_string(),
+            "--format",
+            "json",
+        ],
+    );
+    assert!(o.code == 0 || o.code == 1, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+    v["violations"]
+        .as_array()
+        .expect("violations")
+        .iter()
+        .map(|x| {
+            (
+                (
+                    x["rule"].as_str().expect("rule").to_owned(),
+                    x["subject"].as_str().expect("team").to_owned(),
+                ),
+                x["evidence"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn budgets_alert_in_prometheus_as_check_says() {
+    if !tools() {
+        return;
+    }
+    // Mid-month, so the month to date has data and a forecast.
+    const NOW: &str = "2026-11-20T00:00:00Z";
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let logs = tmp.path().join("fleet").display().to_string();
+    let g = at(
+        NOW,
+        &[
+            "generate",
+            "--out",
+            &logs,
+            "--gpus",
+            "40",
+            "--days",
+            "3",
+            "--interval",
+            "5m",
+            "--format",
+            "nvidia-smi",
+            "--seed",
+            "11",
+        ],
+    );
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    std::fs::remove_file(tmp.path().join("fleet/truth.json")).expect("truth");
+    let teams = tmp.path().join("teams.toml");
+    std::fs::write(&teams, "[hosts]\n\"nb-*\" = \"notebooks\"\n\"serve-*\" = \"serving\"\n\"train-*\" = \"research\"\n").expect("teams");
+    let teams = teams.display().to_string();
+    // A cent each: every team over, with its month to date and forecast in the evidence.
+    let policy = tmp.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[budget]\nmonthly_usd = { notebooks = 0.01, serving = 0.01, research = 0.01 }\n",
+    )
+    .expect("policy");
+    let all = check_at(NOW, &logs, &teams, &policy);
+    let figure = |team: &str, k: &str| {
+        all[&("budget".to_owned(), team.to_owned())][k]
+            .as_f64()
+            .expect(k)
+    };
+    // research over its budget; serving under it but forecast over; notebooks well under.
+    let (r, s, n) = (
+        figure("research", "month_to_date_usd") / 2.0,
+        (figure("serving", "month_to_date_usd") + figure("serving", "forecast_usd")) / 2.0,
+        figure("notebooks", "forecast_usd") * 2.0,
+    );
+    assert!(figure("serving", "forecast_usd") > figure("serving", "month_to_date_usd") * 1.05);
+    std::fs::write(
+        &policy,
+        format!("[budget]\nmonthly_usd = {{ research = {r:.2}, serving = {s:.2}, notebooks = {n:.2} }}\n"),
+    )
+    .expect("policy");
+    let want: Vec<(String, String)> = check_at(NOW, &logs, &teams, &policy).into_keys().collect();
+    assert_eq!(
+        want,
+        [
+            ("budget".to_owned(), "research".to_owned()),
+            ("budget_forecast".to_owned(), "serving".to_owned())
+        ]
+    );
+    let rules = emit(
+        &std::fs::read_to_string(&policy).expect("policy"),
+        tmp.path(),
+    );
+    let policy = policy.display().to_string();
+    let served = Served::start(
+        &[&logs, "--teams", &teams, "--policy", &policy],
+        &[("GPUWISE_NOW", NOW)],
+    );
+    let target = served.base.trim_start_matches("http://").to_owned();
+    let prom = scraping_with(&tmp.path().join("prom"), &target, &rules);
+    let firing = |p: u16| -> Vec<(String, String)> {
+        let Some(v) = query(p, "ALERTS{alertstate=\"firing\"}") else {
+            return Vec::new();
+        };
+        let mut got: Vec<(String, String)> = v["data"]["result"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| {
+                Some((
+                    a["metric"]["rule"].as_str()?.to_owned(),
+                    a["metric"]["team"].as_str()?.to_owned(),
+                ))
+            })
+            .collect();
+        got.sort();
+        got
+    };
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    while t0.elapsed() < Duration::from_secs(60) && got != want {
+        std::thread::sleep(Duration::from_millis(500));
+        got = firing(prom.port);
+    }
+    assert_eq!(got, want, "Prometheus alerts on the budgets check names");
+}
+
+#[test]
+fn long_jobs_alert_in_prometheus_as_check_says() {
+    if !tools() {
+        return;
+    }
+    const NOW: &str = "2026-11-20T00:00:00Z";
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let logs = tmp.path().join("fleet").display().to_string();
+    let g = at(
+        NOW,
+        &[
+            "generate",
+            "--out",
+            &logs,
+            "--gpus",
+            "40",
+            "--days",
+            "4",
+            "--interval",
+            "5m",
+            "--format",
+            "nvidia-smi",
+            "--seed",
+            "11",
+        ],
+    );
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    let teams = tmp.path().join("teams.toml");
+    std::fs::write(&teams, "[hosts]\n\"*\" = \"all\"\n").expect("teams");
+    let teams = teams.display().to_string();
+    // Every priced device's longest busy run (a limit of 0 h names them all), then a limit
+    // between the runs: some devices over it, some not.
+    let policy = tmp.path().join("policy.toml");
+    std::fs::write(&policy, "[long_jobs]\nmax_hours = 0\n").expect("policy");
+    let runs: Vec<f64> = check_at(NOW, &logs, &teams, &policy)
+        .values()
+        .map(|e| e["cost_usd"].as_f64().expect("cost") / e["usd_per_hour"].as_f64().expect("rate"))
+        .collect();
+    let mut distinct = runs.clone();
+    distinct.sort_by(f64::total_cmp);
+    distinct.dedup_by(|a, b| (*a - *b).abs() < 0.5);
+    assert!(distinct.len() >= 2, "{runs:?}");
+    let mid = distinct.len() / 2;
+    let limit = ((distinct[mid - 1] + distinct[mid]) / 2.0).floor();
+    std::fs::write(
+        &policy,
+        format!("[long_jobs]\nmax_hours = {limit}\nmin_usd_per_hour = 0.5\n"),
+    )
+    .expect("policy");
+    let want: Vec<String> = check_at(NOW, &logs, &teams, &policy)
+        .into_keys()
+        .map(|(_, d)| d)
+        .collect();
+    assert!(
+        !want.is_empty() && want.len() < runs.len(),
+        "{limit}: {want:?}"
+    );
+    let rules = emit(
+        &std::fs::read_to_string(&policy).expect("policy"),
+        tmp.path(),
+    );
+    let served = Served::start(&[&logs, "--teams", &teams], &[("GPUWISE_NOW", NOW)]);
+    let target = served.base.trim_start_matches("http://").to_owned();
+    let prom = scraping_with(&tmp.path().join("prom"), &target, &rules);
+    let t0 = Instant::now();
+    let mut got: Vec<String> = Vec::new();
+    while t0.elapsed() < Duration::from_secs(60) && got != want {
+        std::thread::sleep(Duration::from_millis(500));
+        got = query(
+            prom.port,
+            "ALERTS{alertname=\"GpuwiseLongJob\",alertstate=\"firing\"}",
+        )
+        .map(|v| {
+            let mut d: Vec<String> = v["data"]["result"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a["metric"]["device"].as_str().map(str::to_owned))
+                .collect();
+            d.sort();
+            d
+        })
+        .unwrap_or_default();
+    }
+    assert_eq!(
+        got, want,
+        "Prometheus alerts on the devices check names (limit {limit} h)"
+    );
 }
