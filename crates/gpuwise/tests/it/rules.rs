@@ -394,28 +394,119 @@ fn long_jobs_alert_in_prometheus_as_check_says() {
     let served = Served::start(&[&logs, "--teams", &teams], &[("GPUWISE_NOW", NOW)]);
     let target = served.base.trim_start_matches("http://").to_owned();
     let prom = scraping_with(&tmp.path().join("prom"), &target, &rules);
+    let got = firing_until(prom.port, "GpuwiseLongJob", "device", &want);
+    assert_eq!(
+        got, want,
+        "Prometheus alerts on the devices check names (limit {limit} h)"
+    );
+}
+
+#[test]
+fn stale_telemetry_alerts_in_prometheus_as_check_says() {
+    if !tools() {
+        return;
+    }
+    // Prometheus' time() is the real clock: the data ends now, and one host stopped 3 h ago.
+    let now = jiff::Timestamp::now();
+    let start = now
+        .checked_sub(jiff::SignedDuration::from_hours(24))
+        .expect("a day ago");
+    let now_text = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let logs = tmp.path().join("fleet");
+    let g = at(
+        &now_text,
+        &[
+            "generate",
+            "--out",
+            &logs.display().to_string(),
+            "--gpus",
+            "16",
+            "--days",
+            "1",
+            "--interval",
+            "5m",
+            "--format",
+            "nvidia-smi",
+            "--seed",
+            "3",
+            "--start",
+            &start.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        ],
+    );
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    let cutoff = now
+        .checked_sub(jiff::SignedDuration::from_hours(3))
+        .expect("3 h ago")
+        .strftime("%Y/%m/%d %H:%M:%S")
+        .to_string();
+    let mut hosts: Vec<_> = std::fs::read_dir(&logs)
+        .expect("fleet")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .collect();
+    hosts.sort();
+    assert!(hosts.len() >= 2, "{hosts:?}");
+    let stopped = &hosts[0];
+    let text = std::fs::read_to_string(stopped).expect("log");
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("timestamp") || l[..19] < *cutoff)
+        .collect();
+    std::fs::write(stopped, kept.join("\n") + "\n").expect("truncate");
+    let policy = tmp.path().join("policy.toml");
+    std::fs::write(&policy, "[stale]\nmax_age_hours = 2\n").expect("policy");
+    let teams = tmp.path().join("teams.toml");
+    std::fs::write(&teams, "[hosts]\n\"*\" = \"all\"\n").expect("teams");
+    let (logs, teams) = (logs.display().to_string(), teams.display().to_string());
+    let want: Vec<String> = check_at(&now_text, &logs, &teams, &policy)
+        .into_keys()
+        .map(|(_, d)| d)
+        .collect();
+    let host = stopped
+        .file_stem()
+        .expect("stem")
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        !want.is_empty() && want.iter().all(|d| d.starts_with(&format!("{host}/"))),
+        "{want:?}"
+    );
+    let rules = emit(
+        &std::fs::read_to_string(&policy).expect("policy"),
+        tmp.path(),
+    );
+    let served = Served::start(&[&logs, "--teams", &teams], &[("GPUWISE_NOW", &now_text)]);
+    let target = served.base.trim_start_matches("http://").to_owned();
+    let prom = scraping_with(&tmp.path().join("prom"), &target, &rules);
+    let got = firing_until(prom.port, "GpuwiseStaleTelemetry", "device", &want);
+    assert_eq!(
+        got, want,
+        "Prometheus alerts on the devices check finds stale"
+    );
+}
+
+/// The `label` values of the firing `alert`s, sorted, once they equal `want` or a minute passed.
+fn firing_until(port: u16, alert: &str, label: &str, want: &[String]) -> Vec<String> {
     let t0 = Instant::now();
     let mut got: Vec<String> = Vec::new();
     while t0.elapsed() < Duration::from_secs(60) && got != want {
         std::thread::sleep(Duration::from_millis(500));
         got = query(
-            prom.port,
-            "ALERTS{alertname=\"GpuwiseLongJob\",alertstate=\"firing\"}",
+            port,
+            &format!("ALERTS{{alertname=\"{alert}\",alertstate=\"firing\"}}"),
         )
         .map(|v| {
             let mut d: Vec<String> = v["data"]["result"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|a| a["metric"]["device"].as_str().map(str::to_owned))
+                .filter_map(|a| a["metric"][label].as_str().map(str::to_owned))
                 .collect();
             d.sort();
             d
         })
         .unwrap_or_default();
     }
-    assert_eq!(
-        got, want,
-        "Prometheus alerts on the devices check names (limit {limit} h)"
-    );
+    got
 }
