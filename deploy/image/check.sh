@@ -40,7 +40,7 @@ PY
 
 as_user() { chroot --userspec=65532:65532 "$root" "$@"; }
 as_user /usr/local/bin/gpuwise --version
-as_user /usr/local/bin/gpuwise demo --out /tmp/demo >/dev/null
+as_user /usr/local/bin/gpuwise demo --out /tmp/demo >"$work/demo.log" 2>&1 || { cat "$work/demo.log" >&2; exit 1; }
 test -s "$root/tmp/demo/report.html"
 echo "demo: report.html $(stat -c %s "$root/tmp/demo/report.html") bytes"
 as_user /usr/local/bin/gpuwise generate --out /tmp/fleet --gpus 4 --days 1 --interval 5m --format nvidia-smi --seed 1 >/dev/null 2>&1

@@ -65,8 +65,11 @@ pub(crate) fn me() -> String {
     if path.components().count() <= 1 {
         return path.to_string_lossy().into_owned();
     }
+    // Below `/` every path is "below the working directory": `usr/local/bin/gpuwise` would
+    // run as printed but reads as a typo, so from the root the path stays absolute.
     let shown = std::env::current_dir()
         .ok()
+        .filter(|cwd| cwd.parent().is_some())
         .and_then(|cwd| {
             path.strip_prefix(&cwd)
                 .ok()
