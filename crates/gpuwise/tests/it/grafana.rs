@@ -82,26 +82,7 @@ fn the_dashboard_is_a_well_formed_grafana_model() {
 /// budget panels need a month to date).
 fn budgeted_fleet(dir: &std::path::Path) -> Served {
     const NOW: &str = "2026-11-20T00:00:00Z";
-    let logs = dir.join("fleet").display().to_string();
-    let g = crate::rules::at(
-        NOW,
-        &[
-            "generate",
-            "--out",
-            &logs,
-            "--gpus",
-            "8",
-            "--days",
-            "2",
-            "--interval",
-            "5m",
-            "--format",
-            "nvidia-smi",
-            "--seed",
-            "11",
-        ],
-    );
-    assert_eq!(g.code, 0, "{}", g.stderr);
+    let logs = crate::rules::fleet_at(dir, NOW, "8", "2", "11", &[]);
     let teams = dir.join("teams.toml");
     std::fs::write(&teams, "[hosts]\n\"train-*\" = \"research\"\n").expect("teams");
     let policy = dir.join("policy.toml");

@@ -235,26 +235,7 @@ fn budgets_alert_in_prometheus_as_check_says() {
     // Mid-month, so the month to date has data and a forecast.
     const NOW: &str = "2026-11-20T00:00:00Z";
     let tmp = tempfile::tempdir().expect("tempdir");
-    let logs = tmp.path().join("fleet").display().to_string();
-    let g = at(
-        NOW,
-        &[
-            "generate",
-            "--out",
-            &logs,
-            "--gpus",
-            "40",
-            "--days",
-            "3",
-            "--interval",
-            "5m",
-            "--format",
-            "nvidia-smi",
-            "--seed",
-            "11",
-        ],
-    );
-    assert_eq!(g.code, 0, "{}", g.stderr);
+    let logs = fleet_at(tmp.path(), NOW, "40", "3", "11", &[]);
     std::fs::remove_file(tmp.path().join("fleet/truth.json")).expect("truth");
     let teams = tmp.path().join("teams.toml");
     std::fs::write(&teams, "[hosts]\n\"nb-*\" = \"notebooks\"\n\"serve-*\" = \"serving\"\n\"train-*\" = \"research\"\n").expect("teams");
@@ -337,26 +318,7 @@ fn long_jobs_alert_in_prometheus_as_check_says() {
     }
     const NOW: &str = "2026-11-20T00:00:00Z";
     let tmp = tempfile::tempdir().expect("tempdir");
-    let logs = tmp.path().join("fleet").display().to_string();
-    let g = at(
-        NOW,
-        &[
-            "generate",
-            "--out",
-            &logs,
-            "--gpus",
-            "40",
-            "--days",
-            "4",
-            "--interval",
-            "5m",
-            "--format",
-            "nvidia-smi",
-            "--seed",
-            "11",
-        ],
-    );
-    assert_eq!(g.code, 0, "{}", g.stderr);
+    let logs = fleet_at(tmp.path(), NOW, "40", "4", "11", &[]);
     let teams = tmp.path().join("teams.toml");
     std::fs::write(&teams, "[hosts]\n\"*\" = \"all\"\n").expect("teams");
     let teams = teams.display().to_string();
@@ -413,28 +375,15 @@ fn stale_telemetry_alerts_in_prometheus_as_check_says() {
         .expect("a day ago");
     let now_text = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let logs = tmp.path().join("fleet");
-    let g = at(
+    let start_text = start.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let logs = std::path::PathBuf::from(fleet_at(
+        tmp.path(),
         &now_text,
-        &[
-            "generate",
-            "--out",
-            &logs.display().to_string(),
-            "--gpus",
-            "16",
-            "--days",
-            "1",
-            "--interval",
-            "5m",
-            "--format",
-            "nvidia-smi",
-            "--seed",
-            "3",
-            "--start",
-            &start.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        ],
-    );
-    assert_eq!(g.code, 0, "{}", g.stderr);
+        "16",
+        "1",
+        "3",
+        &["--start", &start_text],
+    ));
     let cutoff = now
         .checked_sub(jiff::SignedDuration::from_hours(3))
         .expect("3 h ago")
@@ -509,4 +458,36 @@ fn firing_until(port: u16, alert: &str, label: &str, want: &[String]) -> Vec<Str
         .unwrap_or_default();
     }
     got
+}
+
+/// A generated fleet (nvidia-smi, 5-minute samples) in `dir/fleet`, written at `now`; `extra`
+/// adds flags (`--start`). Returns the folder.
+pub(crate) fn fleet_at(
+    dir: &std::path::Path,
+    now: &str,
+    gpus: &str,
+    days: &str,
+    seed: &str,
+    extra: &[&str],
+) -> String {
+    let logs = dir.join("fleet").display().to_string();
+    let mut args = vec![
+        "generate",
+        "--out",
+        &logs,
+        "--gpus",
+        gpus,
+        "--days",
+        days,
+        "--interval",
+        "5m",
+        "--format",
+        "nvidia-smi",
+        "--seed",
+        seed,
+    ];
+    args.extend_from_slice(extra);
+    let g = at(now, &args);
+    assert_eq!(g.code, 0, "{}", g.stderr);
+    logs
 }
