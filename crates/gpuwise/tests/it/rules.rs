@@ -73,29 +73,10 @@ fn check_shares(
 ) -> BTreeMap<String, f64> {
     let policy = dir.join(format!("idle-{limit}.toml"));
     std::fs::write(&policy, format!("[idle]\nmax_share_pct = {limit}\n")).expect("policy");
-    let o = run(&[
-        "check",
-        logs,
-        "--teams",
-        teams,
-        "--policy",
-        &policy.display().to_string(),
-        "--format",
-        "json",
-    ]);
-    assert!(o.code == 0 || o.code == 1, "{}", o.stderr);
-    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
-    v["violations"]
-        .as_array()
-        .expect("violations")
-        .iter()
-        .filter(|x| x["rule"] == "idle_share")
-        .map(|x| {
-            (
-                x["subject"].as_str().expect("team").to_owned(),
-                x["value"].as_f64().expect("share"),
-            )
-        })
+    check_at(crate::common::NOW, logs, teams, &policy)
+        .into_iter()
+        .filter(|((rule, _), _)| rule == "idle_share")
+        .map(|((_, team), v)| (team, v["value"].as_f64().expect("share")))
         .collect()
 }
 
@@ -189,7 +170,7 @@ pub(crate) fn at(now: &str, args: &[&str]) -> crate::common::Out {
     }
 }
 
-/// `check --format json` at `now`: (rule, team) → the violation's evidence.
+/// `check --format json` at `now`: (rule, subject) → the violation.
 fn check_at(
     now: &str,
     logs: &str,
@@ -221,7 +202,7 @@ fn check_at(
                     x["rule"].as_str().expect("rule").to_owned(),
                     x["subject"].as_str().expect("team").to_owned(),
                 ),
-                x["evidence"].clone(),
+                x.clone(),
             )
         })
         .collect()
@@ -249,7 +230,7 @@ fn budgets_alert_in_prometheus_as_check_says() {
     .expect("policy");
     let all = check_at(NOW, &logs, &teams, &policy);
     let figure = |team: &str, k: &str| {
-        all[&("budget".to_owned(), team.to_owned())][k]
+        all[&("budget".to_owned(), team.to_owned())]["evidence"][k]
             .as_f64()
             .expect(k)
     };
@@ -328,6 +309,7 @@ fn long_jobs_alert_in_prometheus_as_check_says() {
     std::fs::write(&policy, "[long_jobs]\nmax_hours = 0\n").expect("policy");
     let runs: Vec<f64> = check_at(NOW, &logs, &teams, &policy)
         .values()
+        .map(|v| &v["evidence"])
         .map(|e| e["cost_usd"].as_f64().expect("cost") / e["usd_per_hour"].as_f64().expect("rate"))
         .collect();
     let mut distinct = runs.clone();
