@@ -219,12 +219,12 @@ fn long_job_rule(max_hours: f64, min_usd_per_hour: f64) -> Rule {
         "GpuwiseLongJob",
         "long_job",
         format!(
-            "gpuwise_device_longest_busy_run_hours > {} and gpuwise_device_usd_per_hour >= {}",
-            num(max_hours),
+            "gpuwise_device_longest_busy_run_seconds > {} and gpuwise_device_usd_per_hour >= {}",
+            num(max_hours * 3600.0),
             num(min_usd_per_hour)
         ),
         format!(
-            "{{{{ $labels.device }}}} has run {{{{ $value | printf \"%.1f\" }}}} h without a break (policy: at most {} h at ${}/h or more)",
+            "{{{{ $labels.device }}}} has run {{{{ $value | humanizeDuration }}}} without a break (policy: at most {} h at ${}/h or more)",
             num(max_hours),
             num(min_usd_per_hour)
         ),
@@ -316,7 +316,7 @@ mod tests {
         let out: Vec<&str> = e.left_out.iter().map(|(r, _)| *r).collect();
         assert_eq!(out, ["spot_share"]);
         assert!(e.yaml.contains(
-            "gpuwise_device_longest_busy_run_hours > 72 and gpuwise_device_usd_per_hour >= 0\n"
+            "gpuwise_device_longest_busy_run_seconds > 259200 and gpuwise_device_usd_per_hour >= 0\n"
         ));
         assert!(e.yaml.contains("alert: GpuwiseBudget\n"));
         assert!(e.yaml.contains("unless on (team, month)"));

@@ -138,12 +138,12 @@ fn fleet_metrics(reg: &mut Registry, report: &Report, generation: u64) {
 fn device_metrics(reg: &mut Registry, report: &Report, profiles: &[DeviceProfile]) {
     let runs: std::collections::HashMap<String, f64> = profiles
         .iter()
-        .filter_map(|p| Some((p.key.to_string(), p.longest_busy_run()?.1)))
+        .filter_map(|p| Some((p.key.to_string(), p.longest_busy_run()?.1 * H)))
         .collect();
     let busy = family(
         reg,
-        "gpuwise_device_longest_busy_run_hours",
-        "Longest run of consecutive hours the device was mostly not idle (check's long_job)",
+        "gpuwise_device_longest_busy_run_seconds",
+        "Longest run of consecutive hours the device was mostly not idle, in seconds (check's long_job)",
     );
     let rate = family(
         reg,
