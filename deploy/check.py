@@ -55,7 +55,10 @@ def check_kubernetes(bin_path):
     r = run([sys.executable, "-m", "yamllint", "-c", str(HERE / ".yamllint"), str(K8S)])
     if r.returncode != 0:
         fail(f"yamllint:\n{r.stdout}{r.stderr}")
-    core = [str(K8S / f) for f in ("namespace.yaml", "record-daemonset.yaml", "serve-deployment.yaml", "serve-service.yaml")]
+    core = [
+        str(K8S / f)
+        for f in ("namespace.yaml", "record-daemonset.yaml", "serve-config.yaml", "serve-deployment.yaml", "serve-service.yaml")
+    ]
     r = run(["kubernetes-validate", "--quiet", "--strict", "-k", "1.30.0", *core])
     if r.returncode != 0:
         fail(f"kubernetes-validate:\n{r.stdout}{r.stderr}")
@@ -99,8 +102,30 @@ def check_kubernetes(bin_path):
                 fail(f"ServiceMonitor endpoint port {ep['port']} is no port of the Services it selects")
             cred = ep["authorization"]["credentials"]
             secret_refs.add((cred["name"], cred["key"]))
+    for _, d in all_docs:
+        if d["kind"] == "ConfigMap":
+            check_config_map(bin_path, d)
     if len(secret_refs) != 1:
         fail(f"one Secret holds the token; these are referenced: {sorted(secret_refs)}")
+
+
+def check_config_map(bin_path, cm):
+    """The teams and policy files a ConfigMap carries are ones gpuwise reads: `check
+    --emit-rules` parses the policy (and checks its numbers), `report` the team file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in cm["data"].items():
+            (pathlib.Path(tmp) / name).write_text(text)
+        if "policy.toml" in cm["data"]:
+            r = run([bin_path, "check", "--emit-rules", "--policy", str(pathlib.Path(tmp) / "policy.toml")])
+            if r.returncode != 0:
+                fail(f"ConfigMap {cm['metadata']['name']}: policy.toml: {r.stderr.strip()}")
+        if "teams.toml" in cm["data"]:
+            log = pathlib.Path(tmp) / "one.csv"
+            log.write_text("timestamp,device,util\n2026-01-05T00:00:00Z,gpu0,50\n2026-01-05T00:01:00Z,gpu0,50\n")
+            r = run([bin_path, "report", str(log), "--input-format", "csv", "--map", "timestamp=timestamp,device=device,util=util",
+                     "--teams", str(pathlib.Path(tmp) / "teams.toml"), "--format", "json"])
+            if r.returncode != 0:
+                fail(f"ConfigMap {cm['metadata']['name']}: teams.toml: {r.stderr.strip()}")
 
 
 def check_flags(bin_path, sub, args, where):

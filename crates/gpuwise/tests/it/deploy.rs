@@ -77,7 +77,7 @@ fn kubernetes_manifests_and_systemd_units_pass_their_tools() {
 }
 
 #[test]
-fn the_deploy_checker_catches_a_renamed_flag_a_wrong_port_and_a_loose_unit() {
+fn the_deploy_checker_catches_a_renamed_flag_a_wrong_port_a_bad_policy_and_a_loose_unit() {
     if !tools() {
         return;
     }
@@ -95,6 +95,11 @@ fn the_deploy_checker_catches_a_renamed_flag_a_wrong_port_and_a_loose_unit() {
         "- port: prometheus",
     );
     edit(
+        &dir.join("kubernetes/serve-config.yaml"),
+        "max_share_pct = 30",
+        "max_share_pct = 300",
+    );
+    edit(
         &dir.join("systemd/gpuwise-serve.service"),
         "ExecStart=/usr/local/bin/gpuwise serve",
         "ExecStart=/usr/local/bin/gpuwise serve --watch",
@@ -105,6 +110,10 @@ fn the_deploy_checker_catches_a_renamed_flag_a_wrong_port_and_a_loose_unit() {
     assert!(err.contains("has no flag --flush-every"), "{err}");
     assert!(err.contains("has no flag --watch"), "{err}");
     assert!(err.contains("endpoint port prometheus is no port"), "{err}");
+    assert!(
+        err.contains("policy.toml: ") && err.contains("within 0–100, got 300"),
+        "{err}"
+    );
     // A unit that gives up its sandbox scores above the bar.
     let loose = tmp.path().join("loose");
     copy_dir(&repo().join("deploy"), &loose);
