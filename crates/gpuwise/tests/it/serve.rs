@@ -121,27 +121,12 @@ impl Drop for Served {
     }
 }
 
-/// A generated fleet (nvidia-smi CSV, one file per host) in `dir/fleet`.
+/// A generated fleet (nvidia-smi CSV, one file per host) in `dir/fleet`, without its planted
+/// truth.
 pub(crate) fn fleet(dir: &Path, gpus: &str, days: &str) -> String {
-    let out = dir.join("fleet");
-    let g = run(&[
-        "generate",
-        "--out",
-        &out.display().to_string(),
-        "--gpus",
-        gpus,
-        "--days",
-        days,
-        "--interval",
-        "5m",
-        "--format",
-        "nvidia-smi",
-        "--seed",
-        "11",
-    ]);
-    assert_eq!(g.code, 0, "{}", g.stderr);
-    std::fs::remove_file(out.join("truth.json")).expect("truth");
-    out.display().to_string()
+    let out = crate::rules::fleet_at(dir, crate::common::NOW, gpus, days, "11", &[]);
+    std::fs::remove_file(dir.join("fleet/truth.json")).expect("truth");
+    out
 }
 
 fn cli(args: &[&str]) -> String {
