@@ -60,6 +60,14 @@ impl Trace {
         self.available.len() as f64 * self.gap_s / 3600.0
     }
 
+    /// Keep only the ticks that start within the first `hours` (a trace collection's window:
+    /// the paper's Table 3 ran on the first 13 days of a collection that later grew).
+    pub fn keep_first_hours(&mut self, hours: f64) {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let ticks = (hours * 3600.0 / self.gap_s - 1e-9).ceil().max(0.0) as usize;
+        self.available.truncate(ticks);
+    }
+
     /// Share of ticks with at least `nodes` instances.
     #[must_use]
     #[allow(clippy::cast_precision_loss)]

@@ -520,6 +520,9 @@ pub(crate) struct SpotArgs {
         help_heading = "Traces"
     )]
     pub tick: String,
+    /// Use only the first HOURS of each trace (a number of hours, or a duration: 13d).
+    #[arg(long, value_name = "HOURS", value_parser = hours, help_heading = "Traces")]
+    pub trace_hours: Option<f64>,
     /// Hours of progress the job needs (a number of hours, or a duration: 2d).
     #[arg(long, value_name = "HOURS", value_parser = hours, help_heading = "Job")]
     pub work_hours: f64,

@@ -266,6 +266,12 @@ const MAX_NODES: u32 = 100_000;
 /// The traces of `--trace` and of `--zones` (each file read once), and the zone groups as
 /// indices into them.
 fn traces(args: &SpotArgs, tick_s: f64) -> anyhow::Result<(Vec<Trace>, Vec<Vec<usize>>)> {
+    if let Some(hours) = args.trace_hours {
+        anyhow::ensure!(
+            hours > 0.0,
+            "--trace-hours must be longer than zero (got {hours})"
+        );
+    }
     let mut paths: Vec<std::path::PathBuf> = gpuwise_sources::expand(&args.traces)?
         .into_iter()
         .filter_map(|i| i.path)
@@ -287,10 +293,15 @@ fn traces(args: &SpotArgs, tick_s: f64) -> anyhow::Result<(Vec<Trace>, Vec<Vec<u
         );
         groups.push(group);
     }
-    let traces = paths
+    let mut traces = paths
         .iter()
         .map(|p| read_trace(p, &args.trace_format, tick_s))
         .collect::<anyhow::Result<Vec<Trace>>>()?;
+    if let Some(hours) = args.trace_hours {
+        for t in &mut traces {
+            t.keep_first_hours(hours);
+        }
+    }
     Ok((traces, groups))
 }
 

@@ -77,6 +77,8 @@ fn the_papers_traces_in_the_cli_match_the_library() {
     let s = json(&[
         "--trace",
         &glob,
+        "--trace-hours",
+        "13d",
         "--work-hours",
         "48",
         "--deadline-hours",
@@ -93,7 +95,24 @@ fn the_papers_traces_in_the_cli_match_the_library() {
         "uniform_progress",
     ]);
     assert_eq!(s["traces"].as_array().expect("traces").len(), 8);
-    for p in s["policies"].as_array().expect("policies") {
+    // The paper's window: 13 days of 600 s ticks.
+    assert!(
+        s["traces"]
+            .as_array()
+            .expect("traces")
+            .iter()
+            .all(|t| t["ticks"] == 1872)
+    );
+    for (p, paper_on_demand) in s["policies"]
+        .as_array()
+        .expect("policies")
+        .iter()
+        .zip([30.8, 25.1])
+    {
+        assert!(
+            (f(&p["on_demand_work_hours_mean"]) - paper_on_demand).abs() <= 0.5,
+            "{p}"
+        );
         assert_eq!(p["runs"], 2400);
         assert_eq!(f(&p["deadline_met_share"]), 1.0);
         let total = f(&p["spot_work_hours_mean"]) + f(&p["on_demand_work_hours_mean"]);
@@ -238,7 +257,7 @@ fn bad_traces_and_jobs_are_clear_errors() {
 #[test]
 fn implausible_trace_numbers_and_flags_are_errors() {
     let trace = |name: &str| data(&format!("bad/spot/{name}"));
-    let cases: [(&str, &str, &[&str], &str); 7] = [
+    let cases: [(&str, &str, &[&str], &str); 8] = [
         (
             "gap-huge.json",
             "auto",
@@ -280,6 +299,12 @@ fn implausible_trace_numbers_and_flags_are_errors() {
             "csv",
             &["--deadline-hours", "1e300"],
             "--deadline-hours must be positive and at most 87600",
+        ),
+        (
+            "time-huge.csv",
+            "csv",
+            &["--trace-hours", "nan"],
+            "--trace-hours must be longer than zero (got NaN)",
         ),
     ];
     for (file, format, extra, want) in cases {
