@@ -37,22 +37,24 @@ use crate::reconcile::UNTAGGED;
 pub const SCHEMA: &str = "gpuwise.allocation/v1";
 
 /// Showback or chargeback.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Costs as they fell.
+    #[default]
     Showback,
     /// Idle and shared costs distributed by the policy.
     Chargeback,
 }
 
 /// Where idle and shared cost go in chargeback.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase", tag = "to", content = "bucket")]
 pub enum Distribute {
     /// Stays with the team that held it.
     Owner,
     /// To teams in proportion to their busy GPU-hours.
+    #[default]
     Proportional,
     /// Evenly among teams.
     Even,
@@ -105,8 +107,9 @@ impl std::str::FromStr for Distribute {
     }
 }
 
-/// How to allocate.
-#[derive(Clone, Debug, Serialize)]
+/// How to allocate (by default showback, idle in proportion, no shared teams: the flags'
+/// defaults).
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Policy {
     /// Mode.
     pub mode: Mode,

@@ -9,6 +9,8 @@
 //!   allocation ratio, fragmentation, every placement (`gpuwise.pack/v1`).
 //! - [`consolidate`]: a fleet's GPUs, each one's peak memory and p95 utilization a workload,
 //!   packed onto fewer GPUs of their model, against a lower bound (`gpuwise.consolidate/v1`).
+//! - [`packing`]: what every placement policy shares (names, protocol, outcome, arrivals);
+//!   [`run`] picks [`place`] or [`mig`] by the policy.
 //! - [`mig`]: MIG instances placed at the legal positions of A100, H100 and H200 GPUs.
 //! - [`jobs`]: job lists (the Microsoft ITP traces, a generic CSV with priorities,
 //!   interruptibility and allowed pools) and pools (`NAME=CAPACITY@PRICE`).
@@ -21,5 +23,30 @@ pub mod cluster;
 pub mod consolidate;
 pub mod jobs;
 pub mod mig;
+pub mod packing;
 pub mod place;
 pub mod schedule;
+
+use cluster::{Node, Pod};
+use packing::{PackError, Packing, Policy, Protocol};
+
+/// Place `pods` on `nodes` by `policy` under `protocol`: [`mig::run`] for the MIG policy (with
+/// the MIG profiles of each GPU model in `mig`), [`place::run`] for every other.
+///
+/// # Errors
+/// [`PackError`] naming what the lists or the protocol lack.
+pub fn run(
+    nodes: &[Node],
+    pods: &[Pod],
+    policy: Policy,
+    protocol: &Protocol,
+    mig: &mig::MigCatalog,
+) -> Result<Packing, PackError> {
+    if policy == Policy::Mig {
+        if pods.is_empty() {
+            return Err(PackError::NoPods);
+        }
+        return mig::run(nodes, pods, mig, protocol);
+    }
+    place::run(nodes, pods, policy, protocol)
+}

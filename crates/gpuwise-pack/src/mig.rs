@@ -16,7 +16,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cluster::{Node, Pod};
-use crate::place::{self, PackError, Packing, Policy, Protocol};
+pub use crate::packing::MigSlot;
+use crate::packing::{self, PackError, Packing, Policy, Protocol};
 
 /// A MIG profile of one GPU model.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,15 +34,6 @@ pub struct MigProfile {
 
 /// Each GPU model's MIG profiles (models without MIG absent).
 pub type MigCatalog = BTreeMap<String, Vec<MigProfile>>;
-
-/// Where a MIG workload went: its profile and its first memory slice.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct MigSlot {
-    /// The profile.
-    pub profile: String,
-    /// First memory slice (0–7).
-    pub start: u8,
-}
 
 /// Legal first memory slices of a GPU instance by its compute and memory slices, as NVIDIA's
 /// MIG User Guide lists the GPU-instance placements of the A100, H100 and H200
@@ -217,14 +209,14 @@ pub fn run(
             (s, s.min(7))
         })
         .collect();
-    let order = place::arrivals(&sizes, protocol, capacity, &mut rng, &by_name)?;
-    let mut out = place::empty(Policy::Mig, protocol, nodes.len(), capacity * 1000 / 7);
+    let order = packing::arrivals(&sizes, protocol, capacity, &mut rng, &by_name)?;
+    let mut out = packing::empty(Policy::Mig, protocol, nodes.len(), capacity * 1000 / 7);
     out.pods = order.len();
     let (mut arrived, mut placed) = (0i64, 0i64);
     for (i, copy) in order {
         let pod = &pods[i];
         arrived += sizes[i].0;
-        let name = place::copy_name(&pod.name, copy);
+        let name = packing::copy_name(&pod.name, copy);
         match place_one(&mut st, &rank, pod) {
             Some((node, gpus, slot, used)) => {
                 placed += used;

@@ -120,6 +120,6 @@ pub(crate) fn sections(a: &Advice, top: usize) -> Vec<Section> {
 pub fn render(a: &Advice, format: Format, opts: &RenderOptions) -> String {
     match format {
         Format::Json => crate::json::pretty(a),
-        _ => crate::section::render_text("GPU fleet advice", &sections(a, opts.top), format, opts),
+        _ => crate::sections_text("GPU fleet advice", &sections(a, opts.top), format, opts),
     }
 }

@@ -17,7 +17,7 @@ use crate::svg::{self, esc};
 use crate::text::{hours, pct, usd};
 
 /// A team's budget and what it has spent this month: the ledger's own figures.
-pub use gpuwise_ledger::check::Burn as BudgetBurn;
+use gpuwise_ledger::check::Burn;
 
 /// What the page shows besides the report.
 #[derive(Clone, Debug, Default)]
@@ -37,7 +37,7 @@ pub struct View<'a> {
     /// A problem reading the data (shown, not hidden).
     pub problem: Option<&'a str>,
     /// Budget burn per team (with a policy that has budgets).
-    pub budgets: &'a [BudgetBurn],
+    pub budgets: &'a [Burn],
     /// Whether the viewer is signed in with a session (a "log out" button is shown).
     pub logout: bool,
 }
@@ -353,7 +353,7 @@ fn teams(h: &mut String, r: &Report) {
     h.push_str("</div>");
 }
 
-fn budgets(h: &mut String, budgets: &[BudgetBurn]) {
+fn budgets(h: &mut String, budgets: &[Burn]) {
     h.push_str("<h2>Budget burn</h2>");
     if budgets.is_empty() {
         h.push_str("<p class=\"note\" id=\"budgets\">No budgets: give <code>--policy</code> a file with <code>[budget] monthly_usd</code> (docs/policy.md).</p>");

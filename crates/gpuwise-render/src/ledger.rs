@@ -179,12 +179,7 @@ pub fn allocation(
                 expected: "table, json, csv, markdown or focus",
             });
         }
-        _ => crate::section::render_text(
-            "GPU cost allocation",
-            &allocation_sections(a),
-            format,
-            opts,
-        ),
+        _ => crate::sections_text("GPU cost allocation", &allocation_sections(a), format, opts),
     })
 }
 
@@ -453,9 +448,7 @@ pub fn reconciliation(
                 expected: "table, json, csv or markdown",
             });
         }
-        _ => {
-            crate::section::render_text("Bill reconciliation", &reconcile_sections(r), format, opts)
-        }
+        _ => crate::sections_text("Bill reconciliation", &reconcile_sections(r), format, opts),
     })
 }
 
@@ -592,7 +585,7 @@ pub fn check(o: &Outcome, format: Format, opts: &RenderOptions) -> Result<String
     Ok(match format {
         Format::Json => crate::json::pretty(o),
         Format::Table | Format::Markdown => {
-            crate::section::render_text("GPU policy check", &sections, format, opts)
+            crate::sections_text("GPU policy check", &sections, format, opts)
         }
         Format::Csv | Format::Html => {
             return Err(Unsupported {

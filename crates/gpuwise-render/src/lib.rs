@@ -160,3 +160,16 @@ pub fn render(report: &Document<'_>, format: Format, opts: &RenderOptions) -> St
         Format::Html => html::render(report),
     }
 }
+
+/// Sections as Markdown (under `title`) or, for every other text format, a terminal table.
+pub(crate) fn sections_text(
+    title: &str,
+    sections: &[section::Section],
+    format: crate::Format,
+    opts: &crate::RenderOptions,
+) -> String {
+    match format {
+        crate::Format::Markdown => crate::markdown::render_sections(title, sections),
+        _ => crate::table::render_sections(sections, opts),
+    }
+}

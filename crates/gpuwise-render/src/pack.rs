@@ -94,9 +94,7 @@ pub fn schedule(s: &Schedule, format: Format) -> String {
             }
             out
         }
-        _ => {
-            crate::section::render_text("Schedule", &sections(s), format, &RenderOptions::default())
-        }
+        _ => crate::sections_text("Schedule", &sections(s), format, &RenderOptions::default()),
     }
 }
 
@@ -216,7 +214,7 @@ pub fn packing(p: &Packing, format: Format) -> String {
             }
             out
         }
-        _ => crate::section::render_text(
+        _ => crate::sections_text(
             "Packing",
             &packing_sections(p),
             format,
@@ -292,7 +290,7 @@ pub fn consolidation(c: &Consolidation, format: Format) -> String {
             }
             out
         }
-        _ => crate::section::render_text(
+        _ => crate::sections_text(
             "Consolidation",
             &consolidation_sections(c),
             format,

@@ -12,16 +12,3 @@ pub(crate) struct Section {
     pub optional: Vec<usize>,
     pub rows: Vec<Vec<String>>,
 }
-
-/// Sections as Markdown (under `title`) or, for every other text format, a terminal table.
-pub(crate) fn render_text(
-    title: &str,
-    sections: &[Section],
-    format: crate::Format,
-    opts: &crate::RenderOptions,
-) -> String {
-    match format {
-        crate::Format::Markdown => crate::markdown::render_sections(title, sections),
-        _ => crate::table::render_sections(sections, opts),
-    }
-}

@@ -251,7 +251,7 @@ pub fn spot(s: &Study, format: Format) -> String {
     match format {
         Format::Json => crate::json::pretty(s),
         Format::Html => spot_html(s),
-        _ => crate::section::render_text(
+        _ => crate::sections_text(
             "Spot simulation",
             &sections(s),
             format,
@@ -433,7 +433,7 @@ pub fn commit(s: &gpuwise_sim::commit::CommitStudy, format: Format) -> String {
     match format {
         Format::Json => crate::json::pretty(s),
         Format::Html => commit_html(s),
-        _ => crate::section::render_text(
+        _ => crate::sections_text(
             "Commitment",
             &commit_sections(s),
             format,
@@ -654,7 +654,7 @@ pub fn serve(r: &gpuwise_sim::serving::ServeReport, format: Format) -> String {
     match format {
         Format::Json => crate::json::pretty(r),
         Format::Html => serve_html(r),
-        _ => crate::section::render_text(
+        _ => crate::sections_text(
             "Serving simulation",
             &serve_sections(r),
             format,

@@ -2,10 +2,11 @@
 //!
 //! The edge that answers HTTP. Telemetry comes from files read as they grow ([`live`]: each
 //! input's samples kept in tiles of time, so a window is a join of accumulators, never a
-//! rescan) or from a Prometheus-compatible store (a function the binary gives, called per
-//! window and cached for the refresh interval). What a window's samples mean (the report, the
-//! advice, their JSON) is also the binary's function, so the API's JSON is the CLI's, byte for
-//! byte. Rendering is `gpuwise-render`'s.
+//! rescan) or from a Prometheus-compatible store (a function the binary gives that pulls a
+//! window's device profiles, called per window and cached for the refresh interval). What a
+//! window's profiles mean (the report, the advice, the allocation, the budgets) is asked of the
+//! [`gpuwise_analysis::Analysis`] the server holds, the library every command asks too, so the
+//! API's JSON is the CLI's, byte for byte. Rendering is `gpuwise-render`'s.
 //!
 //! Routes: `/` (the dashboard), `/device?id=…` (one device), `/api/report`, `/api/advice` and
 //! `/api/allocation` (`gpuwise.report/v1`, `gpuwise.advice/v1`, `gpuwise.allocation/v1`), `/metrics` (OpenMetrics), `/healthz`. Each
@@ -31,10 +32,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use gpuwise_advise::Advice;
-use gpuwise_core::profile::{DeviceProfile, Profile};
-use gpuwise_core::report::{IngestSummary, Report};
-use gpuwise_render::dashboard::{self, BudgetBurn, View};
+use gpuwise_analysis::{Advice, Analysis, Burn, DeviceProfile, IngestSummary, Report};
+use gpuwise_render::dashboard::{self, View};
+use gpuwise_render::{Format, RenderOptions};
 use serde::Deserialize;
 
 pub use live::{Latest, Live};
@@ -45,28 +45,28 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the server shows for one window.
 #[derive(Debug)]
-pub struct Analysis {
+pub struct Analysed {
     /// The report.
     pub report: Report,
     /// The advice.
     pub advice: Option<Advice>,
     /// The devices' profiles (the device pages' charts).
     pub profiles: Vec<DeviceProfile>,
-    /// The report as `gpuwise report --format json` prints it.
-    pub report_json: String,
+    /// The report as `gpuwise report --format json` prints it (not for `/metrics`).
+    pub report_json: Option<String>,
     /// The advice as `gpuwise advise --format json` prints it.
     pub advice_json: Option<String>,
     /// The allocation as `gpuwise allocate --format json` prints it.
     pub allocation_json: Option<String>,
     /// Budget burn per team (with a policy that has budgets).
-    pub budgets: Vec<BudgetBurn>,
+    pub budgets: Vec<Burn>,
 }
 
 /// How much of a window's analysis a request needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Depth {
-    /// The report with its JSON, and the budgets' burn where a policy sets budgets
-    /// (`/metrics`): no advice.
+    /// The report, and the budgets' burn where a policy sets budgets (`/metrics`): no JSON,
+    /// no advice, no allocation beyond what the budgets need.
     Report,
     /// Everything the pages and the API show.
     Full,
@@ -81,11 +81,11 @@ impl Depth {
     }
 }
 
-/// Turns a window's profile and reading counts into what the server shows, to `Depth`.
-pub type AnalyseFn =
-    dyn Fn(Profile, IngestSummary, Depth) -> Result<Analysis, BoxError> + Send + Sync;
-/// Asks a store for a window, analysed to `Depth`.
-pub type StoreFn = dyn Fn(&Span, Depth) -> Result<Analysis, BoxError> + Send + Sync;
+/// Asks a store for a window: its devices' profiles and what was read.
+pub type StoreFn =
+    dyn Fn(&Span) -> Result<(Vec<DeviceProfile>, IngestSummary), BoxError> + Send + Sync;
+/// The time now, Unix milliseconds (the binary's clock, which a test may pin).
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// Where telemetry comes from.
 pub enum Telemetry {
@@ -93,8 +93,6 @@ pub enum Telemetry {
     Files {
         /// What was read.
         live: Box<Live>,
-        /// The report and advice of a window.
-        analyse: Box<AnalyseFn>,
     },
     /// A Prometheus-compatible store, asked per window.
     Store(Box<StoreFn>),
@@ -212,9 +210,13 @@ pub struct Server {
 
 struct AppState {
     source: Source,
+    /// What a window's profiles mean.
+    analysis: Arc<Analysis>,
+    /// The time the analyses are made at.
+    clock: Clock,
     opts: Options,
     /// Analyses by window (LRU, one computation per window at a time, bounded turns).
-    windows: cache::Windows<Analysis, Failure>,
+    windows: cache::Windows<Analysed, Failure>,
     refresh_note: Mutex<RefreshNote>,
     /// The last analysis that failed, and why (internal detail: shown to who may read the
     /// dashboard, never in an error body).
@@ -230,10 +232,7 @@ struct AppState {
 }
 
 enum Source {
-    Files {
-        live: Box<RwLock<Live>>,
-        analyse: Box<AnalyseFn>,
-    },
+    Files { live: Box<RwLock<Live>> },
     Store(Box<StoreFn>),
 }
 
@@ -288,29 +287,33 @@ impl Bound {
         self.tls.is_some()
     }
 
-    /// The server, with what it serves.
+    /// The server, with what it serves: telemetry, asked of `analysis` at `clock`'s time.
     #[must_use]
-    pub fn serve(self, telemetry: Telemetry) -> Server {
-        Server::with(self.listener, self.tls, self.opts, telemetry)
+    pub fn serve(self, telemetry: Telemetry, analysis: Arc<Analysis>, clock: Clock) -> Server {
+        Server::with(self, telemetry, analysis, clock)
     }
 }
 
 impl Server {
     /// Check the options and bind the listener ([`Bound::new`], then [`Bound::serve`]).
-    pub fn bind(opts: Options, telemetry: Telemetry) -> Result<Self, ServeError> {
-        Ok(Bound::new(opts)?.serve(telemetry))
-    }
-
-    fn with(
-        listener: std::net::TcpListener,
-        tls: Option<tokio_rustls::TlsAcceptor>,
+    pub fn bind(
         opts: Options,
         telemetry: Telemetry,
-    ) -> Self {
+        analysis: Arc<Analysis>,
+        clock: Clock,
+    ) -> Result<Self, ServeError> {
+        Ok(Bound::new(opts)?.serve(telemetry, analysis, clock))
+    }
+
+    fn with(bound: Bound, telemetry: Telemetry, analysis: Arc<Analysis>, clock: Clock) -> Self {
+        let Bound {
+            listener,
+            tls,
+            opts,
+        } = bound;
         let source = match telemetry {
-            Telemetry::Files { live, analyse } => Source::Files {
+            Telemetry::Files { live } => Source::Files {
                 live: Box::new(RwLock::new(*live)),
-                analyse,
             },
             Telemetry::Store(f) => Source::Store(f),
         };
@@ -318,6 +321,8 @@ impl Server {
         let store_quota = quota::StoreQuota::new(opts.store_windows_per_minute);
         let state = Arc::new(AppState {
             source,
+            analysis,
+            clock,
             opts,
             store_quota,
             windows: cache::Windows::new(
@@ -775,7 +780,7 @@ impl IntoResponse for Failure {
 
 /// The analysis of a window and the window in words.
 struct Answer {
-    analysis: Arc<Analysis>,
+    analysis: Arc<Analysed>,
     window: String,
     generation: u64,
 }
@@ -789,8 +794,8 @@ impl AppState {
         base: &str,
         depth: Depth,
         fresh: &dyn Fn(Instant) -> bool,
-        compute: impl FnOnce() -> Result<Analysis, Failure>,
-    ) -> Result<Arc<Analysis>, Failure> {
+        compute: impl FnOnce() -> Result<Analysed, Failure>,
+    ) -> Result<Arc<Analysed>, Failure> {
         let full = format!("{base}{}", Depth::Full.suffix());
         if depth == Depth::Report
             && let Some(a) = self.windows.peek(&full, fresh)
@@ -814,7 +819,7 @@ impl AppState {
         client: Option<std::net::IpAddr>,
     ) -> Result<Answer, Failure> {
         match &self.source {
-            Source::Files { live, analyse } => {
+            Source::Files { live } => {
                 let (generation, tile, a, b) = {
                     let live = live.read().unwrap_or_else(PoisonError::into_inner);
                     let generation = live.generation();
@@ -847,8 +852,8 @@ impl AppState {
                             "no samples in the window".into(),
                         ));
                     }
-                    analyse(w.profile, w.summary, depth)
-                        .map_err(|e| self.internal("the analysis", e))
+                    let profiles = self.analysis.profiles(w.profile);
+                    self.analysed(profiles, w.summary, depth)
                 })?;
                 Ok(Answer {
                     analysis,
@@ -880,8 +885,10 @@ impl AppState {
                     depth,
                     &|made: Instant| made.elapsed() < refresh,
                     || {
-                        query(span, depth)
-                            .map_err(|e| Failure(StatusCode::BAD_GATEWAY, e.to_string()))
+                        let (mut profiles, summary) = query(span)
+                            .map_err(|e| Failure(StatusCode::BAD_GATEWAY, e.to_string()))?;
+                        self.analysis.with_workloads(&mut profiles);
+                        self.analysed(profiles, summary, depth)
                     },
                 )?;
                 Ok(Answer {
@@ -891,6 +898,65 @@ impl AppState {
                 })
             }
         }
+    }
+
+    /// What the server shows for a window's profiles, to `depth` (see [`Depth`]): the
+    /// report always; the budgets' burn where a policy sets budgets; for [`Depth::Full`] the
+    /// report's, the advice's and the allocation's JSON as the CLI prints them.
+    fn analysed(
+        &self,
+        profiles: Vec<DeviceProfile>,
+        summary: IngestSummary,
+        depth: Depth,
+    ) -> Result<Analysed, Failure> {
+        let a = &self.analysis;
+        let now = (self.clock)();
+        let report = a.report(&profiles, summary, now);
+        let plain = RenderOptions {
+            top: 10,
+            color: false,
+        };
+        if depth == Depth::Report {
+            // /metrics: the budgets' burn only where the policy sets budgets.
+            let budgets = if a.settings().budget.is_some() {
+                a.budgets(&a.allocate(&report, &profiles, (self.clock)()))
+            } else {
+                Vec::new()
+            };
+            return Ok(Analysed {
+                report,
+                advice: None,
+                profiles,
+                report_json: None,
+                advice_json: None,
+                allocation_json: None,
+                budgets,
+            });
+        }
+        let mut report_json = Vec::new();
+        let doc = gpuwise_render::Document {
+            report: &report,
+            advice: None,
+        };
+        gpuwise_render::write(&doc, Format::Json, &plain, &mut report_json)
+            .map_err(|e| self.internal("rendering the report", e))?;
+        let report_json =
+            String::from_utf8(report_json).map_err(|e| self.internal("rendering the report", e))?;
+        let advice = a.advice(&report, &profiles);
+        let advice_json = gpuwise_render::advice::render(&advice, Format::Json, &plain);
+        let allocation = a.allocate(&report, &profiles, (self.clock)());
+        let allocation_json = gpuwise_render::ledger::allocation(&allocation, Format::Json, &plain)
+            .map_err(|e| self.internal("rendering the allocation", e))?;
+        let budgets = a.budgets(&allocation);
+        Ok(Analysed {
+            report,
+            advice: Some(advice),
+            profiles,
+            report_json: Some(report_json),
+            advice_json: Some(advice_json),
+            allocation_json: Some(allocation_json),
+            budgets,
+        })
     }
 
     /// A store's data has no generation of its own: it counts refresh intervals, so the page
@@ -984,7 +1050,14 @@ fn json(body: String) -> Response {
 
 async fn api_report(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
     match answer_for(&s, &q).await {
-        Ok(a) => json(a.analysis.report_json.clone()),
+        Ok(a) => match &a.analysis.report_json {
+            Some(j) => json(j.clone()),
+            None => Failure(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the report was not rendered".into(),
+            )
+            .into_response(),
+        },
         Err(f) => f.into_response(),
     }
 }

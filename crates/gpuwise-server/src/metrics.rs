@@ -5,9 +5,9 @@
 
 use std::sync::atomic::AtomicU64;
 
+use gpuwise_analysis::Burn;
 use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::Report;
-use gpuwise_render::dashboard::BudgetBurn as Burn;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;

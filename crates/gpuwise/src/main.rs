@@ -14,9 +14,11 @@ mod commands;
 mod config;
 mod duration;
 mod fleet;
+mod inputs;
 mod notice;
 mod output;
 mod printer;
+mod synthetic;
 
 use std::process::ExitCode;
 

@@ -4,31 +4,16 @@
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow, bail};
-use gpuwise_catalog::{Catalog, GpuSpec, Instance, Overlay, Pricing, parse_instances};
+use gpuwise_catalog::{Catalog, GpuSpec, Instance, Pricing};
 use gpuwise_render::{Format, grid};
 use gpuwise_sources::catalog_import;
 use serde::Serialize;
 
-use crate::cli::{CatalogCommand, CatalogSourceArgs, ImportArgs, InstancesArgs, PriceArgs};
+use crate::cli::{CatalogCommand, ImportArgs, InstancesArgs, PriceArgs};
 use crate::printer;
 
 use crate::clock::now_ms;
 use crate::output::emit;
-
-/// The catalog the user asked for: built in, or `--instances FILE`, plus `--overlay FILE`.
-pub(crate) fn load(args: &CatalogSourceArgs) -> anyhow::Result<Catalog> {
-    let mut catalog = Catalog::builtin();
-    if let Some(path) = &args.instances {
-        let text = fs_err::read_to_string(path)?;
-        catalog.instances = parse_instances(&text, &path.display().to_string())?;
-    }
-    if let Some(path) = &args.overlay {
-        let origin = path.display().to_string();
-        let overlay = Overlay::parse(&fs_err::read_to_string(path)?, &origin)?;
-        catalog.apply(&overlay, &origin)?;
-    }
-    Ok(catalog)
-}
 
 fn format(s: &str) -> anyhow::Result<Format> {
     let f = Format::parse(s).map_err(|e| anyhow!("--format: {e}"))?;
@@ -77,7 +62,7 @@ fn warn_stale(rows: &[&Instance], days: u32) -> anyhow::Result<()> {
 pub(crate) fn run(cmd: &CatalogCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         CatalogCommand::Gpus(a) => {
-            let c = load(&a.source)?;
+            let c = crate::inputs::catalog(&a.source)?;
             let f = format(&a.format)?;
             let out = if f == Format::Json {
                 json(&c.gpus)?
@@ -159,7 +144,7 @@ fn gpu_filter(c: &Catalog, want: &str) -> anyhow::Result<Vec<String>> {
 }
 
 fn instances(a: &InstancesArgs) -> anyhow::Result<()> {
-    let c = load(&a.query.source)?;
+    let c = crate::inputs::catalog(&a.query.source)?;
     let f = format(&a.query.format)?;
     let gpus = a.gpu.as_deref().map(|g| gpu_filter(&c, g)).transpose()?;
     c.check_place(a.cloud.as_deref(), a.region.as_deref())
@@ -273,7 +258,7 @@ struct PriceRow<'a> {
 }
 
 fn price(a: &PriceArgs) -> anyhow::Result<()> {
-    let c = load(&a.query.source)?;
+    let c = crate::inputs::catalog(&a.query.source)?;
     let f = format(&a.query.format)?;
     let names = gpu_filter(&c, &a.gpu)?;
     if names.len() > 1 {

@@ -12,6 +12,7 @@ use gpuwise_render::{Format, RenderOptions};
 
 use crate::cli::CheckArgs;
 use crate::config::{Config, output_format};
+use crate::fleet::Asks;
 use crate::output::emit;
 use crate::{duration, printer};
 
@@ -186,20 +187,26 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     if let Some(url) = args.notify.as_deref() {
         notify_url(url)?;
     }
-    let (cfg, settings, report, profiles) =
-        crate::fleet::read(&args.fleet, &args.out, args.workloads.as_deref())?;
-    let allocation = super::allocate::allocation(&report, &profiles, &settings, &args.alloc, &cfg)?;
-    let now = settings
-        .report
-        .now_ms
-        .ok_or_else(|| anyhow!("no clock for the check"))?;
+    let asks = Asks {
+        workloads: args.workloads.as_deref(),
+        alloc: Some(&args.alloc),
+        ..Asks::default()
+    };
+    let fleet = crate::fleet::read(&args.fleet, &cfg, &asks, !args.out.no_progress)?;
+    let allocation = fleet.allocation()?;
     check::known_teams(
         &policy,
         &allocation,
-        &settings.teams.named_teams(),
+        &fleet.analysis.settings().teams.named_teams(),
         &path.display().to_string(),
     )?;
-    let o = check::evaluate(&policy, &report, &profiles, &allocation, now);
+    let o = check::evaluate(
+        &policy,
+        &fleet.report,
+        &fleet.profiles,
+        &allocation,
+        fleet.now_ms,
+    );
     let terminal =
         args.out.output.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
     let color = terminal && printer::color_allowed(true);

@@ -3,14 +3,14 @@
 use std::process::ExitCode;
 
 use anyhow::anyhow;
+use gpuwise_analysis::Analysis;
 use gpuwise_render::{Format, RenderOptions};
 use gpuwise_synth::{Fleet, FleetOptions};
 
 use crate::cli::{AdviseOpts, AnalysisArgs, DemoArgs, ReadArgs};
 use crate::config::Config;
+use crate::fleet::Asks;
 use crate::printer;
-
-use super::generate;
 
 /// The demo's price file: the dmon host's logs name no GPU model, so a rule prices it.
 const PRICES: &str = r#"# Prices for the demo fleet. Rules are tried in order; the first match wins; devices no rule
@@ -43,7 +43,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         days: 7,
         interval_ms: 120_000,
         seed: args.seed,
-        start_ms: generate::DEFAULT_START_MS,
+        start_ms: crate::synthetic::DEFAULT_START_MS,
         format: None,
     });
     let data = args.out.join("data");
@@ -55,8 +55,8 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         fleet.devices.len(),
         data.display()
     ));
-    generate::write_fleet(&fleet, &data, "none")?;
-    generate::write_truth(&fleet, &args.out.join("truth.json"))?;
+    crate::synthetic::write_fleet(&fleet, &data, "none")?;
+    crate::synthetic::write_truth(&fleet, &args.out.join("truth.json"))?;
     let prices = args.out.join("prices.toml");
     let teams = args.out.join("teams.toml");
     crate::output::write(&prices, PRICES.as_bytes())?;
@@ -69,12 +69,20 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     };
     // The demo says once how old its catalog prices are, instead of warning about them.
     analysis.catalog.stale_price_days = Some(u32::MAX);
-    let settings = crate::fleet::resolve(&ReadArgs::default(), &analysis, &Config::default())?;
+    let asks = Asks {
+        advise: Some(&AdviseOpts::default()),
+        ..Asks::default()
+    };
+    let settings =
+        crate::fleet::resolve(&ReadArgs::default(), &analysis, &Config::default(), &asks)?;
+    let now = settings.now_ms;
+    let read = settings.read;
+    let analysis = Analysis::new(settings.analysis);
     let (mut rep, profiles) =
-        crate::fleet::from_files(&[data.display().to_string()], &settings, true)?;
+        crate::fleet::from_files(&[data.display().to_string()], &read, &analysis, now, true)?;
     let plain = rep.clone();
-    let advice = super::advise::advice(&rep, &profiles, &settings, &AdviseOpts::default())?;
-    rep.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&rep, &advice);
+    let advice = analysis.advice(&rep, &profiles);
+    Analysis::with_advice_kpis(&mut rep, &advice);
     let summary = format!(
         "Advice: {} actions; the combined plan saves {} of {} a month (details: {} advise {} --prices {}, or the HTML report)",
         advice.actions.len(),

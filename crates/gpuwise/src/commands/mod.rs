@@ -3,11 +3,11 @@
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, SimulateCommand};
 
 mod advise;
 mod allocate;
-pub(crate) mod catalog;
+mod catalog;
 mod check;
 mod demo;
 mod generate;
@@ -33,7 +33,11 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Allocate(args) => allocate::run(&args),
         Command::Reconcile(args) => reconcile::run(&args),
         Command::Check(args) => check::run(&args),
-        Command::Simulate(cmd) => simulate::run(&cmd),
+        Command::Simulate(cmd) => match &cmd {
+            SimulateCommand::Spot(args) => simulate::spot(args),
+            SimulateCommand::Commit(args) => simulate::commit(args),
+            SimulateCommand::Serve(args) => simulate_serve::run(args),
+        },
         Command::Serve(args) => serve::run(&args),
         Command::Schedule(args) => schedule::run(&args),
         Command::Pack(args) => pack::run(&args),

@@ -6,7 +6,7 @@ use anyhow::{anyhow, bail};
 use gpuwise_pack::cluster;
 use gpuwise_pack::consolidate::{self, Item};
 use gpuwise_pack::mig::{self, MigCatalog};
-use gpuwise_pack::place::{self, Policy, Protocol};
+use gpuwise_pack::place::{Policy, Protocol};
 use gpuwise_render::Format;
 
 use crate::cli::PackArgs;
@@ -79,7 +79,7 @@ pub(crate) fn run(a: &PackArgs) -> anyhow::Result<ExitCode> {
              (A100, H100, H200; `gpuwise catalog gpus`): only whole-GPU and CPU-only workloads can be placed",
         );
     }
-    let p = place::run(&nodes, &pods, policy, &protocol, &mig)?;
+    let p = gpuwise_pack::run(&nodes, &pods, policy, &protocol, &mig)?;
     if p.failed_pods > 0 {
         printer::warn(&format!(
             "{} of {} workload(s) found no node with room",

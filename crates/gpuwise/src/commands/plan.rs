@@ -263,7 +263,7 @@ fn plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
             w.mode.name()
         ));
     }
-    let catalog = super::catalog::load(&a.catalog)?;
+    let catalog = crate::inputs::catalog(&a.catalog)?;
     let gpus = if a.gpu.is_empty() {
         None
     } else {

@@ -90,8 +90,15 @@ pub(crate) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
             "{flag} must be a non-negative number, got {v}"
         );
     }
-    let (_cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
-    let catalog = settings.prices.catalog();
+    let cfg = crate::config::Config::load(args.out.config.as_deref())?;
+    let fleet = crate::fleet::read(
+        &args.fleet,
+        &cfg,
+        &crate::fleet::Asks::default(),
+        !args.out.no_progress,
+    )?;
+    let (report, profiles) = (&fleet.report, &fleet.profiles);
+    let catalog = fleet.analysis.settings().prices.catalog();
     let mut builder = BillBuilder::new(catalog, &join, &args.team_tag);
     for path in &args.bill {
         let tally = read_bill(path, &mut |r| builder.add(r))?;
@@ -133,7 +140,7 @@ pub(crate) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let prices = gpuwise_ledger::bill::catalog_prices(catalog, &bill);
-    let observed = Observed::new(&profiles, &report);
+    let observed = Observed::new(profiles, report);
     let r = reconcile::reconcile(
         &bill,
         &observed,

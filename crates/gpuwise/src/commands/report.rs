@@ -5,20 +5,31 @@ use std::process::ExitCode;
 
 use gpuwise_render::{Format, RenderOptions};
 
+use gpuwise_analysis::Analysis;
+
 use crate::cli::ReportArgs;
+use crate::config::Config;
+use crate::fleet::{Asks, Fleet};
 use crate::output::emit_with;
 use crate::printer;
 
 pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let (cfg, settings, mut report, profiles) = crate::fleet::read(
-        &args.fleet,
-        &args.out,
-        args.advise_opts.workloads.as_deref(),
-    )?;
+    let cfg = Config::load(args.out.config.as_deref())?;
+    let asks = Asks {
+        workloads: args.advise_opts.workloads.as_deref(),
+        advise: args.advise.then_some(&args.advise_opts),
+        ..Asks::default()
+    };
+    let Fleet {
+        analysis,
+        mut report,
+        profiles,
+        ..
+    } = crate::fleet::read(&args.fleet, &cfg, &asks, !args.out.no_progress)?;
     let format = crate::config::output_format(args.format.as_deref(), &cfg)?;
     let advice = if args.advise {
-        let advice = super::advise::advice(&report, &profiles, &settings, &args.advise_opts)?;
-        report.fleet.kpis.rightsized_share_pct = super::advise::rightsized_share(&report, &advice);
+        let advice = analysis.advice(&report, &profiles);
+        Analysis::with_advice_kpis(&mut report, &advice);
         Some(advice)
     } else {
         None

@@ -1,7 +1,8 @@
-//! `gpuwise serve`: settings as for `report` → telemetry (files read as they grow, or a store
-//! asked per window) → `gpuwise-server`, which answers HTTP. What a window means (the report,
-//! the advice, the budget burn, their JSON) is decided here, by the same functions `report`,
-//! `advise` and `check` use, so the API prints what the CLI prints.
+//! `gpuwise serve`: settings as for `report`, resolved once → telemetry (files read as they
+//! grow, or a store asked per window) → `gpuwise-server`, which answers HTTP and asks the one
+//! [`Analysis`] it holds what a window means (the report, the advice, the allocation, the
+//! budgets: the library `report`, `advise`, `allocate` and `check` ask too), so the API prints
+//! what the CLI prints.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -9,16 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use gpuwise_core::profile::{DeviceProfile, Profile};
-use gpuwise_core::report::{self, IngestSummary};
-use gpuwise_ledger::allocate::{Policy as AllocationPolicy, UnitCounts};
-use gpuwise_ledger::check::{Budget, Policy};
-use gpuwise_render::{Format, RenderOptions};
-use gpuwise_server::{Analysis, Bound, BoxError, Depth, Live, Options, Span, Telemetry};
+use gpuwise_analysis::Analysis;
+use gpuwise_ledger::check::Policy;
+use gpuwise_server::{Bound, BoxError, Live, Options, Span, Telemetry};
 
-use crate::cli::{AdviseOpts, PromArgs, ServeArgs};
+use crate::cli::{PromArgs, ServeArgs};
 use crate::config::Config;
-use crate::fleet::{self, Settings};
+use crate::fleet::{self, Asks};
 use crate::{duration, printer};
 
 fn length(flag: &str, v: Option<&String>, default: &str) -> anyhow::Result<u64> {
@@ -44,102 +42,6 @@ fn token(var: Option<&String>) -> anyhow::Result<Option<String>> {
     let t = t.trim().to_owned();
     anyhow::ensure!(!t.is_empty(), "--token-env: ${var} is empty");
     Ok(Some(t))
-}
-
-/// Everything a window's analysis needs, shared by the request threads.
-struct Analyst {
-    settings: Settings,
-    advise: AdviseOpts,
-    allocation: AllocationPolicy,
-    units: UnitCounts,
-    budget: Option<Budget>,
-}
-
-impl Analyst {
-    /// The report, advice and budget burn of `profiles`, and their JSON as `report` and
-    /// `advise` print it (the clock read now, as each of those commands does).
-    fn analyse(
-        &self,
-        profiles: Vec<DeviceProfile>,
-        summary: IngestSummary,
-        depth: Depth,
-    ) -> anyhow::Result<Analysis> {
-        let s = &self.settings;
-        let mut opts = s.report.clone();
-        opts.now_ms = Some(crate::clock::now_ms()?);
-        let report = report::build(&profiles, &s.prices, &s.teams, &opts, summary);
-        self.finish(report, profiles, depth)
-    }
-
-    /// The analysis of a built report to `depth`: the report's JSON always; the advice, the
-    /// allocation and the budgets only for [`Depth::Full`].
-    fn finish(
-        &self,
-        report: report::Report,
-        profiles: Vec<DeviceProfile>,
-        depth: Depth,
-    ) -> anyhow::Result<Analysis> {
-        let s = &self.settings;
-        let mut report_json = Vec::new();
-        let doc = gpuwise_render::Document {
-            report: &report,
-            advice: None,
-        };
-        let plain = RenderOptions {
-            top: 10,
-            color: false,
-        };
-        gpuwise_render::write(&doc, Format::Json, &plain, &mut report_json)?;
-        let report_json = String::from_utf8(report_json)?;
-        let allocate = || -> anyhow::Result<gpuwise_ledger::allocate::Allocation> {
-            Ok(gpuwise_ledger::allocate::allocate(
-                &profiles,
-                &report,
-                &s.teams,
-                &self.allocation,
-                &self.units,
-                crate::clock::now_ms()?,
-            ))
-        };
-        let burn = |allocation: &gpuwise_ledger::allocate::Allocation| {
-            self.budget
-                .as_ref()
-                .and_then(|b| gpuwise_ledger::check::burn(b, allocation))
-                .unwrap_or_default()
-        };
-        if depth == Depth::Report {
-            // /metrics: the budgets' burn only where the policy sets budgets.
-            let budgets = if self.budget.is_some() {
-                burn(&allocate()?)
-            } else {
-                Vec::new()
-            };
-            return Ok(Analysis {
-                report,
-                advice: None,
-                profiles,
-                report_json,
-                advice_json: None,
-                allocation_json: None,
-                budgets,
-            });
-        }
-        let advice = super::advise::advice(&report, &profiles, s, &self.advise)?;
-        let advice_json = gpuwise_render::advice::render(&advice, Format::Json, &plain);
-        let allocation = allocate()?;
-        let allocation_json =
-            gpuwise_render::ledger::allocation(&allocation, Format::Json, &plain)?;
-        let budgets = burn(&allocation);
-        Ok(Analysis {
-            report,
-            advice: Some(advice),
-            profiles,
-            report_json,
-            advice_json: Some(advice_json),
-            allocation_json: Some(allocation_json),
-            budgets,
-        })
-    }
 }
 
 fn boxed(e: anyhow::Error) -> BoxError {
@@ -238,19 +140,19 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         args.fleet.read.since.is_none() && args.fleet.read.until.is_none(),
         "serve takes its window per request (?last=7d, ?start=…&end=…), not --since/--until"
     );
-    let mut settings = fleet::resolve(&args.fleet.read, &args.fleet.analysis, &cfg)?;
-    if let Some(p) = &args.advise.workloads {
-        settings.hints = gpuwise_advise::Hints::from_toml(
-            &fs_err::read_to_string(p)?,
-            &p.display().to_string(),
-        )?;
-    }
     let budget = match args.policy.clone().or_else(|| cfg.policy.clone()) {
         Some(path) => {
             Policy::from_toml(&fs_err::read_to_string(&path)?, &path.display().to_string())?.budget
         }
         None => None,
     };
+    let asks = Asks {
+        workloads: args.advise.workloads.as_deref(),
+        advise: Some(&args.advise),
+        alloc: Some(&args.alloc),
+        budget,
+    };
+    let settings = fleet::resolve(&args.fleet.read, &args.fleet.analysis, &cfg, &asks)?;
     let opts = options(args, &cfg)?;
     anyhow::ensure!(
         !args.fleet.inputs.iter().any(|i| i == "-"),
@@ -258,60 +160,43 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     );
     // The port and the token first: a taken port is said before the fleet is read.
     let bound = Bound::new(opts)?;
-    let mut read = settings.read.clone();
+    let mut read = settings.read;
     let (tile, retain) = tiles(args, &cfg)?;
     read.tile_ms = Some(tile);
-    let analyst = Arc::new(Analyst {
-        settings,
-        advise: args.advise.clone(),
-        allocation: super::allocate::policy(&args.alloc, &cfg)?,
-        units: super::allocate::unit_counts(&args.alloc)?,
-        budget,
+    let analysis = Arc::new(Analysis::new(settings.analysis));
+    // The clock's settings were checked when the settings were resolved.
+    let clock: gpuwise_server::Clock = Arc::new(|| {
+        crate::clock::now_ms().unwrap_or_else(|_| jiff::Timestamp::now().as_millisecond())
     });
     let telemetry = if args.fleet.prom.prometheus.is_some() {
         let prom = args.fleet.prom.clone();
         let start = args.fleet.read.start.clone();
-        Telemetry::Store(Box::new(move |span: &Span, depth: Depth| {
+        Telemetry::Store(Box::new(move |span: &Span| {
             let p = store_window(&prom, span);
             let start = if matches!(span, Span::All) {
                 start.as_deref()
             } else {
                 None
             };
-            let (report, profiles) =
-                fleet::prom_build(&p, start, &analyst.settings).map_err(boxed)?;
-            analyst.finish(report, profiles, depth).map_err(boxed)
+            fleet::prom_pull(&p, start, &read).map_err(boxed)
         }))
     } else {
         let started = std::time::Instant::now();
         // The plausible-time bound follows the clock at every refresh.
-        let latest: gpuwise_server::Latest = Arc::new(|| {
-            // The clock's settings were checked when the settings were resolved.
-            let now =
-                crate::clock::now_ms().unwrap_or_else(|_| jiff::Timestamp::now().as_millisecond());
-            fleet::latest_plausible(now)
-        });
+        let now = clock.clone();
+        let latest: gpuwise_server::Latest = Arc::new(move || fleet::latest_plausible(now()));
         let live = Live::open(args.fleet.inputs.clone(), read, Some(retain), Some(latest))?;
         printer::info(&format!(
             "read {} in {:.1} s",
             args.fleet.inputs.join(" "),
             started.elapsed().as_secs_f64()
         ));
-        let a = analyst.clone();
         Telemetry::Files {
             live: Box::new(live),
-            analyse: Box::new(
-                move |profile: Profile, summary: IngestSummary, depth: Depth| {
-                    let s = &a.settings;
-                    let mut profiles = profile.finish(&s.read.profile, &s.read.tz);
-                    fleet::with_workloads(&mut profiles, &s.hints);
-                    a.analyse(profiles, summary, depth).map_err(boxed)
-                },
-            ),
         }
     };
     let scheme = if bound.is_tls() { "https" } else { "http" };
-    let server = bound.serve(telemetry);
+    let server = bound.serve(telemetry, analysis, clock);
     printer::info(&format!(
         "serving {scheme}://{}/ (Ctrl-C stops)",
         server.local_addr()?

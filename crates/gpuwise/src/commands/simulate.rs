@@ -10,58 +10,14 @@ use gpuwise_sim::spot::Job;
 use gpuwise_sim::study::{self, Checkpoint, Plan};
 use gpuwise_sim::trace::Trace;
 
-use crate::cli::{CommitArgs, SimulateCommand, SpotArgs};
+use crate::cli::{CommitArgs, SpotArgs};
+use crate::inputs::{exact_quote, one_gpu, read_trace};
 use crate::output::emit;
 use crate::{duration, printer};
-
-pub(crate) fn run(cmd: &SimulateCommand) -> anyhow::Result<ExitCode> {
-    match cmd {
-        SimulateCommand::Spot(args) => spot(args),
-        SimulateCommand::Commit(args) => commit(args),
-        SimulateCommand::Serve(args) => super::simulate_serve::run(args),
-    }
-}
 
 fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
     #[allow(clippy::cast_precision_loss)]
     Ok(duration::parse_ms(v).map_err(|e| anyhow!("--{flag}: {e}"))? as f64 / 1000.0)
-}
-
-/// Read one trace, its format given or found from its content.
-pub(crate) fn read_trace(
-    path: &std::path::Path,
-    format: &str,
-    tick_s: f64,
-) -> anyhow::Result<Trace> {
-    let name = path.display().to_string();
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut gpuwise_sources::input::open(&gpuwise_sources::Input {
-            path: Some(path.to_path_buf()),
-            name: name.clone(),
-            found_in_dir: false,
-        })?,
-        &mut text,
-    )?;
-    let kind = match format {
-        "auto" => {
-            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-            if text.trim_start().starts_with('{') {
-                "skypilot"
-            } else if first.split(',').count() >= 3 {
-                "events"
-            } else {
-                "csv"
-            }
-        }
-        other => other,
-    };
-    Ok(match kind {
-        "skypilot" => Trace::from_skypilot_json(&text, &name)?,
-        "events" => Trace::from_events_csv(&text, tick_s, &name)?,
-        "csv" => Trace::from_generic_csv(&text, tick_s, &name)?,
-        other => bail!("--trace-format `{other}` is not one of auto, skypilot, events, csv"),
-    })
 }
 
 /// Prices per node-hour: given, or the catalog's on-demand and spot prices of --instance.
@@ -88,51 +44,6 @@ fn prices(args: &SpotArgs) -> anyhow::Result<Option<Prices>> {
         (None, None, None) => Ok(None),
         _ => bail!("give --spot-price with --on-demand-price, or --instance (not both)"),
     }
-}
-
-/// The one GPU a typed name means (`V100` → `V100-SXM2-16GB` when that is the only one), or an
-/// error listing the candidates.
-pub(crate) fn one_gpu<'c>(
-    catalog: &'c Catalog,
-    typed: &str,
-) -> anyhow::Result<&'c gpuwise_catalog::GpuSpec> {
-    if let Some(g) = catalog.resolve(typed) {
-        return Ok(g);
-    }
-    match catalog
-        .lookup(typed)
-        .map_err(|e| anyhow!("--gpu: {e}"))?
-        .as_slice()
-    {
-        [one] => Ok(one),
-        many => bail!(
-            "--gpu: `{typed}` could be {}; name one",
-            many.iter()
-                .map(|g| g.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
-/// The catalog's GPU-hour price of `gpu` in exactly the pricing asked, and in the cloud asked
-/// when one is: a simulator must not price spot as on demand, or one cloud at another's price,
-/// without a word (the catalog's lookup falls back; its quote says so, and this refuses it).
-pub(crate) fn exact_quote(
-    catalog: &Catalog,
-    gpu: &str,
-    cloud: Option<&str>,
-    region: Option<&str>,
-    pricing: Pricing,
-) -> Option<gpuwise_catalog::Quote> {
-    catalog
-        .gpu_hour_price(&gpuwise_catalog::PriceQuery {
-            gpu,
-            cloud,
-            region,
-            pricing,
-        })
-        .filter(|q| q.pricing == pricing && cloud.is_none_or(|c| q.cloud.eq_ignore_ascii_case(c)))
 }
 
 /// The catalog's spot and on-demand GPU-hour prices of `gpu` (one node = one GPU).
@@ -305,7 +216,7 @@ fn traces(args: &SpotArgs, tick_s: f64) -> anyhow::Result<(Vec<Trace>, Vec<Vec<u
     Ok((traces, groups))
 }
 
-fn spot(args: &SpotArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn spot(args: &SpotArgs) -> anyhow::Result<ExitCode> {
     let format = Format::parse(&args.format).map_err(|e| anyhow!("--format: {e}"))?;
     anyhow::ensure!(
         format != Format::Csv,
@@ -362,7 +273,7 @@ fn models(report: &gpuwise_core::report::Report) -> std::collections::BTreeMap<S
 /// Commitment prices: given, or the catalog's for --gpu in the fleet's --cloud/--region.
 fn commit_prices(
     args: &CommitArgs,
-    settings: &crate::fleet::Settings,
+    settings: &gpuwise_analysis::Settings,
 ) -> anyhow::Result<gpuwise_sim::commit::CommitPrices> {
     if let Some(od) = args.on_demand_price {
         anyhow::ensure!(args.gpu.is_none(), "give --gpu or the prices, not both");
@@ -413,7 +324,7 @@ fn commit_prices(
     })
 }
 
-fn commit(args: &CommitArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn commit(args: &CommitArgs) -> anyhow::Result<ExitCode> {
     let cfg = crate::config::Config::load(args.out.config.as_deref())?;
     let format = crate::config::output_format(args.format.as_deref(), &cfg)?;
     anyhow::ensure!(
@@ -432,14 +343,21 @@ fn commit(args: &CommitArgs) -> anyhow::Result<ExitCode> {
                 .ok_or_else(|| anyhow!("--interruptible-label must be KEY=VALUE, got `{l}`"))
         })
         .transpose()?;
-    let (_cfg, settings, report, profiles) = crate::fleet::read(&args.fleet, &args.out, None)?;
+    let cfg = crate::config::Config::load(args.out.config.as_deref())?;
+    let fleet = crate::fleet::read(
+        &args.fleet,
+        &cfg,
+        &crate::fleet::Asks::default(),
+        !args.out.no_progress,
+    )?;
+    let (settings, report, profiles) = (fleet.analysis.settings(), &fleet.report, &fleet.profiles);
     // --gpu sizes that model's devices; given prices instead, the whole fleet is one pool,
     // which is said when it holds several models.
     let model = match &args.gpu {
         Some(name) => Some(one_gpu(settings.prices.catalog(), name)?.name.clone()),
         None => None,
     };
-    let present = models(&report);
+    let present = models(report);
     if let Some(m) = &model {
         anyhow::ensure!(
             present.contains_key(m),
@@ -462,8 +380,8 @@ fn commit(args: &CommitArgs) -> anyhow::Result<ExitCode> {
                 .join(", ")
         ));
     }
-    let prices = commit_prices(args, &settings)?;
-    let series = busy_series(&profiles, &report, model.as_deref(), label);
+    let prices = commit_prices(args, settings)?;
+    let series = busy_series(profiles, report, model.as_deref(), label);
     if series.unknown_share > 0 {
         printer::warn(&format!(
             "{} MIG instance(s) of unknown size left out of the demand",

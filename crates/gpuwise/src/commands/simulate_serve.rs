@@ -278,7 +278,7 @@ fn gpu_model(
     s: &Setup,
     measured: &[(u32, f64)],
 ) -> anyhow::Result<(StepModel, String, f64)> {
-    let spec = super::simulate::one_gpu(catalog, name)?;
+    let spec = crate::inputs::one_gpu(catalog, name)?;
     let hw = Hardware::from_spec(spec);
     let c = perf::step_costs(m, s, &hw, &Constants::default())
         .map_err(|e| anyhow!("{} on {}: {e}", m.name, spec.name))?;
@@ -300,7 +300,7 @@ fn gpu_model(
                 Some(p) => Pricing::parse(p).map_err(|e| anyhow!("--pricing: {e}"))?,
                 None => Pricing::OnDemand,
             };
-            let q = super::simulate::exact_quote(
+            let q = crate::inputs::exact_quote(
                 catalog,
                 &spec.name,
                 a.cloud.as_deref(),
@@ -345,7 +345,7 @@ fn spot_plan(
         n >= 1 && n <= *replicas,
         "--spot {n}: between 1 and the --replicas ({replicas})"
     );
-    let trace = super::simulate::read_trace(path, "auto", seconds("spot-tick", &a.spot_tick)?)?;
+    let trace = crate::inputs::read_trace(path, "auto", seconds("spot-tick", &a.spot_tick)?)?;
     let price = match a.spot_price {
         Some(p) => p,
         None => {

@@ -1,35 +1,53 @@
-//! The fleet every command starts from: settings (flag > environment > config file > default)
-//! → sources (files, or a Prometheus-compatible store) → the report, with the profiles the
-//! advice reads. `report`, `advise` and `demo` all go through here.
+//! The settings layer, and the fleet every command starts from: the flags, the environment and
+//! the config file (read once, by the command) resolved once into typed settings (flag >
+//! environment > config file > default) → sources (files, or a Prometheus-compatible store) →
+//! device profiles → the [`Analysis`] every command and the server ask what they mean (the
+//! report first). Nothing here calls a command.
 
 mod prom;
 
-pub(crate) use prom::build as prom_build;
+pub(crate) use prom::pull as prom_pull;
 
 use anyhow::{anyhow, bail};
-use gpuwise_advise::Hints;
+use gpuwise_advise::{AdviseSettings, Hints};
+use gpuwise_analysis::{Analysis, Budget};
 use gpuwise_catalog::Pricing;
 use gpuwise_core::price::{PriceBook, PriceContext};
 use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::{
-    self, GroupBy, IngestSummary, OverlapSummary, Report, ReportOptions, TeamMap,
+    GroupBy, IngestSummary, OverlapSummary, Report, ReportOptions, TeamMap,
 };
 use gpuwise_core::settings::{DiagnoseSettings, ProfileSettings};
+use gpuwise_ledger::allocate::{Distribute, Mode, Policy as AllocationPolicy, UnitCounts};
 use gpuwise_sources::generic::ColumnMap;
 use gpuwise_sources::{Input, ReadOptions};
 
-use crate::cli::{AnalysisArgs, PromArgs, ReadArgs};
+use crate::cli::{AdviseOpts, AllocateOpts, AnalysisArgs, ReadArgs};
 use crate::config::Config;
 use crate::{duration, printer};
 
-/// Everything reading and reporting need, resolved.
+/// Everything reading and analysing need, resolved once.
 pub(crate) struct Settings {
+    /// How the readers read.
     pub read: ReadOptions,
-    pub report: ReportOptions,
-    pub prices: PriceBook,
-    pub teams: TeamMap,
-    /// Workload hints (`--workloads`): what each device runs, for the diagnosis and advice.
-    pub hints: Hints,
+    /// What the analysis needs.
+    pub analysis: gpuwise_analysis::Settings,
+    /// The run's time (the clock is read once).
+    pub now_ms: i64,
+}
+
+/// What a command asks of the analysis beyond the report, resolved with the rest of the
+/// settings.
+#[derive(Default)]
+pub(crate) struct Asks<'a> {
+    /// `--workloads`: what each device runs.
+    pub workloads: Option<&'a std::path::Path>,
+    /// The advice's flags, for commands that advise.
+    pub advise: Option<&'a AdviseOpts>,
+    /// The allocation's flags, for commands that allocate.
+    pub alloc: Option<&'a AllocateOpts>,
+    /// Monthly budgets (a policy's `[budget]`).
+    pub budget: Option<Budget>,
 }
 
 fn tz(name: &str) -> anyhow::Result<jiff::tz::TimeZone> {
@@ -40,7 +58,12 @@ fn tz(name: &str) -> anyhow::Result<jiff::tz::TimeZone> {
     })
 }
 
-pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow::Result<Settings> {
+pub(crate) fn resolve(
+    read: &ReadArgs,
+    a: &AnalysisArgs,
+    cfg: &Config,
+    asks: &Asks,
+) -> anyhow::Result<Settings> {
     let tz_name = read
         .tz
         .clone()
@@ -61,23 +84,137 @@ pub(crate) fn resolve(read: &ReadArgs, a: &AnalysisArgs, cfg: &Config) -> anyhow
     };
     let prices = price_book(a, cfg)?;
     let teams = team_map(a, cfg, &group_by)?;
+    let hints = match asks.workloads {
+        Some(p) => Hints::from_toml(&fs_err::read_to_string(p)?, &p.display().to_string())?,
+        None => Hints::default(),
+    };
+    let advise = match asks.advise {
+        Some(o) => advise_settings(o, &prices)?,
+        None => AdviseSettings::default(),
+    };
+    let (allocation, units) = match asks.alloc {
+        Some(o) => (allocation_policy(o, cfg)?, unit_counts(o)?),
+        None => (AllocationPolicy::default(), UnitCounts::default()),
+    };
+    let read = read_options(read, zone.clone(), &profile, now)?;
     Ok(Settings {
-        read: read_options(read, zone, &profile, now)?,
-        report: ReportOptions {
-            profile,
-            diagnose,
-            group_by,
-            tz_name,
-            now_ms: Some(now),
-            stale_price_days: a
-                .catalog
-                .stale_price_days
-                .or(cfg.stale_price_days)
-                .unwrap_or(180),
+        read,
+        analysis: gpuwise_analysis::Settings {
+            report: ReportOptions {
+                profile,
+                diagnose,
+                group_by,
+                tz_name,
+                now_ms: Some(now),
+                stale_price_days: a
+                    .catalog
+                    .stale_price_days
+                    .or(cfg.stale_price_days)
+                    .unwrap_or(180),
+            },
+            prices,
+            teams,
+            hints,
+            tz: zone,
+            advise,
+            allocation,
+            units,
+            budget: asks.budget.clone(),
         },
-        prices,
-        teams,
-        hints: Hints::default(),
+        now_ms: now,
+    })
+}
+
+fn hours(flag: &str, v: Option<&String>, default: f64) -> anyhow::Result<f64> {
+    match v {
+        Some(s) => {
+            let ms = duration::parse_ms(s).map_err(|e| anyhow!("--{flag}: {e}"))?;
+            anyhow::ensure!(ms > 0, "--{flag}: must be longer than zero");
+            Ok(gpuwise_core::hours_of_ms(ms as f64))
+        }
+        None => Ok(default),
+    }
+}
+
+/// The advice's settings from its flags, in the price context of the run.
+fn advise_settings(o: &AdviseOpts, prices: &PriceBook) -> anyhow::Result<AdviseSettings> {
+    let d = AdviseSettings::default();
+    let ctx = prices.context();
+    if let Some(h) = o.headroom {
+        anyhow::ensure!(
+            (1.0..=4.0).contains(&h),
+            "--headroom: {h} is not a factor between 1 and 4"
+        );
+    }
+    let known: std::collections::BTreeSet<&str> = prices
+        .catalog()
+        .instances
+        .iter()
+        .map(|i| i.cloud.as_str())
+        .collect();
+    for c in &o.allow_clouds {
+        anyhow::ensure!(
+            known.contains(c.as_str()),
+            "--allow-clouds: `{c}` has no instances in the catalog (clouds: {})",
+            known.iter().copied().collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(AdviseSettings {
+        headroom: o.headroom.unwrap_or(d.headroom),
+        cloud: ctx.cloud.clone(),
+        region: ctx.region.clone(),
+        pricing: ctx.pricing.unwrap_or(Pricing::OnDemand),
+        allow_clouds: o.allow_clouds.clone(),
+        idle_timeout_h: hours("idle-timeout", o.idle_timeout.as_ref(), d.idle_timeout_h)?,
+        checkpoint_cost_h: hours(
+            "checkpoint-cost",
+            o.checkpoint_cost.as_ref(),
+            d.checkpoint_cost_h,
+        )?,
+        spot_mtbi_h: hours("spot-mtbi", o.spot_mtbi.as_ref(), d.spot_mtbi_h)?,
+        ..d
+    })
+}
+
+/// The allocation policy from the flags (else the config file), with a warning for flags the
+/// mode has no use for.
+fn allocation_policy(o: &AllocateOpts, cfg: &Config) -> anyhow::Result<AllocationPolicy> {
+    let mode: Mode = o
+        .mode
+        .as_deref()
+        .or(cfg.allocation_mode.as_deref())
+        .unwrap_or("showback")
+        .parse()
+        .map_err(|e| anyhow!("--mode: {e}"))?;
+    let idle: Distribute = o
+        .idle
+        .as_deref()
+        .or(cfg.idle_policy.as_deref())
+        .unwrap_or("proportional")
+        .parse()
+        .map_err(|e| anyhow!("--idle: {e}"))?;
+    let shared_teams = if o.shared_teams.is_empty() {
+        cfg.shared_teams.clone().unwrap_or_default()
+    } else {
+        o.shared_teams.clone()
+    };
+    if mode == Mode::Showback && (o.idle.is_some() || !o.shared_teams.is_empty()) {
+        printer::warn(
+            "--idle and --shared-team apply to --mode chargeback; showback shows costs as they fell",
+        );
+    }
+    Ok(AllocationPolicy {
+        mode,
+        idle,
+        shared_teams,
+    })
+}
+
+/// `--units`: work per team and month, for unit costs.
+fn unit_counts(o: &AllocateOpts) -> anyhow::Result<UnitCounts> {
+    Ok(match &o.units {
+        Some(p) => UnitCounts::parse(&fs_err::read_to_string(p)?, &p.display().to_string())?,
+        None => UnitCounts::default(),
     })
 }
 
@@ -196,7 +333,7 @@ fn price_book(a: &AnalysisArgs, cfg: &Config) -> anyhow::Result<PriceBook> {
     let mut source = a.catalog.clone();
     source.instances = source.instances.or_else(|| cfg.instances.clone());
     source.overlay = source.overlay.or_else(|| cfg.overlay.clone());
-    let catalog = crate::commands::catalog::load(&source)?;
+    let catalog = crate::inputs::catalog(&source)?;
     let pricing = match cfg.pick(
         "--pricing",
         a.pricing.as_deref(),
@@ -312,8 +449,8 @@ fn sample_range(
 
 /// When `--since`/`--until` left nothing: the window asked for, and the span the data has
 /// (read again without the window; only on this error's path).
-fn window_note(inputs: &[Input], s: &Settings) -> String {
-    let Some((from, to)) = s.read.range else {
+fn window_note(inputs: &[Input], read: &ReadOptions) -> String {
+    let Some((from, to)) = read.range else {
         return String::new();
     };
     let time = |ms: i64| {
@@ -324,7 +461,7 @@ fn window_note(inputs: &[Input], s: &Settings) -> String {
         (from, i64::MAX) => format!("from {}", time(from)),
         (from, to) => format!("from {} to {}", time(from), time(to)),
     };
-    let mut all = s.read.clone();
+    let mut all = read.clone();
     all.range = None;
     let span = gpuwise_sources::read_all(inputs, &all, &|_| {})
         .ok()
@@ -355,10 +492,45 @@ fn start_instant(s: &str, zone: &jiff::tz::TimeZone) -> anyhow::Result<i64> {
         .ok_or_else(|| anyhow!("`{s}` is not a time (RFC 3339, YYYY-MM-DD HH:MM:SS or epoch)"))
 }
 
+/// The fleet read and analysed to its report: what every command that reads telemetry starts
+/// from.
+pub(crate) struct Fleet {
+    /// The analysis the command asks what the fleet means.
+    pub analysis: Analysis,
+    /// The run's time.
+    pub now_ms: i64,
+    /// The report.
+    pub report: Report,
+    /// The devices' profiles (the advice and the allocation read them).
+    pub profiles: Vec<DeviceProfile>,
+}
+
+impl Fleet {
+    /// The allocation of the fleet (the CLI's: an unknown shared team is an error), its
+    /// warnings said on stderr.
+    pub(crate) fn allocation(&self) -> anyhow::Result<gpuwise_analysis::Allocation> {
+        let a = self
+            .analysis
+            .allocation(&self.report, &self.profiles, self.now_ms)?;
+        for w in &a.warnings {
+            printer::warn(w);
+        }
+        if a.unpriced_devices > 0 {
+            printer::warn(&format!(
+                "{} device(s) have no price: their GPU-hours are allocated, their dollars unknown (add --prices or --cloud)",
+                a.unpriced_devices
+            ));
+        }
+        Ok(a)
+    }
+}
+
 /// Read inputs and build the report; the profiles come back too (the advice reads them).
 pub(crate) fn from_files(
     specs: &[String],
-    s: &Settings,
+    read: &ReadOptions,
+    analysis: &Analysis,
+    now_ms: i64,
     progress: bool,
 ) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
     let inputs: Vec<Input> = gpuwise_sources::expand(specs)?;
@@ -368,7 +540,7 @@ pub(crate) fn from_files(
             b.inc(n);
         }
     };
-    let ingested = gpuwise_sources::read_all(&inputs, &s.read, &counter)?;
+    let ingested = gpuwise_sources::read_all(&inputs, read, &counter)?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -382,7 +554,7 @@ pub(crate) fn from_files(
         anyhow::bail!(
             "no samples in {} input(s){}: nothing to report{}",
             inputs.len(),
-            window_note(&inputs, s),
+            window_note(&inputs, read),
             if why.is_empty() {
                 String::new()
             } else {
@@ -404,46 +576,37 @@ pub(crate) fn from_files(
         pulled: None,
         overlap: OverlapSummary::default(),
     };
-    let mut profiles = ingested.profile.finish(&s.read.profile, &s.read.tz);
-    with_workloads(&mut profiles, &s.hints);
-    let report = report::build(&profiles, &s.prices, &s.teams, &s.report, summary);
+    let profiles = analysis.profiles(ingested.profile);
+    let report = analysis.report(&profiles, summary, now_ms);
     Ok((report, profiles))
 }
 
-/// Everything a command that reads the fleet starts from: the config file, the settings, and
-/// the fleet read into a report with its profiles.
+/// Everything a command that reads the fleet starts from: the settings, resolved once from the
+/// flags and `cfg` (the config file, read once by the command), and the fleet read into a
+/// report with its profiles.
 pub(crate) fn read(
     a: &crate::cli::FleetArgs,
-    out: &crate::cli::OutputArgs,
-    workloads: Option<&std::path::Path>,
-) -> anyhow::Result<(Config, Settings, Report, Vec<DeviceProfile>)> {
-    let cfg = Config::load(out.config.as_deref())?;
-    let mut settings = resolve(&a.read, &a.analysis, &cfg)?;
-    if let Some(p) = workloads {
-        settings.hints = Hints::from_toml(&fs_err::read_to_string(p)?, &p.display().to_string())?;
-    }
-    let (report, profiles) = read_fleet(&a.inputs, &a.prom, &a.read, &settings, !out.no_progress)?;
-    Ok((cfg, settings, report, profiles))
-}
-
-/// What each device runs, where the workload hints say.
-pub(crate) fn with_workloads(profiles: &mut [DeviceProfile], hints: &Hints) {
-    for p in profiles.iter_mut() {
-        p.info.workload = hints.find(p).and_then(|h| h.kind);
-    }
-}
-
-/// The fleet from `--prometheus` when given, else from the input files.
-pub(crate) fn read_fleet(
-    inputs: &[String],
-    prom: &PromArgs,
-    read: &ReadArgs,
-    s: &Settings,
+    cfg: &Config,
+    asks: &Asks,
     progress: bool,
-) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
-    if prom.prometheus.is_some() {
-        prom::build(prom, read.start.as_deref(), s)
+) -> anyhow::Result<Fleet> {
+    let s = resolve(&a.read, &a.analysis, cfg, asks)?;
+    let analysis = Analysis::new(s.analysis);
+    let (report, profiles) = if a.prom.prometheus.is_some() {
+        prom::build(
+            &a.prom,
+            a.read.start.as_deref(),
+            &s.read,
+            &analysis,
+            s.now_ms,
+        )?
     } else {
-        from_files(inputs, s, progress)
-    }
+        from_files(&a.inputs, &s.read, &analysis, s.now_ms, progress)?
+    };
+    Ok(Fleet {
+        analysis,
+        now_ms: s.now_ms,
+        report,
+        profiles,
+    })
 }

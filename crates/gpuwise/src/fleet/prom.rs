@@ -4,12 +4,13 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
+use gpuwise_analysis::Analysis;
 use gpuwise_core::profile::DeviceProfile;
-use gpuwise_core::report::{self, IngestSummary, OverlapSummary, Pulled, Report, Warning};
+use gpuwise_core::report::{IngestSummary, OverlapSummary, Pulled, Report, Warning};
 use gpuwise_prom::client::{self as promclient, Client, ClientOptions};
 use gpuwise_prom::pushdown::{self, Query};
+use gpuwise_sources::ReadOptions;
 
-use super::Settings;
 use crate::cli::PromArgs;
 use crate::clock::now_ms;
 use crate::{duration, printer};
@@ -75,7 +76,7 @@ fn client(p: &PromArgs, url: &str) -> anyhow::Result<Client> {
 
 /// The window (`--start`/`--end`, or `--last` before the end, default 7 days before now),
 /// the selector, the scrape interval if given, and the profile settings, as a query.
-fn query(p: &PromArgs, start: Option<&str>, s: &Settings) -> anyhow::Result<Query> {
+fn query(p: &PromArgs, start: Option<&str>, read: &ReadOptions) -> anyhow::Result<Query> {
     let end_ms = match &p.end {
         Some(e) => instant("end", e)?,
         None => now_ms()?,
@@ -104,8 +105,8 @@ fn query(p: &PromArgs, start: Option<&str>, s: &Settings) -> anyhow::Result<Quer
         start_ms,
         end_ms,
         step_ms,
-        profile: s.read.profile.clone(),
-        tz: s.read.tz.clone(),
+        profile: read.profile.clone(),
+        tz: read.tz.clone(),
         sample_budget: p.sample_budget.unwrap_or(pushdown::DEFAULT_SAMPLE_BUDGET),
     };
     Ok(q)
@@ -173,8 +174,22 @@ fn pushed_warnings(pushed: &pushdown::Pushed) -> Vec<Warning> {
 pub(crate) fn build(
     p: &PromArgs,
     start: Option<&str>,
-    s: &Settings,
+    read: &ReadOptions,
+    analysis: &Analysis,
+    now_ms: i64,
 ) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
+    let (mut profiles, summary) = pull(p, start, read)?;
+    analysis.with_workloads(&mut profiles);
+    let rep = analysis.report(&profiles, summary, now_ms);
+    Ok((rep, profiles))
+}
+
+/// The window's device profiles from the store, and what was read.
+pub(crate) fn pull(
+    p: &PromArgs,
+    start: Option<&str>,
+    read: &ReadOptions,
+) -> anyhow::Result<(Vec<DeviceProfile>, IngestSummary)> {
     let given = p
         .prometheus
         .as_deref()
@@ -184,7 +199,7 @@ pub(crate) fn build(
     let c = client(p, given)?;
     let url_owned = c.url().to_owned();
     let url = url_owned.as_str();
-    let q = query(p, start, s)?;
+    let q = query(p, start, read)?;
     let step_ms = q.step_ms;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let (raw_path, step_ms, why) = path(p, &c, &q, step_ms, url)?;
@@ -200,7 +215,7 @@ pub(crate) fn build(
             .with_context(|| format!("reading raw samples from {url}"))?;
         let warnings = raw.tally.warnings();
         (
-            raw.profile.finish(&s.read.profile, &s.read.tz),
+            raw.profile.finish(&read.profile, &read.tz),
             "raw",
             warnings,
             None,
@@ -268,8 +283,5 @@ pub(crate) fn build(
         pulled: Some(pulled),
         overlap: OverlapSummary::default(),
     };
-    let mut profiles = profiles;
-    super::with_workloads(&mut profiles, &s.hints);
-    let rep = report::build(&profiles, &s.prices, &s.teams, &s.report, summary);
-    Ok((rep, profiles))
+    Ok((profiles, summary))
 }

@@ -1,6 +1,7 @@
 //! The crate graph stays one-way (ARCHITECTURE.md): every workspace crate has its place, each
 //! depends only on the crates below it, the pure crates reach no network, files or command
-//! line, and no crate holds much more than 30 % of the code.
+//! line, and no crate holds much more than 30 % of the code. Inside every crate the modules
+//! form no circle, and no command module of the binary uses another.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -43,11 +44,20 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("gpuwise-synth", &["gpuwise-core"]),
     ("gpuwise-record", &[]),
     (
+        "gpuwise-analysis",
+        &[
+            "gpuwise-core",
+            "gpuwise-catalog",
+            "gpuwise-advise",
+            "gpuwise-ledger",
+        ],
+    ),
+    (
         "gpuwise-server",
         &[
             "gpuwise-core",
             "gpuwise-sources",
-            "gpuwise-advise",
+            "gpuwise-analysis",
             "gpuwise-render",
         ],
     ),
@@ -67,6 +77,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-sim",
             "gpuwise-server",
             "gpuwise-pack",
+            "gpuwise-analysis",
         ],
     ),
 ];
@@ -81,6 +92,7 @@ const PURE: &[&str] = &[
     "gpuwise-ledger",
     "gpuwise-sim",
     "gpuwise-pack",
+    "gpuwise-analysis",
 ];
 
 /// Crates that do I/O or parse a command line, which a pure crate must not depend on.
@@ -196,5 +208,167 @@ fn the_crate_graph_is_one_way() {
             "{name} holds {n} of {total} lines ({}%): split it (ARCHITECTURE.md)",
             n * 100 / total
         );
+    }
+}
+
+/// The modules of `src` (top-level files and folders, `lib.rs`/`main.rs` left out) and, for
+/// each, the other top-level modules its code (comments and test modules left out) names
+/// through `crate::`, or through `super::` from a top-level file.
+fn module_uses(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("src dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    files(src, &mut all);
+    let top = |p: &Path| -> Option<(String, bool)> {
+        let rel = p.strip_prefix(src).ok()?;
+        let first = rel.components().next()?.as_os_str().to_str()?.to_owned();
+        let name = first.trim_end_matches(".rs").to_owned();
+        let file_at_top = rel.components().count() == 1;
+        (name != "lib" && name != "main").then_some((name, file_at_top))
+    };
+    let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for p in &all {
+        let Some((name, at_top)) = top(p) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(p).expect("read");
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        let named = uses.entry(name.clone()).or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            let mut prefixes = vec!["crate::"];
+            if at_top {
+                prefixes.push("super::");
+            }
+            for prefix in prefixes {
+                for (i, _) in line.match_indices(prefix) {
+                    let rest = &line[i + prefix.len()..];
+                    let mut items = vec![rest];
+                    // `use crate::{a::X, b};`
+                    if let Some(group) = rest.strip_prefix('{') {
+                        items = group.split('}').next().unwrap_or("").split(',').collect();
+                    }
+                    for item in items {
+                        let m: String = item
+                            .trim()
+                            .chars()
+                            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                            .collect();
+                        if !m.is_empty() && m != name {
+                            named.insert(m);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let names: BTreeSet<String> = uses.keys().cloned().collect();
+    for v in uses.values_mut() {
+        v.retain(|m| names.contains(m));
+    }
+    uses
+}
+
+/// A circle in `uses`, if any (depth-first search).
+fn circle(uses: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        m: &str,
+        uses: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == m) {
+            let mut c = path[i..].to_vec();
+            c.push(m.to_owned());
+            return Some(c);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_owned());
+        for next in uses.get(m).into_iter().flatten() {
+            if let Some(c) = visit(next, uses, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    uses.keys()
+        .find_map(|m| visit(m, uses, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_crate_has_a_circle_of_modules() {
+    let crates = repo().join("crates");
+    let mut checked = 0;
+    for e in std::fs::read_dir(&crates).expect("crates") {
+        let src = e.expect("entry").path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let uses = module_uses(&src);
+        if let Some(c) = circle(&uses) {
+            panic!(
+                "{}: the modules {} use one another",
+                src.display(),
+                c.join(" → ")
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 15, "every crate looked at ({checked})");
+    // The check finds what it is for: two modules that name each other.
+    let planted: BTreeMap<String, BTreeSet<String>> = [
+        ("a".to_owned(), ["b".to_owned()].into()),
+        ("b".to_owned(), ["a".to_owned()].into()),
+    ]
+    .into();
+    assert!(circle(&planted).is_some());
+}
+
+/// Commands parse flags, ask the library crates and render; they never call one another (what
+/// two commands share lives in a module below them: `fleet`, `inputs`, `synthetic`, …).
+#[test]
+fn no_command_uses_another() {
+    let dir = repo().join("crates/gpuwise/src/commands");
+    let commands: BTreeSet<String> = std::fs::read_dir(&dir)
+        .expect("commands")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .filter_map(|p| Some(p.file_stem()?.to_str()?.to_owned()))
+        .filter(|n| n != "mod")
+        .collect();
+    assert!(commands.len() >= 14, "{commands:?}");
+    let uses = module_uses(&dir);
+    for (c, named) in &uses {
+        if c == "mod" {
+            continue;
+        }
+        let others: Vec<&String> = named.iter().filter(|n| commands.contains(*n)).collect();
+        assert!(
+            others.is_empty(),
+            "the command `{c}` uses the command(s) {others:?}"
+        );
+    }
+    for e in std::fs::read_dir(repo().join("crates/gpuwise/src")).expect("src") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "rs") {
+            let text = std::fs::read_to_string(&p).expect("read");
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            assert!(
+                name == "main.rs" || !text.contains("crate::commands::"),
+                "{name} reaches into a command"
+            );
+        }
     }
 }
