@@ -123,9 +123,7 @@ const FROM_NONE: u8 = 0;
 #[allow(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,
-    clippy::cast_possible_wrap,
-    clippy::cast_precision_loss,
-    clippy::too_many_lines
+    clippy::cast_precision_loss
 )]
 pub fn optimum(
     job: &Job,
@@ -170,12 +168,72 @@ fn min3(
     }
 }
 
+/// Where a state lives: progress in units runs from `pmin` (a changeover below nothing done)
+/// to the work; cost arrays carry `pad` cells of +∞ on each side, so every read a tick back
+/// (progress − tick, or − tick + changeover) lands inside them; the back-pointer arrays hold
+/// `width` states per tick.
+#[derive(Clone, Copy)]
+struct Layout {
+    pmin: i64,
+    width: usize,
+    pad: usize,
+    gu: i64,
+    du: i64,
+    wu: i64,
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+impl Layout {
+    fn new(units: Units) -> Self {
+        let pmin = -units.d;
+        Self {
+            pmin,
+            width: (units.w - pmin) as usize,
+            pad: (units.g + units.d) as usize,
+            gu: units.g,
+            du: units.d,
+            wu: units.w,
+        }
+    }
+
+    /// The cost array's index of progress `p`.
+    fn at(self, p: i64) -> usize {
+        (p - self.pmin) as usize + self.pad
+    }
+
+    /// The back-pointer index of progress `p` at tick `t`.
+    fn fat(self, t: usize, p: i64) -> usize {
+        t * self.width + (p - self.pmin) as usize
+    }
+}
+
+/// The cheapest completion found so far: its cost, the tick, the progress and kind before it,
+/// and the kind it finished on.
+type Best = Option<(f32, usize, i64, usize, usize)>;
+
+/// What the ticks are priced at and how long they are.
+struct Pricing {
+    /// Per kind (none, spot, on demand), per node-hour.
+    price: [f64; 3],
+    nodes: f64,
+    gap_s: f64,
+    /// Seconds of one unit of progress.
+    u: f64,
+    deadline: f64,
+}
+
+impl Pricing {
+    #[allow(clippy::cast_possible_truncation)]
+    fn tick_cost(&self, c: usize) -> f32 {
+        (self.gap_s * self.nodes * self.price[c] / 3600.0) as f32
+    }
+}
+
 #[allow(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,
     clippy::cast_possible_wrap,
-    clippy::cast_precision_loss,
-    clippy::too_many_lines
+    clippy::cast_precision_loss
 )]
 fn optimum_in(
     from: &mut [Vec<u8>; 3],
@@ -188,153 +246,183 @@ fn optimum_in(
 ) -> Option<Run> {
     let deadline = job.deadline_s?;
     let (ps, po) = prices.unwrap_or((1.0, 3.0));
-    let price = [0.0, ps, po];
-    let nodes = f64::from(job.nodes.max(1));
-    let Units {
-        u,
-        g: gu,
-        d: du,
-        w: wu,
-    } = units;
-    let pmin = -du;
-    let width = (wu - pmin) as usize;
-    // Cost arrays carry `pad` cells of +∞ before progress `pmin`, so every read a tick back
-    // (progress − tick, or − tick + changeover) lands inside them.
-    let pad = (gu + du) as usize;
-    let at = |p: i64| (p - pmin + (gu + du)) as usize;
+    let pr = Pricing {
+        price: [0.0, ps, po],
+        nodes: f64::from(job.nodes.max(1)),
+        gap_s,
+        u: units.u,
+        deadline,
+    };
+    let lay = Layout::new(units);
     for f in from.iter_mut() {
-        if f.len() < (ticks + 1) * width {
-            f.resize((ticks + 1) * width, 0);
+        if f.len() < (ticks + 1) * lay.width {
+            f.resize((ticks + 1) * lay.width, 0);
         }
     }
-    let fat = |t: usize, p: i64| t * width + (p - pmin) as usize;
-    // … and as many after the work, for the reads a changeover above the top state.
-    let len = width + 2 * pad;
+    // … and as many cells after the work, for the reads a changeover above the top state.
+    let len = lay.width + 2 * lay.pad;
     let mut cur = [
         vec![f32::INFINITY; len],
         vec![f32::INFINITY; len],
         vec![f32::INFINITY; len],
     ];
     let mut next = cur.clone();
-    cur[NONE][at(0)] = 0.0;
+    cur[NONE][lay.at(0)] = 0.0;
     // Costs in f32: half the memory traffic of f64, and ample for ranking schedules (the cost
     // reported is recomputed from the billed seconds of the schedule walked back).
-    let mut best: Option<(f32, usize, i64, usize, usize)> = None;
-    let tick_cost = |c: usize| (gap_s * nodes * price[c] / 3600.0) as f32;
-    let mut prev_lo = pmin;
-    for t in 0..ticks {
-        let has_spot = available[t] >= job.nodes;
+    let mut best: Best = None;
+    let mut prev_lo = lay.pmin;
+    for (t, &capacity) in available.iter().enumerate().take(ticks) {
+        let has_spot = capacity >= job.nodes;
         let left = (ticks - t) as i64;
-        let lo = (wu - left * gu).max(pmin);
-        let hi = (t as i64 * gu).min(wu - 1);
+        let lo = (lay.wu - left * lay.gu).max(lay.pmin);
+        let hi = (t as i64 * lay.gu).min(lay.wu - 1);
         // States below the band can no longer finish: masked, so reads need no band check.
         for arr in &mut cur {
-            arr[at(prev_lo)..at(lo)].fill(f32::INFINITY);
+            arr[lay.at(prev_lo)..lay.at(lo)].fill(f32::INFINITY);
         }
         prev_lo = lo;
-        // Completions: only states near the top can finish this tick.
-        for p in (wu - gu - du).max(lo)..=hi {
-            for c in [NONE, SPOT, OD] {
-                let cost = cur[c][at(p)];
-                if !cost.is_finite() {
-                    continue;
-                }
-                for to in [SPOT, OD] {
-                    let q = if c == to { p } else { p - du };
-                    if (to == SPOT && !has_spot) || q < pmin || q + gu < wu {
-                        continue;
-                    }
-                    let used = (wu - q) as f64 * u;
-                    let total = cost + (used * nodes * price[to] / 3600.0) as f32;
-                    let finish = t as f64 * gap_s + used;
-                    if finish <= deadline + 1e-6 && best.is_none_or(|b| total < b.0) {
-                        best = Some((total, t, p, c, to));
-                    }
-                }
-            }
-        }
-        // The next tick's states in [lo, thi], each pulled from what leads to it: nothing
-        // (same progress), a tick continuing (progress − tick) or launched (progress − tick +
-        // changeover, charged up front; only from progress − tick ≥ pmin).
-        let thi = (hi + gu).min(wu - 1);
-        let n = (thi - lo + 1) as usize;
-        let (i0, f0) = (at(lo), fat(t + 1, lo));
-        let cont = at(lo - gu);
-        let launch = at(lo - gu + du);
-        {
-            let [c0, c1, c2] = &cur;
-            let [n0, n1, n2] = &mut next;
-            min3(
-                &mut n0[i0..i0 + n],
-                &mut from[NONE][f0..f0 + n],
-                (&c0[i0..], &c1[i0..], &c2[i0..]),
-                (NONE as u8, SPOT as u8, OD as u8),
-                0.0,
-            );
-            if has_spot {
-                min3(
-                    &mut n1[i0..i0 + n],
-                    &mut from[SPOT][f0..f0 + n],
-                    (&c1[cont..], &c0[launch..], &c2[launch..]),
-                    (SPOT as u8, NONE as u8, OD as u8),
-                    tick_cost(SPOT),
-                );
-            } else {
-                n1[i0..i0 + n].fill(f32::INFINITY);
-            }
-            min3(
-                &mut n2[i0..i0 + n],
-                &mut from[OD][f0..f0 + n],
-                (&c2[cont..], &c0[launch..], &c1[launch..]),
-                (OD as u8, NONE as u8, SPOT as u8),
-                tick_cost(OD),
-            );
-        }
-        // A launch whose changeover would take progress below the floor is not a move.
-        for p in lo..(pmin + gu).min(thi + 1) {
-            let i = at(p);
-            for (k, own) in [(SPOT, SPOT), (OD, OD)] {
-                let who = from[k][fat(t + 1, p)] as usize;
-                if who != own && next[k][i].is_finite() {
-                    let c = cur[own][at(p - gu)];
-                    next[k][i] = if k == SPOT && !has_spot {
-                        f32::INFINITY
-                    } else {
-                        c + tick_cost(k)
-                    };
-                    from[k][fat(t + 1, p)] = own as u8;
-                }
-            }
-        }
-        // Dominance: of two states of one kind, the one with more progress at no more cost
-        // does everything the other can, no later and no dearer; the other is dropped.
-        for arr in &mut next {
-            let mut best_above = f32::INFINITY;
-            for v in arr[i0..i0 + n].iter_mut().rev() {
-                if *v >= best_above {
-                    *v = f32::INFINITY;
-                } else {
-                    best_above = *v;
-                }
-            }
-        }
+        completions(&cur, lay, &pr, (t, lo, hi), has_spot, &mut best);
+        advance(&cur, &mut next, from, lay, &pr, (t, lo, hi), has_spot);
         std::mem::swap(&mut cur, &mut next);
     }
-    let (_, t_end, p_end, c_end, to_end) = best?;
-    // Walk the schedule back from the completing tick, adding up what ran.
+    Some(walk_back(from, lay, &pr, job, best?))
+}
+
+/// Completions at tick `t`: only states near the top of the band `[lo, hi]` can finish in it;
+/// the cheapest that finishes by the deadline is kept in `best`.
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+fn completions(
+    cur: &[Vec<f32>; 3],
+    lay: Layout,
+    pr: &Pricing,
+    (t, lo, hi): (usize, i64, i64),
+    has_spot: bool,
+    best: &mut Best,
+) {
+    for p in (lay.wu - lay.gu - lay.du).max(lo)..=hi {
+        for c in [NONE, SPOT, OD] {
+            let cost = cur[c][lay.at(p)];
+            if !cost.is_finite() {
+                continue;
+            }
+            for to in [SPOT, OD] {
+                let q = if c == to { p } else { p - lay.du };
+                if (to == SPOT && !has_spot) || q < lay.pmin || q + lay.gu < lay.wu {
+                    continue;
+                }
+                let used = (lay.wu - q) as f64 * pr.u;
+                let total = cost + (used * pr.nodes * pr.price[to] / 3600.0) as f32;
+                let finish = t as f64 * pr.gap_s + used;
+                if finish <= pr.deadline + 1e-6 && best.is_none_or(|b| total < b.0) {
+                    *best = Some((total, t, p, c, to));
+                }
+            }
+        }
+    }
+}
+
+/// The next tick's states in `[lo, thi]`, each pulled from what leads to it: nothing (same
+/// progress), a tick continuing (progress − tick) or launched (progress − tick + changeover,
+/// charged up front; only from progress − tick ≥ pmin), with the back-pointers of tick `t + 1`;
+/// then of two states of one kind, the one with more progress at no more cost is kept.
+#[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
+fn advance(
+    cur: &[Vec<f32>; 3],
+    next: &mut [Vec<f32>; 3],
+    from: &mut [Vec<u8>; 3],
+    lay: Layout,
+    pr: &Pricing,
+    (t, lo, hi): (usize, i64, i64),
+    has_spot: bool,
+) {
+    let thi = (hi + lay.gu).min(lay.wu - 1);
+    let n = (thi - lo + 1) as usize;
+    let (i0, f0) = (lay.at(lo), lay.fat(t + 1, lo));
+    let cont = lay.at(lo - lay.gu);
+    let launch = lay.at(lo - lay.gu + lay.du);
+    {
+        let [c0, c1, c2] = cur;
+        let [n0, n1, n2] = next;
+        min3(
+            &mut n0[i0..i0 + n],
+            &mut from[NONE][f0..f0 + n],
+            (&c0[i0..], &c1[i0..], &c2[i0..]),
+            (NONE as u8, SPOT as u8, OD as u8),
+            0.0,
+        );
+        if has_spot {
+            min3(
+                &mut n1[i0..i0 + n],
+                &mut from[SPOT][f0..f0 + n],
+                (&c1[cont..], &c0[launch..], &c2[launch..]),
+                (SPOT as u8, NONE as u8, OD as u8),
+                pr.tick_cost(SPOT),
+            );
+        } else {
+            n1[i0..i0 + n].fill(f32::INFINITY);
+        }
+        min3(
+            &mut n2[i0..i0 + n],
+            &mut from[OD][f0..f0 + n],
+            (&c2[cont..], &c0[launch..], &c1[launch..]),
+            (OD as u8, NONE as u8, SPOT as u8),
+            pr.tick_cost(OD),
+        );
+    }
+    // A launch whose changeover would take progress below the floor is not a move.
+    for p in lo..(lay.pmin + lay.gu).min(thi + 1) {
+        let i = lay.at(p);
+        for (k, own) in [(SPOT, SPOT), (OD, OD)] {
+            let who = from[k][lay.fat(t + 1, p)] as usize;
+            if who != own && next[k][i].is_finite() {
+                let c = cur[own][lay.at(p - lay.gu)];
+                next[k][i] = if k == SPOT && !has_spot {
+                    f32::INFINITY
+                } else {
+                    c + pr.tick_cost(k)
+                };
+                from[k][lay.fat(t + 1, p)] = own as u8;
+            }
+        }
+    }
+    // Dominance: of two states of one kind, the one with more progress at no more cost does
+    // everything the other can, no later and no dearer; the other is dropped.
+    for arr in next.iter_mut() {
+        let mut best_above = f32::INFINITY;
+        for v in arr[i0..i0 + n].iter_mut().rev() {
+            if *v >= best_above {
+                *v = f32::INFINITY;
+            } else {
+                best_above = *v;
+            }
+        }
+    }
+}
+
+/// The schedule walked back from the completing tick, adding up what ran.
+#[allow(clippy::cast_precision_loss)]
+fn walk_back(
+    from: &[Vec<u8>; 3],
+    lay: Layout,
+    pr: &Pricing,
+    job: &Job,
+    (_, t_end, p_end, c_end, to_end): (f32, usize, i64, usize, usize),
+) -> Run {
+    let (u, du, gu) = (pr.u, lay.du, lay.gu);
     let mut run = Run {
         done: true,
         ..Run::default()
     };
-    let last = (wu - if c_end == to_end { p_end } else { p_end - du }) as f64 * u;
-    run.completion_s = Some(t_end as f64 * gap_s + last);
+    let last = (lay.wu - if c_end == to_end { p_end } else { p_end - du }) as f64 * u;
+    run.completion_s = Some(t_end as f64 * pr.gap_s + last);
     let mut spot_work = 0.0;
     let mut bill = |kind: usize, seconds: f64, work: f64, run: &mut Run| {
         if kind == SPOT {
-            run.spot_billed_s += seconds * nodes;
+            run.spot_billed_s += seconds * pr.nodes;
             spot_work += work;
         } else if kind == OD {
-            run.on_demand_billed_s += seconds * nodes;
+            run.on_demand_billed_s += seconds * pr.nodes;
         }
     };
     // The last tick: its progress is what was left, less a changeover if it launched.
@@ -347,12 +435,12 @@ fn optimum_in(
     );
     let (mut p, mut c) = (p_end, c_end);
     for t in (1..=t_end).rev() {
-        let before = from[c][fat(t, p)] as usize;
+        let before = from[c][lay.fat(t, p)] as usize;
         if c != NONE {
             let q = p - gu;
             let prev_p = if before == c { q } else { q + du };
             let work = if before == c { gu } else { gu - du };
-            bill(c, gap_s, work as f64 * u, &mut run);
+            bill(c, pr.gap_s, work as f64 * u, &mut run);
             p = prev_p;
         }
         c = before;
@@ -362,7 +450,7 @@ fn optimum_in(
     }
     run.spot_work_s = spot_work.clamp(0.0, job.work_s);
     run.on_demand_work_s = job.work_s - run.spot_work_s;
-    Some(run)
+    run
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@
 //! that file's samples); a bad line or value is a counted skip in [`diag::Tally`], never a
 //! panic and never a silent zero; a whole unreadable input is an [`diag::IngestError`].
 
-pub mod catalog_import;
 pub mod dcgm;
 pub mod diag;
 pub mod dmon;

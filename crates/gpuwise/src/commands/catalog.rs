@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow, bail};
 use gpuwise_catalog::{Catalog, GpuSpec, Instance, Pricing};
+use gpuwise_catalog_import as catalog_import;
 use gpuwise_render::{Format, grid};
-use gpuwise_sources::catalog_import;
 use serde::Serialize;
 
 use crate::cli::{CatalogCommand, ImportArgs, InstancesArgs, PriceArgs};

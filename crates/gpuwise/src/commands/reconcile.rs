@@ -90,7 +90,6 @@ pub(crate) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
             "{flag} must be a non-negative number, got {v}"
         );
     }
-    let cfg = crate::config::Config::load(args.out.config.as_deref())?;
     let fleet = crate::fleet::read(
         &args.fleet,
         &cfg,

@@ -343,7 +343,6 @@ pub(crate) fn commit(args: &CommitArgs) -> anyhow::Result<ExitCode> {
                 .ok_or_else(|| anyhow!("--interruptible-label must be KEY=VALUE, got `{l}`"))
         })
         .transpose()?;
-    let cfg = crate::config::Config::load(args.out.config.as_deref())?;
     let fleet = crate::fleet::read(
         &args.fleet,
         &cfg,

@@ -356,7 +356,7 @@ fn every_listed_offer_is_imported() {
     let mut checked = 0;
     for line in text.lines().skip(1) {
         let (acc, clouds) = line.split_once(',').expect("two columns");
-        let Some(gpu) = gpuwise_sources::catalog_import::map_gpu("", "", acc, None) else {
+        let Some(gpu) = gpuwise_catalog_import::map_gpu("", "", acc, None) else {
             continue;
         };
         for cloud in ["aws", "gcp", "azure", "lambda", "vast"] {

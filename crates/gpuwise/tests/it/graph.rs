@@ -41,6 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-pack",
         ],
     ),
+    ("gpuwise-catalog-import", &["gpuwise-catalog"]),
     ("gpuwise-synth", &["gpuwise-core"]),
     ("gpuwise-record", &[]),
     (
@@ -78,6 +79,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-server",
             "gpuwise-pack",
             "gpuwise-analysis",
+            "gpuwise-catalog-import",
         ],
     ),
 ];

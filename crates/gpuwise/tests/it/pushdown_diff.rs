@@ -85,8 +85,113 @@ fn value(kind: u64, r: &mut Rng) -> f64 {
     }
 }
 
+/// How one device samples: its interval and phase, jitter, missed samples, a late start, an
+/// early end, a gap, whether it has the graphics-engine metric.
+struct Shape {
+    interval: i64,
+    phase: i64,
+    jitter: Jitter,
+    missed: f64,
+    late: i64,
+    early: i64,
+    gap: Option<(i64, i64)>,
+    gr: bool,
+}
+
+/// A device's shape, drawn by the rules in the module docs.
+fn shape(r: &mut Rng, s0: i64, start: i64, len: i64) -> Shape {
+    let interval = match r.range(0, 10) {
+        0 => s0 * 2,
+        // Another interval, at least 6 % off the fleet's (nearer, a drifting grid, is the
+        // documented bound of docs/prometheus.md, not tested here).
+        1 => (s0 * 106 / 100 + r.range(0, 300_000))
+            .min(300_000)
+            .max(s0 * 106 / 100),
+        _ => s0,
+    };
+    let phase = r.range(0, interval);
+    let jitter = match r.range(0, 10) {
+        0..=3 => Jitter::None,
+        4..=6 => Jitter::Small(r.range(1, 4)),
+        _ => Jitter::Large(r.range(interval / 4, interval / 2).max(1)),
+    };
+    let missed = r.range(0, 50) as f64 / 1000.0;
+    let late = if r.chance(0.2) {
+        r.range(0, len / 4)
+    } else {
+        0
+    };
+    let early = if r.chance(0.2) {
+        r.range(len / 8, len / 4)
+    } else {
+        0
+    };
+    let gap = r.chance(0.25).then(|| {
+        let at = start + r.range(len / 4, len / 2);
+        (at, at + r.range(MAX_GAP_MS + 60_000, 40 * 60_000))
+    });
+    Shape {
+        interval,
+        phase,
+        jitter,
+        missed,
+        late,
+        early,
+        gap,
+        gr: r.chance(0.7),
+    }
+}
+
+/// A device's samples over `[start, end)` as its shape says: stretches of 3–25 samples, idle
+/// ones sized around the minimum idle episode; sorted, one per time.
+fn samples(r: &mut Rng, sh: &Shape, start: i64, end: i64) -> Vec<(i64, Option<f64>, f64, f64)> {
+    let interval = sh.interval;
+    let mut samples = Vec::new();
+    let mut k = (start - sh.phase).div_euclid(interval) + 1;
+    let mut stretch = (0u64, 0i64);
+    let mut held = false;
+    loop {
+        let nominal = k * interval + sh.phase;
+        k += 1;
+        if nominal >= end - sh.early {
+            break;
+        }
+        if nominal < start + sh.late {
+            continue;
+        }
+        let ts = match sh.jitter {
+            Jitter::None => nominal,
+            Jitter::Small(a) | Jitter::Large(a) => nominal + r.range(-a, a + 1),
+        };
+        if ts < start || ts >= end || r.chance(sh.missed) {
+            continue;
+        }
+        if sh.gap.is_some_and(|(a, b)| ts >= a && ts < b) {
+            continue;
+        }
+        if stretch.1 == 0 {
+            let kind = r.next() % 3;
+            let around = (MIN_IDLE_MS / interval).max(1);
+            let count = if kind == 0 {
+                (around + r.range(-2, 3)).max(1)
+            } else {
+                r.range(3, 26)
+            };
+            stretch = (kind, count);
+            held = r.chance(0.5);
+        }
+        stretch.1 -= 1;
+        let pct = value(stretch.0, r);
+        let util = pct.round();
+        let fb = if pct < 5.0 && !held { 0.0 } else { 30_000.0 };
+        samples.push((ts, sh.gr.then_some(pct / 100.0), util, fb));
+    }
+    samples.sort_by_key(|s| s.0);
+    samples.dedup_by_key(|s| s.0);
+    samples
+}
+
 /// A fleet of `n` devices over the window, by the rules in the module docs.
-#[allow(clippy::too_many_lines)] // one rule per shape, read top to bottom
 fn fleet(seed: u64, n: usize) -> (i64, i64, i64, Vec<Dev>) {
     let mut r = Rng(seed);
     let s0 = r.range(1, 301) * 1000;
@@ -94,81 +199,10 @@ fn fleet(seed: u64, n: usize) -> (i64, i64, i64, Vec<Dev>) {
     let (start, end) = (T0 + r.range(0, 3_600_000), T0 + r.range(0, 3_600_000) + len);
     let mut devs = Vec::new();
     for i in 0..n {
-        let interval = match r.range(0, 10) {
-            0 => s0 * 2,
-            // Another interval, at least 6 % off the fleet's (nearer, a drifting grid, is the
-            // documented bound of docs/prometheus.md, not tested here).
-            1 => (s0 * 106 / 100 + r.range(0, 300_000))
-                .min(300_000)
-                .max(s0 * 106 / 100),
-            _ => s0,
-        };
-        let phase = r.range(0, interval);
-        let jitter = match r.range(0, 10) {
-            0..=3 => Jitter::None,
-            4..=6 => Jitter::Small(r.range(1, 4)),
-            _ => Jitter::Large(r.range(interval / 4, interval / 2).max(1)),
-        };
-        let missed = r.range(0, 50) as f64 / 1000.0;
-        let late = if r.chance(0.2) {
-            r.range(0, len / 4)
-        } else {
-            0
-        };
-        let early = if r.chance(0.2) {
-            r.range(len / 8, len / 4)
-        } else {
-            0
-        };
-        let gap = r.chance(0.25).then(|| {
-            let at = start + r.range(len / 4, len / 2);
-            (at, at + r.range(MAX_GAP_MS + 60_000, 40 * 60_000))
-        });
-        let gr = r.chance(0.7);
-        let mut must_be_raw = matches!(jitter, Jitter::Large(_)) || early > 0 || gap.is_some();
-        // Stretches of 3–25 samples, idle ones sized around the minimum.
-        let mut samples = Vec::new();
-        let mut k = (start - phase).div_euclid(interval) + 1;
-        let mut stretch = (0u64, 0i64);
-        let mut held = false;
-        loop {
-            let nominal = k * interval + phase;
-            k += 1;
-            if nominal >= end - early {
-                break;
-            }
-            if nominal < start + late {
-                continue;
-            }
-            let ts = match jitter {
-                Jitter::None => nominal,
-                Jitter::Small(a) | Jitter::Large(a) => nominal + r.range(-a, a + 1),
-            };
-            if ts < start || ts >= end || r.chance(missed) {
-                continue;
-            }
-            if gap.is_some_and(|(a, b)| ts >= a && ts < b) {
-                continue;
-            }
-            if stretch.1 == 0 {
-                let kind = r.next() % 3;
-                let around = (MIN_IDLE_MS / interval).max(1);
-                let count = if kind == 0 {
-                    (around + r.range(-2, 3)).max(1)
-                } else {
-                    r.range(3, 26)
-                };
-                stretch = (kind, count);
-                held = r.chance(0.5);
-            }
-            stretch.1 -= 1;
-            let pct = value(stretch.0, &mut r);
-            let util = pct.round();
-            let fb = if pct < 5.0 && !held { 0.0 } else { 30_000.0 };
-            samples.push((ts, gr.then_some(pct / 100.0), util, fb));
-        }
-        samples.sort_by_key(|s| s.0);
-        samples.dedup_by_key(|s| s.0);
+        let sh = shape(&mut r, s0, start, len);
+        let mut must_be_raw =
+            matches!(sh.jitter, Jitter::Large(_)) || sh.early > 0 || sh.gap.is_some();
+        let samples = samples(&mut r, &sh, start, end);
         let duplicated = if r.chance(0.15) && samples.len() > 10 {
             (0..5)
                 .map(|_| r.range(0, samples.len() as i64) as usize)
@@ -184,7 +218,7 @@ fn fleet(seed: u64, n: usize) -> (i64, i64, i64, Vec<Dev>) {
             uuid: format!("GPU-{:08x}-0000-4000-8000-{:012x}", seed as u32, i),
             samples,
             duplicated,
-            jitter,
+            jitter: sh.jitter,
             must_be_raw,
         });
     }

@@ -1,4 +1,7 @@
-//! Importers that build the catalog's instance table from public price catalogs:
+//! # gpuwise-catalog-import: the catalog's instance table from public price catalogs
+//!
+//! An edge of its own (it reads files; the catalog stays pure), used by `gpuwise catalog
+//! import`. Importers that build the catalog's instance table from public price catalogs:
 //! SkyPilot-format catalogs (one folder per cloud with a `vms.csv`) and the AWS GPU table
 //! derived from instances.vantage.sh.
 //!
@@ -24,7 +27,27 @@ use std::path::Path;
 
 use gpuwise_catalog::{Catalog, Instance, Pricing};
 
-use crate::diag::IngestError;
+/// Why a catalog cannot be imported.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// Cannot open or read a file.
+    #[error("cannot read `{}`", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file that is not the catalog it should be.
+    #[error("`{file}`: {message}")]
+    Format {
+        /// The file.
+        file: String,
+        /// What is wrong, and how to fix it.
+        message: String,
+    },
+}
 
 /// What an import read and kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -308,12 +331,12 @@ struct Table {
 }
 
 impl Table {
-    fn read(path: &Path) -> Result<Self, IngestError> {
-        let io = |e: csv::Error| IngestError::Format {
+    fn read(path: &Path) -> Result<Self, ImportError> {
+        let io = |e: csv::Error| ImportError::Format {
             file: path.display().to_string(),
             message: format!("not a CSV file: {e}"),
         };
-        let file = fs_err::File::open(path).map_err(|source| IngestError::Io {
+        let file = fs_err::File::open(path).map_err(|source| ImportError::Io {
             path: path.to_path_buf(),
             source,
         })?;
@@ -323,11 +346,11 @@ impl Table {
         Ok(Self { headers, rows })
     }
 
-    fn col(&self, name: &str, path: &Path) -> Result<usize, IngestError> {
+    fn col(&self, name: &str, path: &Path) -> Result<usize, ImportError> {
         self.headers
             .iter()
             .position(|h| h == name)
-            .ok_or_else(|| IngestError::Format {
+            .ok_or_else(|| ImportError::Format {
                 file: path.display().to_string(),
                 message: format!("no `{name}` column (columns: {})", self.headers.join(", ")),
             })
@@ -383,7 +406,7 @@ struct VmColumns {
 }
 
 impl VmColumns {
-    fn of(t: &Table, path: &Path) -> Result<Self, IngestError> {
+    fn of(t: &Table, path: &Path) -> Result<Self, ImportError> {
         Ok(Self {
             instance_type: t.col("InstanceType", path)?,
             accelerator: t.col("AcceleratorName", path)?,
@@ -419,7 +442,7 @@ fn skypilot_cloud(
     path: &Path,
     as_of: &str,
     source: &str,
-) -> Result<(Vec<Instance>, FileSummary), IngestError> {
+) -> Result<(Vec<Instance>, FileSummary), ImportError> {
     let t = Table::read(path)?;
     let mut s = FileSummary {
         file: path.display().to_string(),
@@ -699,11 +722,11 @@ pub fn skypilot(
     dir: &Path,
     as_of: &str,
     source: &str,
-) -> Result<(Vec<Instance>, Vec<FileSummary>), IngestError> {
+) -> Result<(Vec<Instance>, Vec<FileSummary>), ImportError> {
     let mut rows = Vec::new();
     let mut summaries = Vec::new();
     let mut clouds: Vec<_> = fs_err::read_dir(dir)
-        .map_err(|source| IngestError::Io {
+        .map_err(|source| ImportError::Io {
             path: dir.to_path_buf(),
             source,
         })?
@@ -713,7 +736,7 @@ pub fn skypilot(
         .collect();
     clouds.sort();
     if clouds.is_empty() {
-        return Err(IngestError::Format {
+        return Err(ImportError::Format {
             file: dir.display().to_string(),
             message: "no `<cloud>/vms.csv` below it: point --skypilot at a SkyPilot catalog folder (e.g. catalogs/v8)".into(),
         });
@@ -738,7 +761,7 @@ pub fn aws_vantage(
     as_of: &str,
     source: &str,
     catalog: &Catalog,
-) -> Result<(Vec<Instance>, FileSummary), IngestError> {
+) -> Result<(Vec<Instance>, FileSummary), ImportError> {
     let t = Table::read(path)?;
     let mut s = FileSummary {
         file: path.display().to_string(),
