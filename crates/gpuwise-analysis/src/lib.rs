@@ -9,6 +9,8 @@
 
 use std::collections::BTreeSet;
 
+pub mod view;
+
 pub use gpuwise_advise::{Advice, AdviseSettings, Hints, Kind};
 pub use gpuwise_core::profile::{DeviceProfile, Profile};
 pub use gpuwise_core::report::{IngestSummary, Report, ReportOptions, TeamMap};

@@ -23,3 +23,4 @@ pub mod notify;
 pub mod observed;
 pub mod reconcile;
 pub mod rules;
+pub mod view;

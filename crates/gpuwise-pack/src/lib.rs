@@ -26,6 +26,7 @@ pub mod mig;
 pub mod packing;
 pub mod place;
 pub mod schedule;
+pub mod view;
 
 use cluster::{Node, Pod};
 use packing::{PackError, Packing, Policy, Protocol};

@@ -20,6 +20,7 @@ pub mod model;
 pub mod perf;
 pub mod rank;
 pub mod validate;
+pub mod view;
 pub mod workload;
 
 use serde::Serialize;

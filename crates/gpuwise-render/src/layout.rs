@@ -18,7 +18,7 @@ use unicode_width::UnicodeWidthStr;
 
 /// A table as data: header names, rows of cells, the columns aligned right and the columns
 /// that may be left out to fit, least needed first.
-pub(crate) struct Grid<'a> {
+pub struct Grid<'a> {
     pub headers: &'a [&'a str],
     pub right: &'a [usize],
     pub optional: &'a [usize],
@@ -26,7 +26,7 @@ pub(crate) struct Grid<'a> {
 }
 
 /// Width of the target: `COLUMNS` (at least 20), the terminal's, else 100.
-pub(crate) fn width() -> usize {
+pub fn width() -> usize {
     if let Some(w) = std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<u16>().ok())
@@ -47,7 +47,7 @@ fn longest_token(s: &str) -> usize {
 
 /// `text` broken between words into lines of at most `width` columns; a token wider than
 /// `width` stands alone on its line rather than being cut.
-pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
     for word in text.split_whitespace() {
@@ -68,7 +68,7 @@ pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
 /// Text for a terminal with every line that is wider than the width wrapped between words: a
 /// `Key    value` line continues under its value, any other under its first word, two columns
 /// in. Lines that fit (tables laid out by [`render`]) are left as they are.
-pub(crate) fn fit_text(text: &str) -> String {
+pub fn fit_text(text: &str) -> String {
     fit_text_at(text, width())
 }
 
@@ -112,7 +112,7 @@ fn fit_text_at(text: &str, width: usize) -> String {
 }
 
 /// The grid laid out for a terminal, each line ending in `\n`, without trailing spaces.
-pub(crate) fn render(g: &Grid<'_>, header: bool, color: bool) -> String {
+pub fn render(g: &Grid<'_>, header: bool, color: bool) -> String {
     render_at(g, header, color, width())
 }
 

@@ -1,34 +1,24 @@
-//! # gpuwise-render
+//! # gpuwise-render: the drawing engine
 //!
-//! Renderers of a [`gpuwise_core::report::Report`], with its advice when asked for
-//! ([`Document`]), of plans and of advice: they format, they decide nothing.
-//!
-//! | format | module | shape |
-//! |---|---|---|
-//! | `table` | [`table`] | terminal sections, fitted to the terminal's width |
-//! | `json` | [`json`] | the whole report, schema `gpuwise.report/v1` |
-//! | `csv` | [`csv`] | one row per device |
-//! | `markdown` | [`markdown`] | the table sections as Markdown |
-//! | `html` | [`html`] | one self-contained file with inline SVG charts, works offline |
+//! The one neutral shape every capability renders through — titled [`section::Section`]s of
+//! rows — and the code that draws it: terminal tables fitted to the width ([`table`],
+//! [`layout`]), Markdown ([`markdown`]), HTML pages with inline SVG charts ([`html`],
+//! [`svg`]), CSV and JSON helpers ([`escape`], [`grid`], [`json`]), and the formatting of
+//! money, shares and hours ([`text`]). It knows no capability: each domain crate turns its own
+//! results into sections (`gpuwise_ledger::view`, `gpuwise_sim::view`, …; the report and the
+//! advice in `gpuwise_analysis::view`, the dashboard in `gpuwise-server`), so a new capability
+//! adds no dependency here.
 
-pub mod advice;
-pub mod csv;
-pub mod dashboard;
 pub mod escape;
 pub mod grid;
 pub mod html;
 pub mod json;
-mod layout;
-pub mod ledger;
+pub mod layout;
 pub mod markdown;
-pub mod pack;
-pub mod plan;
-mod section;
-mod sections;
-pub mod sim;
-mod svg;
+pub mod section;
+pub mod svg;
 pub mod table;
-mod text;
+pub mod text;
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,72 +94,15 @@ pub fn usd(v: f64) -> String {
     text::usd(v)
 }
 
-/// What `report` renders: the report, and the advice when `--advise` asked for it (rendered
-/// after the report's own sections; in JSON, under `advice`).
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct Document<'a> {
-    #[serde(flatten)]
-    pub report: &'a gpuwise_core::report::Report,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub advice: Option<&'a gpuwise_advise::Advice>,
-}
-
-impl<'a> Document<'a> {
-    /// The report alone.
-    #[must_use]
-    pub fn report(report: &'a gpuwise_core::report::Report) -> Self {
-        Self {
-            report,
-            advice: None,
-        }
-    }
-
-    /// The report's sections, then the advice's.
-    pub(crate) fn sections(&self, top: usize) -> Vec<section::Section> {
-        let mut out = sections::report_sections(self.report, top);
-        if let Some(a) = self.advice {
-            out.extend(advice::sections(a, top));
-        }
-        out
-    }
-}
-
-/// Write `report` in `format` to `w`; JSON is streamed, not built in memory first.
-pub fn write(
-    report: &Document<'_>,
-    format: Format,
-    opts: &RenderOptions,
-    w: &mut dyn std::io::Write,
-) -> std::io::Result<()> {
-    if format == Format::Json {
-        return json::write(report, w);
-    }
-    w.write_all(render(report, format, opts).as_bytes())
-}
-
-/// Render `report` in `format`.
-#[must_use]
-pub fn render(report: &Document<'_>, format: Format, opts: &RenderOptions) -> String {
-    match format {
-        Format::Table => table::render_sections(&report.sections(opts.top), opts),
-        Format::Json => json::render(report),
-        Format::Csv => csv::render(report.report),
-        Format::Markdown => {
-            markdown::render_sections("GPU fleet report", &report.sections(opts.top))
-        }
-        Format::Html => html::render(report),
-    }
-}
-
 /// Sections as Markdown (under `title`) or, for every other text format, a terminal table.
-pub(crate) fn sections_text(
+pub fn sections_text(
     title: &str,
     sections: &[section::Section],
-    format: crate::Format,
-    opts: &crate::RenderOptions,
+    format: Format,
+    opts: &RenderOptions,
 ) -> String {
     match format {
-        crate::Format::Markdown => crate::markdown::render_sections(title, sections),
-        _ => crate::table::render_sections(sections, opts),
+        Format::Markdown => markdown::render_sections(title, sections),
+        _ => table::render_sections(sections, opts),
     }
 }

@@ -5,7 +5,7 @@ fn esc(s: &str) -> String {
 }
 
 /// Titled sections as a Markdown document headed `title`.
-pub(crate) fn render_sections(title: &str, sections: &[crate::section::Section]) -> String {
+pub fn render_sections(title: &str, sections: &[crate::section::Section]) -> String {
     let mut out = format!("# {title}\n\n");
     for s in sections {
         out.push_str(&format!("## {}\n\n", esc(&s.title)));

@@ -1,8 +1,9 @@
 //! The one tabular shape every sectioned renderer prints (`table`, `markdown`, `html`), filled
-//! by the report ([`crate::sections`]) and the advice ([`crate::advice`]) alike.
+//! by every capability's view alike (the report's and the advice's in `gpuwise_analysis::view`,
+//! the allocation's in `gpuwise_ledger::view`, …).
 
 /// A titled table.
-pub(crate) struct Section {
+pub struct Section {
     pub title: String,
     pub note: Option<String>,
     pub headers: Vec<&'static str>,

@@ -4,13 +4,13 @@
 
 use std::fmt::Write as _;
 
-pub(crate) fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     crate::escape::html(s)
 }
 
 /// Colour for a utilization percentage: pale grey (idle) → deep blue (busy). No data is not a
 /// colour: the heatmap hatches it.
-pub(crate) fn util_color(p: f64) -> String {
+pub fn util_color(p: f64) -> String {
     let t = (p / 100.0).clamp(0.0, 1.0);
     let lerp = |a: f64, b: f64| (a + (b - a) * t).round();
     format!(
@@ -23,7 +23,7 @@ pub(crate) fn util_color(p: f64) -> String {
 
 /// A line chart of utilization over time with the idle share as a shaded area.
 /// `points`: (epoch ms, mean utilization %, idle share %).
-pub(crate) fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> String {
+pub fn timeline(points: &[(i64, Option<f64>, f64)], title: &str) -> String {
     let (w, h, l, r, t, b) = (900.0, 260.0, 48.0, 12.0, 28.0, 36.0);
     let mut s = format!(
         r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
@@ -168,7 +168,7 @@ fn utilization_line(
 }
 
 /// 7 × 24 heatmap. `bins[day*24+hour]` = (mean utilization %, idle share %, device-hours).
-pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> String {
+pub fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> String {
     let (cell, l, t) = (30.0, 44.0, 40.0);
     let w = l + 24.0 * cell + 10.0;
     // Room below the grid for the colour scale.
@@ -263,7 +263,7 @@ pub(crate) fn heatmap(bins: &[(Option<f64>, Option<f64>, f64)], tz: &str) -> Str
 }
 
 /// Horizontal stacked bars: per label, hours in the five utilization bands.
-pub(crate) fn bands(rows: &[(String, [f64; 5])]) -> String {
+pub fn bands(rows: &[(String, [f64; 5])]) -> String {
     let colors = ["#d9d9d9", "#c6dbef", "#6baed6", "#2171b5", "#08306b"];
     let names = ["0–5%", "5–25%", "25–50%", "50–85%", "85–100%"];
     let (l, bar, gap, w) = (230.0, 14.0, 4.0, 900.0);
@@ -320,7 +320,7 @@ pub(crate) fn bands(rows: &[(String, [f64; 5])]) -> String {
 /// Horizontal bars of cost per group, the idle part in orange.
 /// Bars of cost and idle cost per group; each row's value text is given (an unpriced group
 /// reads `unpriced`, never `$0`).
-pub(crate) fn cost_bars(rows: &[(String, f64, f64, String)], title: &str) -> String {
+pub fn cost_bars(rows: &[(String, f64, f64, String)], title: &str) -> String {
     let (l, bar, gap, w) = (200.0, 18.0, 6.0, 900.0);
     #[allow(clippy::cast_precision_loss)]
     let h = 40.0 + rows.len() as f64 * (bar + gap) + 10.0;
@@ -364,7 +364,7 @@ pub(crate) fn cost_bars(rows: &[(String, f64, f64, String)], title: &str) -> Str
 /// simulations. `log_x` spaces x logarithmically (checkpoint intervals from minutes to hours).
 /// How an axis labels its values.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Axis {
+pub enum Axis {
     /// Dollars.
     Usd,
     /// Plain numbers.
@@ -383,7 +383,7 @@ impl Axis {
 
 /// A line chart of `points` (x ascending), with `mark` circled; axes labelled as `axes` says
 /// (x, y).
-pub(crate) fn curve(
+pub fn curve(
     points: &[(f64, f64)],
     mark: Option<f64>,
     log_x: bool,

@@ -5,10 +5,7 @@ use crate::RenderOptions;
 use crate::escape::terminal;
 
 /// Titled sections for a terminal.
-pub(crate) fn render_sections(
-    sections: &[crate::section::Section],
-    opts: &RenderOptions,
-) -> String {
+pub fn render_sections(sections: &[crate::section::Section], opts: &RenderOptions) -> String {
     let mut out = String::new();
     for s in sections {
         if opts.color {

@@ -1,22 +1,20 @@
 //! Number and label formatting shared by the text renderers.
 
-use gpuwise_core::report::DeviceRow;
-
-pub(crate) use gpuwise_core::price::usd;
+pub use gpuwise_core::price::usd;
 
 /// A value that may be unknown, formatted by `f`, else `–`.
-pub(crate) fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+pub fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map_or_else(|| "–".to_owned(), f)
 }
 
 /// A cost that may be unknown: `unpriced`, never `$0.00`.
-pub(crate) fn usd_or_unpriced(v: Option<f64>) -> String {
+pub fn usd_or_unpriced(v: Option<f64>) -> String {
     v.map_or_else(|| "unpriced".to_owned(), usd)
 }
 
 /// A group's cost: of its priced devices, with how many are unpriced; unknown (`None`, every
 /// hour of its kind unpriced) is `unpriced`, never `$0.00`.
-pub(crate) fn group_usd(v: Option<f64>, unpriced: usize, devices: usize) -> String {
+pub fn group_usd(v: Option<f64>, unpriced: usize, devices: usize) -> String {
     match (v, unpriced) {
         (None, _) => "unpriced".to_owned(),
         (Some(v), 0) => usd(v),
@@ -25,11 +23,11 @@ pub(crate) fn group_usd(v: Option<f64>, unpriced: usize, devices: usize) -> Stri
     }
 }
 
-pub(crate) fn pct(v: Option<f64>) -> String {
+pub fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_owned(), |x| format!("{x:.1}%"))
 }
 
-pub(crate) fn hours(v: f64) -> String {
+pub fn hours(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0}")
     } else {
@@ -37,15 +35,8 @@ pub(crate) fn hours(v: f64) -> String {
     }
 }
 
-pub(crate) fn gib(mib: Option<f64>) -> String {
+pub fn gib(mib: Option<f64>) -> String {
     mib.map_or_else(|| "–".to_owned(), |m| format!("{:.1}", m / 1024.0))
-}
-
-pub(crate) fn model(d: &DeviceRow) -> String {
-    d.model
-        .clone()
-        .or_else(|| d.model_name.clone())
-        .unwrap_or_else(|| "?".to_owned())
 }
 
 #[cfg(test)]

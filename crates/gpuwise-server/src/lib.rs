@@ -17,6 +17,7 @@
 //! that allows nothing from elsewhere; a time limit per request.
 
 mod cache;
+pub mod dashboard;
 pub mod live;
 pub mod metrics;
 mod quota;
@@ -26,6 +27,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::dashboard::View;
 use axum::Router;
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -33,7 +35,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use gpuwise_analysis::{Advice, Analysis, Burn, DeviceProfile, IngestSummary, Report};
-use gpuwise_render::dashboard::{self, View};
 use gpuwise_render::{Format, RenderOptions};
 use serde::Deserialize;
 
@@ -934,19 +935,20 @@ impl AppState {
             });
         }
         let mut report_json = Vec::new();
-        let doc = gpuwise_render::Document {
+        let doc = gpuwise_analysis::view::Document {
             report: &report,
             advice: None,
         };
-        gpuwise_render::write(&doc, Format::Json, &plain, &mut report_json)
+        gpuwise_analysis::view::write(&doc, Format::Json, &plain, &mut report_json)
             .map_err(|e| self.internal("rendering the report", e))?;
         let report_json =
             String::from_utf8(report_json).map_err(|e| self.internal("rendering the report", e))?;
         let advice = a.advice(&report, &profiles);
-        let advice_json = gpuwise_render::advice::render(&advice, Format::Json, &plain);
+        let advice_json = gpuwise_analysis::view::advice::render(&advice, Format::Json, &plain);
         let allocation = a.allocate(&report, &profiles, (self.clock)());
-        let allocation_json = gpuwise_render::ledger::allocation(&allocation, Format::Json, &plain)
-            .map_err(|e| self.internal("rendering the allocation", e))?;
+        let allocation_json =
+            gpuwise_analysis::view::ledger::allocation(&allocation, Format::Json, &plain)
+                .map_err(|e| self.internal("rendering the allocation", e))?;
         let budgets = a.budgets(&allocation);
         Ok(Analysed {
             report,

@@ -126,7 +126,7 @@ pub fn query(start: Option<&str>, end: Option<&str>, last: Option<&str>) -> Stri
     let mut q = Vec::new();
     for (k, v) in [("last", last), ("start", start), ("end", end)] {
         if let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) {
-            q.push(format!("{k}={}", gpuwise_render::dashboard::url_escape(v)));
+            q.push(format!("{k}={}", crate::dashboard::url_escape(v)));
         }
     }
     q.join("&")

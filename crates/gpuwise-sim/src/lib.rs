@@ -24,3 +24,4 @@ pub mod spot;
 pub mod study;
 pub mod trace;
 pub mod traffic;
+pub mod view;

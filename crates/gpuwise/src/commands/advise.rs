@@ -32,7 +32,7 @@ pub(crate) fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
         color,
     };
     emit(
-        &gpuwise_render::advice::render(&a, format, &opts),
+        &gpuwise_analysis::view::advice::render(&a, format, &opts),
         args.out.output.as_ref(),
     )?;
     if !a.unpriced.is_empty() {

@@ -49,7 +49,7 @@ pub(crate) fn run(args: &AllocateArgs) -> anyhow::Result<ExitCode> {
         let rows =
             gpuwise_ledger::export::focus_rows(profiles, report, &settings.teams, &list_price);
         let unpriced = rows.unpriced_devices;
-        let csv = gpuwise_render::ledger::focus_csv(&rows);
+        let csv = gpuwise_ledger::view::focus_csv(&rows);
         if unpriced > 0 {
             printer::warn(&format!(
                 "{unpriced} device(s) have no price and no FOCUS rows (a FOCUS cost cannot be unknown)"
@@ -61,7 +61,7 @@ pub(crate) fn run(args: &AllocateArgs) -> anyhow::Result<ExitCode> {
     let a = fleet.allocation()?;
     let color = args.out.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    let text = gpuwise_render::ledger::allocation(&a, format, &RenderOptions { top: 0, color })?;
+    let text = gpuwise_ledger::view::allocation(&a, format, &RenderOptions { top: 0, color })?;
     emit(&text, args.out.output.as_ref())?;
     Ok(ExitCode::SUCCESS)
 }

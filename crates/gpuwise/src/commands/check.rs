@@ -213,9 +213,9 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     // Piped into a CI log (no terminal, no COLUMNS): one violation a line, not a table whose
     // last column is squeezed to a few characters and breaks ids mid-token.
     let text = if format == Format::Table && !terminal && std::env::var_os("COLUMNS").is_none() {
-        gpuwise_render::ledger::check_log(&o)
+        gpuwise_ledger::view::check_log(&o)
     } else {
-        gpuwise_render::ledger::check(&o, format, &RenderOptions { top: 0, color })?
+        gpuwise_ledger::view::check(&o, format, &RenderOptions { top: 0, color })?
     };
     emit(&text, args.out.output.as_ref())?;
     notify_if_asked(args, &o)?;

@@ -92,7 +92,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         data.display(),
         args.out.join("prices.toml").display()
     );
-    let doc = gpuwise_render::Document {
+    let doc = gpuwise_analysis::view::Document {
         report: &rep,
         advice: Some(&advice),
     };
@@ -100,16 +100,16 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let json = args.out.join("report.json");
     crate::output::write(
         &html,
-        gpuwise_render::render(&doc, Format::Html, &RenderOptions::default()).as_bytes(),
+        gpuwise_analysis::view::render(&doc, Format::Html, &RenderOptions::default()).as_bytes(),
     )?;
     crate::output::write(
         &json,
-        gpuwise_render::render(&doc, Format::Json, &RenderOptions::default()).as_bytes(),
+        gpuwise_analysis::view::render(&doc, Format::Json, &RenderOptions::default()).as_bytes(),
     )?;
     let color = printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     crate::output::emit(
-        &gpuwise_render::render(
-            &gpuwise_render::Document::report(&plain),
+        &gpuwise_analysis::view::render(
+            &gpuwise_analysis::view::Document::report(&plain),
             format,
             &RenderOptions { top: 15, color },
         ),

@@ -47,7 +47,7 @@ pub(crate) fn run(a: &PackArgs) -> anyhow::Result<ExitCode> {
         let items = report_items(report)?;
         let c = consolidate::run(&items, a.headroom);
         emit(
-            &gpuwise_render::pack::consolidation(&c, format),
+            &gpuwise_pack::view::consolidation(&c, format),
             a.output.as_ref(),
         )?;
         return Ok(ExitCode::SUCCESS);
@@ -86,10 +86,7 @@ pub(crate) fn run(a: &PackArgs) -> anyhow::Result<ExitCode> {
             p.failed_pods, p.pods
         ));
     }
-    emit(
-        &gpuwise_render::pack::packing(&p, format),
-        a.output.as_ref(),
-    )?;
+    emit(&gpuwise_pack::view::packing(&p, format), a.output.as_ref())?;
     Ok(ExitCode::SUCCESS)
 }
 

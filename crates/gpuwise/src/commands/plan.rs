@@ -9,9 +9,9 @@ use gpuwise_catalog::Pricing;
 use gpuwise_plan::perf::Constants;
 use gpuwise_plan::rank::{self, Constraints, Request};
 use gpuwise_plan::validate;
+use gpuwise_plan::view as render;
 use gpuwise_plan::{Mode, Model, Workload};
 use gpuwise_render::Format;
-use gpuwise_render::plan as render;
 
 use crate::cli::{ModelsArgs, PlanArgs, PlanCommand, PlanSub, ValidateArgs};
 use crate::output::emit;

@@ -162,8 +162,7 @@ pub(crate) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
     }
     let color = args.out.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    let text =
-        gpuwise_render::ledger::reconciliation(&r, format, &RenderOptions { top: 0, color })?;
+    let text = gpuwise_ledger::view::reconciliation(&r, format, &RenderOptions { top: 0, color })?;
     emit(&text, args.out.output.as_ref())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -52,11 +52,11 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         color,
     };
     emit_with(args.out.output.as_ref(), |w| {
-        let doc = gpuwise_render::Document {
+        let doc = gpuwise_analysis::view::Document {
             report: &report,
             advice: advice.as_ref(),
         };
-        gpuwise_render::write(&doc, format, &opts, w)
+        gpuwise_analysis::view::write(&doc, format, &opts, w)
     })?;
     if format != Format::Table || args.out.output.is_some() {
         for w in &report.warnings {

@@ -49,9 +49,6 @@ pub(crate) fn run(a: &ScheduleArgs) -> anyhow::Result<ExitCode> {
             s.rejected
         ));
     }
-    emit(
-        &gpuwise_render::pack::schedule(&s, format),
-        a.output.as_ref(),
-    )?;
+    emit(&gpuwise_pack::view::schedule(&s, format), a.output.as_ref())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -229,7 +229,7 @@ pub(crate) fn spot(args: &SpotArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(!traces.is_empty(), "--trace: no trace files");
     plan.zones = zones;
     let s = study::study(&traces, &plan)?;
-    emit(&gpuwise_render::sim::spot(&s, format), args.output.as_ref())?;
+    emit(&gpuwise_sim::view::spot(&s, format), args.output.as_ref())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -395,7 +395,7 @@ pub(crate) fn commit(args: &CommitArgs) -> anyhow::Result<ExitCode> {
     };
     let s = gpuwise_sim::commit::study(&demand, prices)?;
     emit(
-        &gpuwise_render::sim::commit(&s, format),
+        &gpuwise_sim::view::commit(&s, format),
         args.out.output.as_ref(),
     )?;
     Ok(ExitCode::SUCCESS)

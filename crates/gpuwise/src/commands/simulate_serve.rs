@@ -613,7 +613,7 @@ pub(crate) fn run(a: &ServeSimArgs) -> anyhow::Result<ExitCode> {
         notes,
     };
     emit(
-        &gpuwise_render::sim::serve(&report, format),
+        &gpuwise_sim::view::serve(&report, format),
         a.output.as_ref(),
     )?;
     if slo_met == Some(false) {

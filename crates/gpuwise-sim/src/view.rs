@@ -1,12 +1,12 @@
 //! Simulation results: the spot study (`gpuwise simulate spot`) as tables, Markdown or JSON.
 
-use gpuwise_sim::montecarlo::PolicySummary;
-use gpuwise_sim::study::Study;
+use crate::montecarlo::PolicySummary;
+use crate::study::Study;
 
-use crate::section::Section;
-use crate::svg::Axis;
-use crate::text::{opt, usd};
-use crate::{Format, RenderOptions};
+use gpuwise_render::section::Section;
+use gpuwise_render::svg::Axis;
+use gpuwise_render::text::{opt, usd};
+use gpuwise_render::{Format, RenderOptions};
 
 fn policy_rows(ps: &[PolicySummary]) -> Vec<Vec<String>> {
     ps.iter()
@@ -135,7 +135,7 @@ fn caveats(s: &Study) -> Vec<String> {
             p.runs
         ));
     }
-    let relaxed: Vec<&gpuwise_sim::study::TraceOut> = s
+    let relaxed: Vec<&crate::study::TraceOut> = s
         .traces
         .iter()
         .filter(|t| t.omniscient_relaxed.is_some())
@@ -249,9 +249,9 @@ fn in_one_folder<'a>(
 #[must_use]
 pub fn spot(s: &Study, format: Format) -> String {
     match format {
-        Format::Json => crate::json::pretty(s),
+        Format::Json => gpuwise_render::json::pretty(s),
         Format::Html => spot_html(s),
-        _ => crate::sections_text(
+        _ => gpuwise_render::sections_text(
             "Spot simulation",
             &sections(s),
             format,
@@ -287,7 +287,7 @@ fn spot_headline(s: &Study) -> String {
 
 fn spot_html(s: &Study) -> String {
     let c = &s.checkpoint;
-    let y = |p: &gpuwise_sim::study::SweepPoint| p.cost_usd_mean.or(p.completion_hours_mean);
+    let y = |p: &crate::study::SweepPoint| p.cost_usd_mean.or(p.completion_hours_mean);
     let points: Vec<(f64, f64)> = c
         .sweep
         .iter()
@@ -296,7 +296,7 @@ fn spot_html(s: &Study) -> String {
     let charts = if points.is_empty() {
         Vec::new()
     } else {
-        vec![crate::svg::curve(
+        vec![gpuwise_render::svg::curve(
             &points,
             c.best_minutes_on_trace,
             true,
@@ -319,7 +319,7 @@ fn spot_html(s: &Study) -> String {
             ),
         )]
     };
-    crate::html::page(
+    gpuwise_render::html::page(
         "Spot simulation",
         &format!(
             "{} trace(s) × {} starts · schema {}",
@@ -333,7 +333,7 @@ fn spot_html(s: &Study) -> String {
     )
 }
 
-fn commit_sections(s: &gpuwise_sim::commit::CommitStudy) -> Vec<Section> {
+fn commit_sections(s: &crate::commit::CommitStudy) -> Vec<Section> {
     let mut out = vec![Section {
         title: format!(
             "Commitment: {} h of demand, {:.1} GPUs busy on average, peak {}; all on demand {}/month",
@@ -429,11 +429,11 @@ fn commit_sections(s: &gpuwise_sim::commit::CommitStudy) -> Vec<Section> {
 
 /// Render a commitment study (`table`, `json`, `markdown`).
 #[must_use]
-pub fn commit(s: &gpuwise_sim::commit::CommitStudy, format: Format) -> String {
+pub fn commit(s: &crate::commit::CommitStudy, format: Format) -> String {
     match format {
-        Format::Json => crate::json::pretty(s),
+        Format::Json => gpuwise_render::json::pretty(s),
         Format::Html => commit_html(s),
-        _ => crate::sections_text(
+        _ => gpuwise_render::sections_text(
             "Commitment",
             &commit_sections(s),
             format,
@@ -442,7 +442,7 @@ pub fn commit(s: &gpuwise_sim::commit::CommitStudy, format: Format) -> String {
     }
 }
 
-fn commit_html(s: &gpuwise_sim::commit::CommitStudy) -> String {
+fn commit_html(s: &crate::commit::CommitStudy) -> String {
     let best = s
         .terms
         .iter()
@@ -469,7 +469,7 @@ fn commit_html(s: &gpuwise_sim::commit::CommitStudy) -> String {
                 .iter()
                 .map(|p| (f64::from(p.committed_gpus), p.monthly_cost_usd))
                 .collect();
-            crate::svg::curve(
+            gpuwise_render::svg::curve(
                 &points,
                 Some(f64::from(t.optimum_committed_gpus)),
                 false,
@@ -482,7 +482,7 @@ fn commit_html(s: &gpuwise_sim::commit::CommitStudy) -> String {
             )
         })
         .collect();
-    crate::html::page(
+    gpuwise_render::html::page(
         "Commitment",
         &format!("{} hours of demand · schema {}", s.window_hours, s.schema),
         &headline,
@@ -491,15 +491,12 @@ fn commit_html(s: &gpuwise_sim::commit::CommitStudy) -> String {
     )
 }
 
-fn ms(
-    l: Option<&gpuwise_sim::serving::Latency>,
-    f: impl Fn(&gpuwise_sim::serving::Latency) -> f64,
-) -> String {
+fn ms(l: Option<&crate::serving::Latency>, f: impl Fn(&crate::serving::Latency) -> f64) -> String {
     l.map_or("–".into(), |l| format!("{:.0}", f(l)))
 }
 
-fn describe(c: &gpuwise_sim::serving::Config) -> String {
-    use gpuwise_sim::serving::{Batching, Scaling};
+fn describe(c: &crate::serving::Config) -> String {
+    use crate::serving::{Batching, Scaling};
     let scaling = match &c.scaling {
         Scaling::Fixed { replicas } => format!("{replicas} replica(s)"),
         Scaling::Autoscale {
@@ -540,7 +537,7 @@ fn describe(c: &gpuwise_sim::serving::Config) -> String {
 }
 
 /// The trace, its requests and what became of them.
-fn serve_note(r: &gpuwise_sim::serving::ServeReport) -> String {
+fn serve_note(r: &crate::serving::ServeReport) -> String {
     let o = &r.outcome;
     let recomputed = if o.recomputed > 0 {
         format!(
@@ -556,7 +553,7 @@ fn serve_note(r: &gpuwise_sim::serving::ServeReport) -> String {
     )
 }
 
-fn serve_sections(r: &gpuwise_sim::serving::ServeReport) -> Vec<Section> {
+fn serve_sections(r: &crate::serving::ServeReport) -> Vec<Section> {
     let o = &r.outcome;
     let mut out = vec![Section {
         title: format!("Serving {} on {}", r.model, describe(&o.config)),
@@ -650,11 +647,11 @@ fn serve_sections(r: &gpuwise_sim::serving::ServeReport) -> Vec<Section> {
 
 /// Render a serving simulation (`table`, `json`, `markdown`, `html`).
 #[must_use]
-pub fn serve(r: &gpuwise_sim::serving::ServeReport, format: Format) -> String {
+pub fn serve(r: &crate::serving::ServeReport, format: Format) -> String {
     match format {
-        Format::Json => crate::json::pretty(r),
+        Format::Json => gpuwise_render::json::pretty(r),
         Format::Html => serve_html(r),
-        _ => crate::sections_text(
+        _ => gpuwise_render::sections_text(
             "Serving simulation",
             &serve_sections(r),
             format,
@@ -663,7 +660,7 @@ pub fn serve(r: &gpuwise_sim::serving::ServeReport, format: Format) -> String {
     }
 }
 
-fn serve_html(r: &gpuwise_sim::serving::ServeReport) -> String {
+fn serve_html(r: &crate::serving::ServeReport) -> String {
     let o = &r.outcome;
     let headline = format!(
         "{}: {} for {} requests ({:.2} GPU-hours){}",
@@ -684,7 +681,7 @@ fn serve_html(r: &gpuwise_sim::serving::ServeReport) -> String {
         }
         steps.push((p.t_s, f64::from(p.replicas)));
     }
-    let mut charts = vec![crate::svg::curve(
+    let mut charts = vec![gpuwise_render::svg::curve(
         &steps,
         None,
         false,
@@ -696,7 +693,7 @@ fn serve_html(r: &gpuwise_sim::serving::ServeReport) -> String {
             .iter()
             .filter_map(|c| c.e2e_p99_ms.map(|l| (c.cost_usd, l)))
             .collect();
-        charts.push(crate::svg::curve(
+        charts.push(gpuwise_render::svg::curve(
             &points,
             Some(o.cost_usd),
             false,
@@ -708,7 +705,7 @@ fn serve_html(r: &gpuwise_sim::serving::ServeReport) -> String {
             (Axis::Usd, Axis::Number),
         ));
     }
-    crate::html::page(
+    gpuwise_render::html::page(
         "Serving simulation",
         &format!("{} · {} · schema {}", r.model, r.trace.name, r.schema),
         &headline,

@@ -1,16 +1,16 @@
 //! The ledger's outputs: allocation, reconciliation and the policy check, as sections (table,
 //! Markdown), CSV of the main table, or JSON (each its own `schema`).
 
-use gpuwise_ledger::allocate::{Allocation, Mode};
-use gpuwise_ledger::check::Outcome;
-use gpuwise_ledger::reconcile::Reconciliation;
+use crate::allocate::{Allocation, Mode};
+use crate::check::Outcome;
+use crate::reconcile::Reconciliation;
 
-use crate::section::Section;
-use crate::text::{hours, usd};
-use crate::{Format, RenderOptions};
+use gpuwise_render::section::Section;
+use gpuwise_render::text::{hours, usd};
+use gpuwise_render::{Format, RenderOptions};
 
 fn opt_usd(v: Option<f64>) -> String {
-    crate::text::opt(v, usd)
+    gpuwise_render::text::opt(v, usd)
 }
 
 /// A format a ledger command does not print.
@@ -32,18 +32,18 @@ fn mode_words(a: &Allocation) -> String {
                 format!(" and shared ({})", a.policy.shared_teams.join(", "))
             },
             match &a.policy.idle {
-                gpuwise_ledger::allocate::Distribute::Owner => "the owner".to_owned(),
-                gpuwise_ledger::allocate::Distribute::Proportional => {
+                crate::allocate::Distribute::Owner => "the owner".to_owned(),
+                crate::allocate::Distribute::Proportional => {
                     "teams by busy GPU-hours".to_owned()
                 }
-                gpuwise_ledger::allocate::Distribute::Even => "teams evenly".to_owned(),
-                gpuwise_ledger::allocate::Distribute::Platform(b) => b.clone(),
+                crate::allocate::Distribute::Even => "teams evenly".to_owned(),
+                crate::allocate::Distribute::Platform(b) => b.clone(),
             }
         ),
     }
 }
 
-fn forecast_section(a: &Allocation, f: &gpuwise_ledger::allocate::Forecast) -> Section {
+fn forecast_section(a: &Allocation, f: &crate::allocate::Forecast) -> Section {
     Section {
         title: format!(
             "{}: month to date {} after {:.0} of {:.0} hours ({:.0} with telemetry); forecast {} (linear), {} (hour of week)",
@@ -155,7 +155,7 @@ pub fn allocation(
     opts: &RenderOptions,
 ) -> Result<String, Unsupported> {
     Ok(match format {
-        Format::Json => crate::json::pretty(a),
+        Format::Json => gpuwise_render::json::pretty(a),
         Format::Csv => {
             let sections = allocation_sections(a);
             let mut headers = vec!["MONTH"];
@@ -171,7 +171,7 @@ pub fn allocation(
                     rows.push(row);
                 }
             }
-            crate::grid::render(&headers, &[], &[], &rows, Format::Csv)
+            gpuwise_render::grid::render(&headers, &[], &[], &rows, Format::Csv)
         }
         Format::Html => {
             return Err(Unsupported {
@@ -179,7 +179,12 @@ pub fn allocation(
                 expected: "table, json, csv, markdown or focus",
             });
         }
-        _ => crate::sections_text("GPU cost allocation", &allocation_sections(a), format, opts),
+        _ => gpuwise_render::sections_text(
+            "GPU cost allocation",
+            &allocation_sections(a),
+            format,
+            opts,
+        ),
     })
 }
 
@@ -376,7 +381,7 @@ pub fn reconciliation(
     opts: &RenderOptions,
 ) -> Result<String, Unsupported> {
     Ok(match format {
-        Format::Json => crate::json::pretty(r),
+        Format::Json => gpuwise_render::json::pretty(r),
         Format::Csv => {
             let mut rows = Vec::new();
             for m in &r.matched {
@@ -425,7 +430,7 @@ pub fn reconciliation(
                     String::new(),
                 ]);
             }
-            crate::grid::render(
+            gpuwise_render::grid::render(
                 &[
                     "STATUS",
                     "RESOURCE ID",
@@ -448,18 +453,23 @@ pub fn reconciliation(
                 expected: "table, json, csv or markdown",
             });
         }
-        _ => crate::sections_text("Bill reconciliation", &reconcile_sections(r), format, opts),
+        _ => gpuwise_render::sections_text(
+            "Bill reconciliation",
+            &reconcile_sections(r),
+            format,
+            opts,
+        ),
     })
 }
 
 /// FOCUS rows as CSV: the header verbatim (FOCUS column ids), each cell escaped as every CSV
 /// gpuwise writes is (formula cells neutralised, control characters as text, RFC 4180 quotes).
 #[must_use]
-pub fn focus_csv(f: &gpuwise_ledger::export::FocusRows) -> String {
+pub fn focus_csv(f: &crate::export::FocusRows) -> String {
     let mut out = f.header.join(",");
     out.push('\n');
     for r in &f.rows {
-        let cells: Vec<String> = r.iter().map(|c| crate::escape::csv(c)).collect();
+        let cells: Vec<String> = r.iter().map(|c| gpuwise_render::escape::csv(c)).collect();
         out.push_str(&cells.join(","));
         out.push('\n');
     }
@@ -479,8 +489,8 @@ const LOG_NAMES: usize = 3;
 /// one), then what could not be decided. Nothing is wrapped or cut inside a word.
 #[must_use]
 pub fn check_log(o: &Outcome) -> String {
-    use gpuwise_ledger::check::Violation;
-    let mut out = crate::escape::terminal(&gpuwise_ledger::notify::headline(o));
+    use crate::check::Violation;
+    let mut out = gpuwise_render::escape::terminal(&crate::notify::headline(o));
     out.push('\n');
     // Per rule, in order of first appearance: groups of violations saying the same after
     // their subject's name (a message that does not start with it is its own group).
@@ -531,7 +541,7 @@ pub fn check_log(o: &Outcome) -> String {
                     )
                 }
             };
-            out.push_str(&crate::escape::terminal(&line));
+            out.push_str(&gpuwise_render::escape::terminal(&line));
             out.push('\n');
         }
         if groups.len() > LOG_PER_RULE {
@@ -542,7 +552,7 @@ pub fn check_log(o: &Outcome) -> String {
         }
     }
     for n in &o.not_evaluated {
-        out.push_str(&crate::escape::terminal(&format!(
+        out.push_str(&gpuwise_render::escape::terminal(&format!(
             "not evaluated: {} ({})",
             n.rule, n.reason
         )));
@@ -557,7 +567,7 @@ pub fn check_log(o: &Outcome) -> String {
 /// [`Unsupported`] for CSV and HTML.
 pub fn check(o: &Outcome, format: Format, opts: &RenderOptions) -> Result<String, Unsupported> {
     let sections = vec![Section {
-        title: gpuwise_ledger::notify::headline(o),
+        title: crate::notify::headline(o),
         note: (!o.not_evaluated.is_empty()).then(|| {
             o.not_evaluated
                 .iter()
@@ -583,9 +593,9 @@ pub fn check(o: &Outcome, format: Format, opts: &RenderOptions) -> Result<String
             .collect(),
     }];
     Ok(match format {
-        Format::Json => crate::json::pretty(o),
+        Format::Json => gpuwise_render::json::pretty(o),
         Format::Table | Format::Markdown => {
-            crate::sections_text("GPU policy check", &sections, format, opts)
+            gpuwise_render::sections_text("GPU policy check", &sections, format, opts)
         }
         Format::Csv | Format::Html => {
             return Err(Unsupported {
@@ -598,7 +608,7 @@ pub fn check(o: &Outcome, format: Format, opts: &RenderOptions) -> Result<String
 
 #[cfg(test)]
 mod tests {
-    use gpuwise_ledger::check::{Outcome, Policy, Violation};
+    use crate::check::{Outcome, Policy, Violation};
 
     fn stale(name: &str, when: &str) -> Violation {
         Violation {
@@ -632,7 +642,7 @@ mod tests {
             violations.push(v);
         }
         let o = Outcome {
-            schema: gpuwise_ledger::check::SCHEMA,
+            schema: crate::check::SCHEMA,
             policy: Policy::default(),
             rules_evaluated: vec!["stale_telemetry", "long_job"],
             violations,

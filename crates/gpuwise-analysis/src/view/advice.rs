@@ -2,9 +2,9 @@
 
 use gpuwise_advise::{Action, Advice, Level};
 
-use crate::section::Section;
-use crate::text::usd;
-use crate::{Format, RenderOptions};
+use gpuwise_render::section::Section;
+use gpuwise_render::text::usd;
+use gpuwise_render::{Format, RenderOptions};
 
 /// The action's targets by their display names (the report's), the first and a count.
 fn targets(a: &Action) -> String {
@@ -15,7 +15,7 @@ fn targets(a: &Action) -> String {
     }
 }
 
-pub(crate) fn level(l: Level) -> &'static str {
+pub fn level(l: Level) -> &'static str {
     match l {
         Level::High => "high",
         Level::Medium => "medium",
@@ -119,7 +119,9 @@ pub(crate) fn sections(a: &Advice, top: usize) -> Vec<Section> {
 #[must_use]
 pub fn render(a: &Advice, format: Format, opts: &RenderOptions) -> String {
     match format {
-        Format::Json => crate::json::pretty(a),
-        _ => crate::sections_text("GPU fleet advice", &sections(a, opts.top), format, opts),
+        Format::Json => gpuwise_render::json::pretty(a),
+        _ => {
+            gpuwise_render::sections_text("GPU fleet advice", &sections(a, opts.top), format, opts)
+        }
     }
 }

@@ -3,8 +3,10 @@
 use gpuwise_core::diagnose::{BottleneckKind, Class};
 use gpuwise_core::report::Report;
 
-use crate::section::Section;
-use crate::text::{gib, group_usd, hours, model, pct, usd, usd_or_unpriced};
+use gpuwise_render::section::Section;
+use gpuwise_render::text::{gib, group_usd, hours, pct, usd, usd_or_unpriced};
+
+use super::model;
 
 /// The price fallbacks in one line: `2 devices: not offered in us-west1; cheapest gcp region
 /// used`.

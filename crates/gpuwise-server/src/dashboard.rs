@@ -9,15 +9,15 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use gpuwise_advise::Advice;
+use gpuwise_analysis::Advice;
 use gpuwise_core::profile::DeviceProfile;
 use gpuwise_core::report::{DeviceRow, Report};
 
-use crate::svg::{self, esc};
-use crate::text::{hours, pct, usd};
+use gpuwise_render::svg::{self, esc};
+use gpuwise_render::text::{hours, pct, usd};
 
 /// A team's budget and what it has spent this month: the ledger's own figures.
-use gpuwise_ledger::check::Burn;
+use gpuwise_analysis::Burn;
 
 /// What the page shows besides the report.
 #[derive(Clone, Debug, Default)]
@@ -176,7 +176,7 @@ pub fn page(report: &Report, advice: Option<&Advice>, view: &View<'_>) -> String
     let _ = write!(
         h,
         "<p class=\"headline\" id=\"headline\">{}</p>",
-        esc(&crate::html::headline_text(report, advice))
+        esc(&gpuwise_analysis::view::html::headline_text(report, advice))
     );
     if let Some(p) = view.problem {
         let _ = write!(h, "<p class=\"notice\" id=\"problem\">{}</p>", esc(p));
@@ -407,7 +407,7 @@ fn actions(h: &mut String, advice: Option<&Advice>) {
             usd(x.plan_savings_usd),
             esc(&names),
             esc(&x.confidence.reason),
-            crate::advice::level(x.confidence.level),
+            gpuwise_analysis::view::advice::level(x.confidence.level),
             esc(x.evidence.first().map_or("", String::as_str))
         );
     }
@@ -447,7 +447,7 @@ fn devices(h: &mut String, r: &Report, query: &str) {
             num("n opt", Some(d.idle_hours), &hours(d.idle_hours)),
             num("n opt", Some(d.gpu_hours), &hours(d.gpu_hours)),
             esc(d.class.as_str()),
-            esc(&crate::text::model(d)),
+            esc(&gpuwise_analysis::view::model(d)),
             esc(d.team.as_deref().unwrap_or("–")),
         );
     }
@@ -479,7 +479,7 @@ pub fn device_page(device: &DeviceRow, profile: Option<&DeviceProfile>, view: &V
         "<p><a href=\"{}\">← fleet</a></p><h1>{}</h1><div class=\"sub\">{} · {} · team {} · {}</div>",
         esc(&with_query("./", view.query, "")),
         esc(&device.name),
-        esc(&crate::text::model(device)),
+        esc(&gpuwise_analysis::view::model(device)),
         esc(&device.host),
         esc(device.team.as_deref().unwrap_or("–")),
         esc(view.window)

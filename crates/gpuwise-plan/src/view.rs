@@ -1,12 +1,12 @@
 //! Renderers of `gpuwise plan` and `gpuwise plan validate`.
 
-use gpuwise_plan::rank::Plan;
-use gpuwise_plan::validate::{Accuracy, Outcome, Summary};
-use gpuwise_plan::{GIB, Model};
+use crate::rank::Plan;
+use crate::validate::{Accuracy, Outcome, Summary};
+use crate::{GIB, Model};
 use serde::Serialize;
 
-use crate::text::usd;
-use crate::{Format, grid};
+use gpuwise_render::text::usd;
+use gpuwise_render::{Format, grid};
 
 /// Schema id of `plan validate --format json`.
 pub const VALIDATE_SCHEMA: &str = "gpuwise.plan-validate/v1";
@@ -72,7 +72,7 @@ pub fn describe_model(m: &Model) -> String {
 #[must_use]
 pub fn render(plan: &Plan, format: Format, top: usize) -> String {
     if format == Format::Json {
-        return crate::json::pretty(plan);
+        return gpuwise_render::json::pretty(plan);
     }
     let rows = option_rows(plan);
     let headers = [
@@ -146,14 +146,14 @@ pub fn render(plan: &Plan, format: Format, top: usize) -> String {
 /// Table text fitted to the terminal's width; Markdown as it is.
 fn terminal(format: Format, text: String) -> String {
     if format == Format::Table {
-        crate::layout::fit_text(&text)
+        gpuwise_render::layout::fit_text(&text)
     } else {
         text
     }
 }
 
 /// GPUs used, and paid for when the machines hold more (`1/8`: one GPU of an 8-GPU machine).
-fn gpus_used_and_paid(o: &gpuwise_plan::rank::PlanOption) -> String {
+fn gpus_used_and_paid(o: &crate::rank::PlanOption) -> String {
     if o.gpus_billed > o.count {
         format!("{}/{}", o.count, o.gpus_billed)
     } else {
@@ -514,7 +514,7 @@ fn file_block(v: &Validated, level: usize, format: Format) -> String {
 #[must_use]
 pub fn render_validation(files: &[Validated], all: &Summary, format: Format) -> String {
     if format == Format::Json {
-        return crate::json::pretty(&ValidateJson {
+        return gpuwise_render::json::pretty(&ValidateJson {
             schema: VALIDATE_SCHEMA,
             cases: files
                 .iter()
@@ -576,7 +576,7 @@ pub fn render_validation(files: &[Validated], all: &Summary, format: Format) -> 
 #[must_use]
 pub fn render_models(models: &[Model], format: Format) -> String {
     if format == Format::Json {
-        return crate::json::pretty(&models);
+        return gpuwise_render::json::pretty(&models);
     }
     let rows: Vec<Vec<String>> = models
         .iter()

@@ -46,7 +46,7 @@ const COLUMNS: &[&str] = &[
 ];
 
 fn field(out: &mut String, v: &str) {
-    out.push_str(&crate::escape::csv(v));
+    out.push_str(&gpuwise_render::escape::csv(v));
 }
 
 fn num(v: Option<f64>) -> String {

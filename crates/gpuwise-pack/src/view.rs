@@ -1,13 +1,13 @@
 //! The schedule of a job queue (`gpuwise schedule`) and a packing of workloads on nodes
 //! (`gpuwise pack`): table, Markdown, JSON, or their rows as CSV.
 
-use gpuwise_pack::consolidate::Consolidation;
-use gpuwise_pack::place::{Packing, Policy};
-use gpuwise_pack::schedule::Schedule;
+use crate::consolidate::Consolidation;
+use crate::place::{Packing, Policy};
+use crate::schedule::Schedule;
 
-use crate::section::Section;
-use crate::text::usd;
-use crate::{Format, RenderOptions};
+use gpuwise_render::section::Section;
+use gpuwise_render::text::usd;
+use gpuwise_render::{Format, RenderOptions};
 
 fn hours(v: Option<f64>) -> String {
     v.map_or("–".into(), |h| format!("{h:.2} h"))
@@ -79,14 +79,14 @@ fn sections(s: &Schedule) -> Vec<Section> {
 #[must_use]
 pub fn schedule(s: &Schedule, format: Format) -> String {
     match format {
-        Format::Json => crate::json::pretty(s),
+        Format::Json => gpuwise_render::json::pretty(s),
         Format::Csv => {
             let mut out = String::from("job_id,pool,start_s,end_s,gpus\n");
             for a in &s.assignments {
                 out.push_str(&format!(
                     "{},{},{},{},{}\n",
-                    crate::escape::csv(&a.job_id),
-                    crate::escape::csv(&a.pool),
+                    gpuwise_render::escape::csv(&a.job_id),
+                    gpuwise_render::escape::csv(&a.pool),
                     a.start_s,
                     a.end_s,
                     a.gpus
@@ -94,7 +94,12 @@ pub fn schedule(s: &Schedule, format: Format) -> String {
             }
             out
         }
-        _ => crate::sections_text("Schedule", &sections(s), format, &RenderOptions::default()),
+        _ => gpuwise_render::sections_text(
+            "Schedule",
+            &sections(s),
+            format,
+            &RenderOptions::default(),
+        ),
     }
 }
 
@@ -150,7 +155,7 @@ fn packing_sections(p: &Packing) -> Vec<Section> {
         optional: Vec::new(),
         rows,
     }];
-    let steps: Vec<&gpuwise_pack::place::CurvePoint> = p
+    let steps: Vec<&crate::place::CurvePoint> = p
         .curve
         .iter()
         .filter(|c| c.arrived_pct > 0 && c.arrived_pct % 10 == 0)
@@ -200,21 +205,21 @@ fn packing_sections(p: &Packing) -> Vec<Section> {
 #[must_use]
 pub fn packing(p: &Packing, format: Format) -> String {
     match format {
-        Format::Json => crate::json::pretty(p),
+        Format::Json => gpuwise_render::json::pretty(p),
         Format::Csv => {
             let mut out = String::from("pod,node,gpus\n");
             for x in &p.placements {
                 let gpus: Vec<String> = x.gpus.iter().map(u32::to_string).collect();
                 out.push_str(&format!(
                     "{},{},{}\n",
-                    crate::escape::csv(&x.pod),
-                    crate::escape::csv(x.node.as_deref().unwrap_or("")),
+                    gpuwise_render::escape::csv(&x.pod),
+                    gpuwise_render::escape::csv(x.node.as_deref().unwrap_or("")),
                     gpus.join("|")
                 ));
             }
             out
         }
-        _ => crate::sections_text(
+        _ => gpuwise_render::sections_text(
             "Packing",
             &packing_sections(p),
             format,
@@ -275,14 +280,14 @@ fn consolidation_sections(c: &Consolidation) -> Vec<Section> {
 #[must_use]
 pub fn consolidation(c: &Consolidation, format: Format) -> String {
     match format {
-        Format::Json => crate::json::pretty(c),
+        Format::Json => gpuwise_render::json::pretty(c),
         Format::Csv => {
             let mut out = String::from("device,model,gpu,memory_share,compute_share\n");
             for m in &c.moves {
                 out.push_str(&format!(
                     "{},{},{},{:.4},{:.4}\n",
-                    crate::escape::csv(&m.device),
-                    crate::escape::csv(&m.model),
+                    gpuwise_render::escape::csv(&m.device),
+                    gpuwise_render::escape::csv(&m.model),
                     m.gpu,
                     m.memory,
                     m.compute
@@ -290,7 +295,7 @@ pub fn consolidation(c: &Consolidation, format: Format) -> String {
             }
             out
         }
-        _ => crate::sections_text(
+        _ => gpuwise_render::sections_text(
             "Consolidation",
             &consolidation_sections(c),
             format,
