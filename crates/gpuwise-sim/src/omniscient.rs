@@ -196,9 +196,9 @@ impl Layout {
         }
     }
 
-    /// The cost array's index of progress `p`.
+    /// The cost array's index of progress `p` (from a changeover and a tick below the floor).
     fn at(self, p: i64) -> usize {
-        (p - self.pmin) as usize + self.pad
+        (p - self.pmin + (self.gu + self.du)) as usize
     }
 
     /// The back-pointer index of progress `p` at tick `t`.
