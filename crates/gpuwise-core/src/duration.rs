@@ -5,6 +5,11 @@
 //! without a unit is refused with the units named (`--deadline 48` meant 48 seconds, silently),
 //! except `0`, which is zero in any unit. Flags whose name carries the unit (`--work-hours`)
 //! take a plain number instead.
+//!
+//! Written here rather than taken from `jiff` (already in the tree), whose friendly format
+//! reads a wider grammar (`1h 30m`, `2 hours`, ISO 8601 `PT1H`) with days as calendar days:
+//! one short grammar, refusing a bare number with a message naming the units, is what every
+//! flag, config key and query parameter documents.
 
 /// A duration that cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
