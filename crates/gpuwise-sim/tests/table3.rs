@@ -40,6 +40,18 @@ fn read_traces(dir: &std::path::Path) -> Vec<Trace> {
     traces
 }
 
+/// The paper's job: 48 h of work, a 60 h deadline, a 12-minute changeover, no checkpoints.
+fn paper_job() -> Job {
+    Job {
+        work_s: 48.0 * 3600.0,
+        deadline_s: Some(60.0 * 3600.0),
+        changeover_s: 0.2 * 3600.0,
+        checkpoint_interval_s: 0.0,
+        checkpoint_cost_s: 0.0,
+        nodes: 1,
+    }
+}
+
 const AVAILABILITY: &str = "spot/skypilot-spot-traces/availability/1-node";
 
 #[test]
@@ -53,14 +65,7 @@ fn table_3() {
         t.keep_first_hours(13.0 * 24.0);
     }
 
-    let job = Job {
-        work_s: 48.0 * 3600.0,
-        deadline_s: Some(60.0 * 3600.0),
-        changeover_s: 0.2 * 3600.0,
-        checkpoint_interval_s: 0.0,
-        checkpoint_cost_s: 0.0,
-        nodes: 1,
-    };
+    let job = paper_job();
     let sets: Vec<(&Trace, Vec<usize>)> = traces
         .iter()
         .enumerate()
@@ -101,14 +106,7 @@ fn table_3() {
 #[test]
 fn uniform_progress_costs_no_more_than_greedy() {
     let Some(data) = shared() else { return };
-    let job = Job {
-        work_s: 48.0 * 3600.0,
-        deadline_s: Some(60.0 * 3600.0),
-        changeover_s: 0.2 * 3600.0,
-        checkpoint_interval_s: 0.0,
-        checkpoint_cost_s: 0.0,
-        nodes: 1,
-    };
+    let job = paper_job();
     // p3.2xlarge in us-east-1: $3.06 on demand, about $0.92 spot.
     let prices = Some(Prices {
         spot_usd_per_hour: 0.918,
