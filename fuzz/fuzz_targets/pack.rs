@@ -28,7 +28,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     for policy in place::Policy::ALL {
         for load in [None, Some(1.3)] {
             let protocol = place::Protocol { load, seed: 7, shuffle: true, ..place::Protocol::default() };
-            let _ = place::run(nodes, pods, policy, &protocol, &catalog);
+            let _ = gpuwise_pack::run(nodes, pods, policy, &protocol, &catalog);
         }
     }
 });
