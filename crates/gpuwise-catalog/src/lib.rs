@@ -732,10 +732,14 @@ impl Cluster {
     }
 }
 
-/// A catalog overlay: negotiated prices and private clusters.
+/// A catalog overlay: GPUs the catalog lacks, negotiated prices and private clusters.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Overlay {
+    /// GPUs of your own (a card the catalog lacks), with the same fields as the catalog's
+    /// `gpus.toml`; a `[[cluster]]` or a `[[price]]` with `gpu` prices it.
+    #[serde(default, rename = "gpu")]
+    pub gpus: Vec<GpuSpec>,
     /// Negotiated prices.
     #[serde(default, rename = "price")]
     pub prices: Vec<NegotiatedPrice>,
@@ -1027,6 +1031,10 @@ impl Catalog {
             origin: origin.to_owned(),
             message,
         };
+        // GPUs first: the prices and clusters below may name them.
+        for g in &overlay.gpus {
+            self.add_gpu(g).map_err(err)?;
+        }
         for p in &overlay.prices {
             self.apply_price(p, origin).map_err(err)?;
         }
@@ -1035,6 +1043,53 @@ impl Catalog {
         }
         for c in &overlay.clusters {
             self.apply_cluster(c, origin).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// A GPU of the user's own: a name (and aliases) the catalog does not know, and figures a
+    /// datasheet could hold (memory, bandwidth, dense TFLOPS, power: finite and positive).
+    fn add_gpu(&mut self, g: &GpuSpec) -> Result<(), String> {
+        for n in std::iter::once(&g.name).chain(g.aliases.iter()) {
+            if let Some(known) = self.resolve(n) {
+                return Err(format!(
+                    "gpu `{}`: `{n}` is the catalog's `{}` already; give your card a name of its own",
+                    g.name, known.name
+                ));
+            }
+        }
+        let bad = |what: &str, v: f64, most: f64| -> Result<(), String> {
+            if v.is_finite() && v > 0.0 && v <= most {
+                Ok(())
+            } else {
+                Err(format!(
+                    "gpu `{}`: `{what}` {v} is not a figure a GPU has (above 0, at most {most})",
+                    g.name
+                ))
+            }
+        };
+        bad("memory_gb", g.memory_gb, 10_000.0)?;
+        let t = &g.dense_tflops;
+        let figures = [
+            ("memory_bandwidth_gb_s", g.memory_bandwidth_gb_s, 1e6),
+            ("tdp_w", g.tdp_w, 1e5),
+            ("interconnect_gb_s", g.interconnect_gb_s, 1e6),
+            ("dense_tflops.fp32", t.fp32, 1e6),
+            ("dense_tflops.tf32", t.tf32, 1e6),
+            ("dense_tflops.fp16", t.fp16, 1e6),
+            ("dense_tflops.bf16", t.bf16, 1e6),
+            ("dense_tflops.fp8", t.fp8, 1e6),
+            ("dense_tflops.int8", t.int8, 1e6),
+        ];
+        for (what, v, most) in figures {
+            if let Some(v) = v {
+                bad(what, v, most)?;
+            }
+        }
+        let i = self.gpus.len();
+        self.gpus.push(g.clone());
+        for n in std::iter::once(&g.name).chain(g.aliases.iter()) {
+            self.names.insert(normalize(n), i);
         }
         Ok(())
     }
@@ -1554,6 +1609,78 @@ mod tests {
             .expect("quote");
         assert_eq!((m.cloud.as_str(), m.step), ("azure", Step::ReferenceCloud));
         assert!(m.note.is_some_and(|n| n.contains("not offered on aws")));
+    }
+
+    /// A card the catalog lacks, added by an overlay and priced by a cluster of it; a name the
+    /// catalog knows, or a figure no GPU has, is refused with the card's name.
+    #[test]
+    fn overlay_gpus_of_your_own() {
+        let card = |name: &str, memory: &str| {
+            format!(
+                r#"
+                [[gpu]]
+                name = "{name}"
+                aliases = ["Lab Card 48"]
+                vendor = "Lab"
+                architecture = "Ada"
+                memory_gb = {memory}
+                memory_bandwidth_gb_s = 960
+                dense_tflops = {{ bf16 = 180.0, fp16 = 180.0, fp8 = 360.0 }}
+                tdp_w = 300
+                source = "our datasheet"
+                as_of = "2026-11-27"
+                [[cluster]]
+                name = "lab"
+                gpu = "{name}"
+                gpus = 8
+                purchase_usd = 280_320.0
+                amortization_years = 4
+                usd_per_kwh = 0.10
+                pue = 1.0
+                as_of = "2026-11-27"
+                "#
+            )
+        };
+        let mut c = Catalog::builtin();
+        let known = c.gpus.len();
+        let o = Overlay::parse(&card("LAB-CARD-48GB", "48"), "lab.toml").expect("valid");
+        c.apply(&o, "lab.toml").expect("applies");
+        assert_eq!(c.gpus.len(), known + 1);
+        let g = c.resolve("lab card 48").expect("by its alias");
+        assert_eq!(g.name, "LAB-CARD-48GB");
+        assert_eq!(g.dense_tflops.bf16, Some(180.0));
+        // 280,320 / (4 × 8760 × 8) = 1.0, plus 300 W × 1.0 × 0.10 $/kWh = 0.03.
+        let q = c
+            .gpu_hour_price(&PriceQuery {
+                gpu: "LAB-CARD-48GB",
+                cloud: None,
+                region: None,
+                pricing: Pricing::OnDemand,
+            })
+            .expect("priced by its cluster");
+        assert!((q.usd_per_gpu_hour - 1.03).abs() < 1e-9, "{q:?}");
+        for (name, memory, says) in [
+            (
+                "A100-SXM4-80GB",
+                "48",
+                "is the catalog's `A100-SXM4-80GB` already",
+            ),
+            (
+                "LAB-CARD-0GB",
+                "0",
+                "`memory_gb` 0 is not a figure a GPU has",
+            ),
+            (
+                "LAB-CARD-NAN",
+                "nan",
+                "`memory_gb` NaN is not a figure a GPU has",
+            ),
+        ] {
+            let mut c = Catalog::builtin();
+            let o = Overlay::parse(&card(name, memory), "lab.toml").expect("parses");
+            let e = c.apply(&o, "lab.toml").expect_err(name).to_string();
+            assert!(e.contains(says) && e.contains("lab.toml"), "{e}");
+        }
     }
 
     #[test]

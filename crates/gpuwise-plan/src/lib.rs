@@ -67,7 +67,7 @@ impl Hardware {
         }
     }
 
-    /// Apply a workload's `gpu_mem_gb`, `gpu_bw_gb_s`, `gpu_power_w`.
+    /// Apply a workload's `gpu_mem_gb`, `gpu_bw_gb_s`, `gpu_power_w` and `gpu_tflops_*`.
     #[must_use]
     pub fn with_overrides(mut self, w: &Workload) -> Self {
         if let Some(m) = w.gpu_mem_gb {
@@ -79,7 +79,46 @@ impl Hardware {
         if let Some(p) = w.gpu_power_w {
             self.power_cap_w = Some(p);
         }
+        let (t, o) = (&mut self.tflops, &w.gpu_tflops);
+        for (slot, given) in [
+            (&mut t.fp32, o.fp32),
+            (&mut t.tf32, o.tf32),
+            (&mut t.fp16, o.fp16),
+            (&mut t.bf16, o.bf16),
+            (&mut t.fp8, o.fp8),
+            (&mut t.int8, o.int8),
+        ] {
+            if given.is_some() {
+                *slot = given;
+            }
+        }
         self
+    }
+
+    /// A card the catalog lacks, from a workload's own figures: its memory (`gpu_mem_gb`),
+    /// bandwidth (`gpu_bw_gb_s`) and at least one dense TFLOPS figure (`gpu_tflops_bf16`, …);
+    /// `None` when any of those is missing. Its architecture is `gpu_architecture`, else
+    /// `custom` (the default utilization of an architecture the planner has no evidence for).
+    #[must_use]
+    pub fn from_figures(name: &str, w: &Workload) -> Option<Self> {
+        let t = &w.gpu_tflops;
+        let any_compute = [t.fp32, t.tf32, t.fp16, t.bf16, t.fp8, t.int8]
+            .iter()
+            .any(Option::is_some);
+        let (memory, bandwidth) = (w.gpu_mem_gb?, w.gpu_bw_gb_s?);
+        any_compute.then(|| Self {
+            name: name.to_owned(),
+            architecture: w
+                .gpu_architecture
+                .clone()
+                .unwrap_or_else(|| "custom".to_owned()),
+            memory_bytes: memory * 1e9,
+            bandwidth: Some(bandwidth * 1e9),
+            tflops: t.clone(),
+            tdp_w: None,
+            power_cap_w: None,
+            link_bytes_s: None,
+        })
     }
 
     /// Share of the board's compute a power cap leaves: cap ÷ TDP (at most 1). An assumption:

@@ -335,6 +335,32 @@ pub fn evaluate(case: &Case, catalog: &Catalog, c: &Constants) -> Outcome {
     out
 }
 
+/// The case's GPU: the catalog's (`gpu`, else `gpu_note`) with the case's overrides, else a
+/// card the catalog lacks from the case's own figures; said in the outcome either way.
+fn hardware(
+    kv: &[(String, String)],
+    catalog: &Catalog,
+    w: &Workload,
+    out: &mut Outcome,
+) -> Option<Hardware> {
+    if let Some((g, note)) = gpu_of(kv, catalog) {
+        out.gpu = Some(g.name.clone());
+        out.assumptions.extend(note);
+        return Some(Hardware::from_spec(g).with_overrides(w));
+    }
+    let get = |k: &str| kv.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let name = get("gpu")
+        .or_else(|| get("gpu_note"))
+        .unwrap_or("the case's GPU");
+    let h = Hardware::from_figures(name, w)?;
+    out.gpu = Some(h.name.clone());
+    out.assumptions.push(format!(
+        "{}: not in the catalog; the case's own figures (memory, bandwidth, dense TFLOPS), architecture {}",
+        h.name, h.architecture
+    ));
+    Some(h)
+}
+
 fn estimate_case(
     case: &Case,
     catalog: &Catalog,
@@ -362,12 +388,7 @@ fn estimate_case(
     out.assumptions.extend(model.assumptions.iter().cloned());
     let mut s = Setup::new(&model, &w);
     let is_memory = MEMORY_METRICS.contains(&case.metric.as_str());
-    let gpu = gpu_of(&kv, catalog);
-    if let Some((g, note)) = &gpu {
-        out.gpu = Some(g.name.clone());
-        out.assumptions.extend(note.iter().cloned());
-    }
-    let hw = gpu.map(|(g, _)| Hardware::from_spec(g).with_overrides(&w));
+    let hw = hardware(&kv, catalog, &w, out);
     if is_memory {
         // The workload's memory reading decides the runtime terms a measurement counts.
         let mem = memory::estimate(&model, &s, false);
@@ -379,7 +400,9 @@ fn estimate_case(
         };
         return Ok(bytes / factor);
     }
-    let hw = hw.ok_or("no GPU in the catalog matches `gpu` or `gpu_note`")?;
+    let hw = hw.ok_or(
+        "no GPU in the catalog matches `gpu` or `gpu_note` (give a card the catalog lacks in an --overlay, or by gpu_mem_gb, gpu_bw_gb_s and gpu_tflops_<precision>)",
+    )?;
     let value = match case.metric.as_str() {
         "train_tokens_per_s_per_gpu" | "train_mfu" | "gpu_hours" => {
             if !w.mode.trains() {
@@ -577,7 +600,9 @@ mod tests {
         );
         assert_eq!(
             o.reason.as_deref(),
-            Some("no GPU in the catalog matches `gpu` or `gpu_note`")
+            Some(
+                "no GPU in the catalog matches `gpu` or `gpu_note` (give a card the catalog lacks in an --overlay, or by gpu_mem_gb, gpu_bw_gb_s and gpu_tflops_<precision>)"
+            )
         );
         let o = run("X,decode_tokens_per_s,100,furlongs,model=llama-3-8b,30,s,t");
         assert_eq!(o.reason.as_deref(), Some("unknown unit `furlongs`"));

@@ -390,6 +390,11 @@ pub struct Workload {
     pub gpu_bw_gb_s: Option<f64>,
     /// Power cap.
     pub gpu_power_w: Option<f64>,
+    /// Dense TFLOPS per precision (`gpu_tflops_bf16`, …): a card the catalog lacks, or a
+    /// figure that overrides the catalog's.
+    pub gpu_tflops: gpuwise_catalog::DenseTflops,
+    /// The architecture of a card given by its figures (selects the default utilization).
+    pub gpu_architecture: Option<String>,
 }
 
 impl Default for Workload {
@@ -432,6 +437,8 @@ impl Default for Workload {
             gpu_mem_gb: None,
             gpu_bw_gb_s: None,
             gpu_power_w: None,
+            gpu_tflops: gpuwise_catalog::DenseTflops::default(),
+            gpu_architecture: None,
         }
     }
 }
@@ -628,8 +635,25 @@ impl Workload {
             "gpu_mem_gb" => self.gpu_mem_gb = Some(float(key, v)?),
             "gpu_bw_gb_s" => self.gpu_bw_gb_s = Some(float(key, v)?),
             "gpu_power_w" => self.gpu_power_w = Some(float(key, v)?),
-            _ => return Ok(false),
+            "gpu_architecture" => self.gpu_architecture = Some(v.to_owned()),
+            _ => return self.set_tflops(key, v),
         }
+        Ok(true)
+    }
+
+    /// `gpu_tflops_<precision>`: a dense TFLOPS figure of the case's GPU.
+    fn set_tflops(&mut self, key: &str, v: &str) -> Result<bool, WorkloadError> {
+        let t = &mut self.gpu_tflops;
+        let slot = match key {
+            "gpu_tflops_fp32" => &mut t.fp32,
+            "gpu_tflops_tf32" => &mut t.tf32,
+            "gpu_tflops_fp16" => &mut t.fp16,
+            "gpu_tflops_bf16" => &mut t.bf16,
+            "gpu_tflops_fp8" => &mut t.fp8,
+            "gpu_tflops_int8" => &mut t.int8,
+            _ => return Ok(false),
+        };
+        *slot = Some(float(key, v)?);
         Ok(true)
     }
 

@@ -975,6 +975,9 @@ pub(crate) struct ValidateArgs {
     /// Exit 1 when fewer than PCT % of throughput cases are within tolerance.
     #[arg(long, value_name = "PCT")]
     pub require_throughput: Option<f64>,
+    /// The catalog the cases' GPUs are found in (an `--overlay` adds cards it lacks).
+    #[command(flatten)]
+    pub catalog: CatalogSourceArgs,
 }
 
 #[derive(Debug, Args)]
@@ -1272,7 +1275,7 @@ pub(crate) struct CatalogSourceArgs {
     /// Instances file to use instead of the built-in one (from `gpuwise catalog import`).
     #[arg(long, env = "GPUWISE_INSTANCES", value_name = "FILE")]
     pub instances: Option<PathBuf>,
-    /// Overlay (TOML): negotiated prices and private clusters. See docs/catalog.md.
+    /// Overlay (TOML): GPUs of your own, negotiated prices, private clusters. See docs/catalog.md.
     #[arg(long, env = "GPUWISE_OVERLAY", value_name = "FILE")]
     pub overlay: Option<PathBuf>,
     /// Warn about prices older than this [default: 180].

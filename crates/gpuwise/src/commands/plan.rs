@@ -43,7 +43,7 @@ fn models(a: &ModelsArgs) -> anyhow::Result<ExitCode> {
 
 fn validate_cmd(a: &ValidateArgs) -> anyhow::Result<ExitCode> {
     let f = format(&a.format)?;
-    let catalog = gpuwise_catalog::Catalog::builtin();
+    let catalog = crate::inputs::catalog(&a.catalog)?;
     let constants = Constants::default();
     let mut files = Vec::new();
     for path in &a.cases {

@@ -705,3 +705,114 @@ fn finetune_says_what_it_means() {
         o.stdout
     );
 }
+
+/// A card the catalog lacks, given in an overlay (`[[gpu]]`, priced by a `[[cluster]]`): `plan`
+/// ranks it among the catalog's GPUs at its cluster's price, and `plan validate` evaluates a
+/// case run on it instead of skipping it; its memory and bandwidth are the overlay's.
+#[test]
+fn a_gpu_of_your_own_is_planned_and_validated() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let overlay = dir.path().join("lab.toml");
+    std::fs::write(
+        &overlay,
+        r#"
+[[gpu]]
+name = "LAB-CARD-48GB"
+vendor = "Lab"
+architecture = "Ada"
+memory_gb = 48
+memory_bandwidth_gb_s = 960
+dense_tflops = { bf16 = 180.0, fp16 = 180.0, fp8 = 360.0, int8 = 360.0 }
+tdp_w = 300
+source = "our datasheet"
+as_of = "2026-11-27"
+
+[[cluster]]
+name = "lab"
+gpu = "LAB-CARD-48GB"
+gpus = 8
+purchase_usd = 280320.0
+amortization_years = 4
+usd_per_kwh = 0.10
+pue = 1.0
+as_of = "2026-11-27"
+"#,
+    )
+    .expect("overlay");
+    let overlay = overlay.display().to_string();
+    let v = json(&[
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--mode",
+        "infer",
+        "--gpu",
+        "LAB-CARD-48GB",
+        "--overlay",
+        &overlay,
+        "--format",
+        "json",
+    ]);
+    let opts = v["options"].as_array().expect("options");
+    assert!(!opts.is_empty(), "{v}");
+    for o in opts {
+        assert_eq!(o["gpu"], "LAB-CARD-48GB", "{o}");
+        // 280,320 / (4 × 8760 × 8) + 0.3 kW × 1.0 × $0.10 = $1.03 a GPU-hour.
+        assert!(
+            (o["usd_per_gpu_hour"].as_f64().expect("price") - 1.03).abs() < 1e-9,
+            "{o}"
+        );
+        assert!(
+            (o["gpu_memory_gib"].as_f64().expect("memory") - 48e9 / (1u64 << 30) as f64).abs()
+                < 0.01,
+            "{o}"
+        );
+    }
+    let cases = dir.path().join("cases.csv");
+    std::fs::write(
+        &cases,
+        "id,metric,measured,unit,workload,tolerance_pct,source,trust\n\
+         L1,decode_tokens_per_s,60,tokens/s,model=llama-3.1-8b;mode=infer;gpu=LAB-CARD-48GB;precision=bf16;batch=1;prompt=128;output=128,50,a lab run,high\n",
+    )
+    .expect("cases");
+    let cases = cases.display().to_string();
+    let without = json(&["plan", "validate", &cases, "--format", "json"]);
+    let with = json(&[
+        "plan",
+        "validate",
+        &cases,
+        "--overlay",
+        &overlay,
+        "--format",
+        "json",
+    ]);
+    let outcome = |v: &serde_json::Value| v["cases"][0].clone();
+    assert!(outcome(&without)["estimate"].is_null(), "{without}");
+    let o = outcome(&with);
+    assert_eq!(o["gpu"], "LAB-CARD-48GB", "{with}");
+    // Decode at batch 1 reads the weights once a token: about 16 GB at 960 GB/s is ~60 tokens/s
+    // at most; the estimate is a number below that bound, not a skip.
+    let e = o["estimate"].as_f64().expect("an estimate");
+    assert!(e > 20.0 && e < 60.0, "{o}");
+    // The same card by the case's own figures, no overlay: the same estimate.
+    std::fs::write(
+        &cases,
+        "id,metric,measured,unit,workload,tolerance_pct,source,trust\n\
+         L1,decode_tokens_per_s,60,tokens/s,model=llama-3.1-8b;mode=infer;gpu=LAB-CARD-48GB;gpu_mem_gb=48;gpu_bw_gb_s=960;gpu_tflops_bf16=180;gpu_tflops_fp16=180;gpu_architecture=Ada;precision=bf16;batch=1;prompt=128;output=128,50,a lab run,high\n",
+    )
+    .expect("cases");
+    let inline = json(&["plan", "validate", &cases, "--format", "json"]);
+    let o = outcome(&inline);
+    assert_eq!(o["gpu"], "LAB-CARD-48GB", "{inline}");
+    assert_eq!(o["ignored_keys"], serde_json::json!([]), "{o}");
+    assert!(
+        (o["estimate"].as_f64().expect("an estimate") - e).abs() < 1e-9 * e,
+        "{o}"
+    );
+    assert!(
+        o["assumptions"]
+            .to_string()
+            .contains("the case's own figures"),
+        "{o}"
+    );
+}
