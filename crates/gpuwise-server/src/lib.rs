@@ -911,6 +911,8 @@ impl AppState {
         depth: Depth,
     ) -> Result<Analysed, Failure> {
         let a = &self.analysis;
+        // One reading of the clock for the whole window: its report and allocation agree on
+        // what "now" (the current month, the forecast) is.
         let now = (self.clock)();
         let report = a.report(&profiles, summary, now);
         let plain = RenderOptions {
@@ -920,7 +922,7 @@ impl AppState {
         if depth == Depth::Report {
             // /metrics: the budgets' burn only where the policy sets budgets.
             let budgets = if a.settings().budget.is_some() {
-                a.budgets(&a.allocate(&report, &profiles, (self.clock)()))
+                a.budgets(&a.allocate(&report, &profiles, now))
             } else {
                 Vec::new()
             };
@@ -945,7 +947,7 @@ impl AppState {
             String::from_utf8(report_json).map_err(|e| self.internal("rendering the report", e))?;
         let advice = a.advice(&report, &profiles);
         let advice_json = gpuwise_analysis::view::advice::render(&advice, Format::Json, &plain);
-        let allocation = a.allocate(&report, &profiles, (self.clock)());
+        let allocation = a.allocate(&report, &profiles, now);
         let allocation_json =
             gpuwise_analysis::view::ledger::allocation(&allocation, Format::Json, &plain)
                 .map_err(|e| self.internal("rendering the allocation", e))?;
