@@ -1084,6 +1084,43 @@ pub struct ProfileBuilder {
     range: Option<(EpochMs, EpochMs)>,
     /// Cut each device's samples into tiles of this length (see [`Profile::window`]).
     tile_ms: Option<u64>,
+    /// Shown every sample the builder takes (see [`Tap`]).
+    tap: Option<SharedTap>,
+}
+
+/// What sees every sample a [`ProfileBuilder`] takes, in the order each device's samples are
+/// taken, with the device it belongs to and the workload tag the reader found on it (a job id
+/// from an exporter's job mapping). Joins that need samples rather than a device's totals —
+/// the time each job held each GPU — are taps, so that they read the telemetry through the
+/// same readers, checks and time window as the report.
+pub trait Tap: Send {
+    /// Sample `s` of `device` (numbered `id` inside input `source`) was taken.
+    fn sample(&mut self, at: TapPoint<'_>, s: &Sample);
+}
+
+/// Where a tapped sample comes from.
+#[derive(Clone, Copy, Debug)]
+pub struct TapPoint<'a> {
+    /// The input being read.
+    pub source: SourceId,
+    /// The device's number inside that input's builder (stable for the input).
+    pub id: usize,
+    /// The device.
+    pub key: &'a DeviceKey,
+    /// What is known about it so far (its index on the host, where the reader gives one).
+    pub info: &'a DeviceInfo,
+    /// The job the sample's labels name, where the exporter maps jobs to GPUs.
+    pub tag: Option<&'a str>,
+}
+
+/// A [`Tap`] shared by the builders of every input.
+#[derive(Clone)]
+pub struct SharedTap(pub std::sync::Arc<std::sync::Mutex<dyn Tap>>);
+
+impl std::fmt::Debug for SharedTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedTap")
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -1190,7 +1227,15 @@ impl ProfileBuilder {
             filter: None,
             range: None,
             tile_ms: None,
+            tap: None,
         }
+    }
+
+    /// Show every taken sample to `tap` as well.
+    #[must_use]
+    pub fn with_tap(mut self, tap: Option<SharedTap>) -> Self {
+        self.tap = tap;
+        self
     }
 
     /// The builder of input `source`.
@@ -1255,6 +1300,39 @@ impl ProfileBuilder {
 
     /// Fold a sample of device `id`.
     pub fn push(&mut self, id: DeviceId, s: &Sample) -> Result<Taken, Rejected> {
+        self.push_tagged(id, s, None)
+    }
+
+    /// Fold a sample of device `id` whose labels name a job (`tag`, shown to the tap).
+    pub fn push_tagged(
+        &mut self,
+        id: DeviceId,
+        s: &Sample,
+        tag: Option<&str>,
+    ) -> Result<Taken, Rejected> {
+        let taken = self.fold(id, s);
+        if taken.is_ok()
+            && let Some(tap) = &self.tap
+        {
+            let slot = &self.devices[id.0];
+            let at = TapPoint {
+                source: self.source,
+                id: id.0,
+                key: &slot.key,
+                info: &slot.info,
+                tag,
+            };
+            // A poisoned tap (a panic in another reader) still takes samples: its state is
+            // sums and maxima, never left half-updated by one call.
+            tap.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .sample(at, s);
+        }
+        taken
+    }
+
+    fn fold(&mut self, id: DeviceId, s: &Sample) -> Result<Taken, Rejected> {
         let st = &self.settings;
         if s.ts_ms < st.earliest_ms || s.ts_ms > st.latest_ms {
             return Err(Rejected::OutsideWindow);

@@ -165,7 +165,7 @@ pub fn is_sentinel(text: &str) -> bool {
     })
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Partial {
     /// The first line of the sample (what skips about the whole sample name).
     line: u64,
@@ -182,7 +182,13 @@ struct Partial {
     reserved: Option<f32>,
     power: Option<f32>,
     limit: Option<f32>,
+    /// The job a series of the sample names (see [`JOB_LABELS`]).
+    job: Option<std::sync::Arc<str>>,
 }
+
+/// Labels that name the job holding a GPU: dcgm-exporter's HPC job mapping (`hpc_job`),
+/// Princeton jobstats' exporter (`jobid`), and the generic `slurm_job_id`.
+pub const JOB_LABELS: &[&str] = &["hpc_job", "jobid", "slurm_job_id"];
 
 impl Partial {
     /// Where a metric's value goes.
@@ -311,6 +317,8 @@ struct Series {
     labels: Vec<(String, String)>,
     /// Lines of this label set that count its labels.
     counted: u64,
+    /// The job this label set names, if any.
+    job: Option<std::sync::Arc<str>>,
 }
 
 struct Dev {
@@ -477,8 +485,8 @@ impl Reader<'_> {
             );
             return Step::Next;
         };
-        let (dev, is_mig) = match self.series.get(label_text) {
-            Some(s) => (s.dev, s.mig),
+        let (dev, is_mig, job) = match self.series.get(label_text) {
+            Some(s) => (s.dev, s.mig, s.job.clone()),
             None => match self.new_series(line, label_text, line_no, b, t) {
                 Some(x) => x,
                 None => return Step::Next,
@@ -534,6 +542,9 @@ impl Reader<'_> {
         let v = (v * scale) as f32;
         let p = &mut self.devs[dev].pending[pos].1;
         *p.slot(m) = Some(v);
+        if job.is_some() {
+            p.job = job;
+        }
         self.since_flush += 1;
         if self.order == Order::ByScrape && self.since_flush >= 1 << 14 {
             self.since_flush = 0;
@@ -547,7 +558,7 @@ impl Reader<'_> {
     }
 
     /// A label set seen for the first time: its device (by host, UUID and MIG instance; added
-    /// when new) and workload labels. `None` when the line cannot name a device.
+    /// when new), workload labels and job. `None` when the line cannot name a device.
     fn new_series(
         &mut self,
         line: &[u8],
@@ -555,7 +566,7 @@ impl Reader<'_> {
         line_no: u64,
         b: &mut ProfileBuilder,
         t: &mut Tally,
-    ) -> Option<(usize, bool)> {
+    ) -> Option<(usize, bool, Option<std::sync::Arc<str>>)> {
         let Origin { file, host, stem } = *self.origin;
         let Ok(text) = std::str::from_utf8(line) else {
             t.skip("bad_line", file, line_no, "not UTF-8");
@@ -602,6 +613,9 @@ impl Reader<'_> {
             Some(d) => *d,
             None => {
                 let id = b.device(key.clone());
+                // The index is known to a tap while the file is read (the rest of the
+                // device's facts join the profile when the file is done).
+                b.info_mut(id).index = label(&["gpu"]).and_then(|g| g.parse().ok());
                 self.devs.push(Dev {
                     id,
                     info: gpuwise_core::DeviceInfo::default(),
@@ -619,6 +633,7 @@ impl Reader<'_> {
             info.index = label(&["gpu"]).and_then(|g| g.parse().ok());
             info.mig_profile = label(&["GPU_I_PROFILE"]);
         }
+        let job: Option<std::sync::Arc<str>> = label(JOB_LABELS).map(Into::into);
         let labels = workload_labels(label, parsed.labels.iter().map(|(k, v)| (*k, v.as_str())));
         self.series.insert(
             label_text.to_vec(),
@@ -627,9 +642,10 @@ impl Reader<'_> {
                 mig: mig.is_some(),
                 labels,
                 counted: 0,
+                job: job.clone(),
             },
         );
-        Some((dev, mig.is_some()))
+        Some((dev, mig.is_some(), job))
     }
 
     /// The line's timestamp, else the file's time; `None` (noted) when neither is there.
@@ -766,7 +782,7 @@ fn flush(d: &mut Dev, n: usize, file: &str, b: &mut ProfileBuilder, t: &mut Tall
             ..Sample::at(ts)
         };
         t.sanitize(&mut s, file, p.line);
-        t.taken(b.push(d.id, &s), file, p.line, ts);
+        t.taken(b.push_tagged(d.id, &s, p.job.as_deref()), file, p.line, ts);
         d.flushed = Some(ts);
     }
 }

@@ -101,6 +101,10 @@ pub struct ReadOptions {
     /// Keep each device's samples in tiles of this length (`gpuwise serve`), see
     /// [`gpuwise_core::profile::Profile::window`].
     pub tile_ms: Option<u64>,
+    /// Show every sample taken to this tap (`gpuwise jobs`). Inputs are then read one after
+    /// another in their order, each in one pass, so that the tap sees each device's samples
+    /// in the order the profile takes them.
+    pub tap: Option<gpuwise_core::profile::SharedTap>,
 }
 
 impl Default for ReadOptions {
@@ -118,6 +122,7 @@ impl Default for ReadOptions {
             block_bytes: 4 << 20,
             range: None,
             tile_ms: None,
+            tap: None,
         }
     }
 }
@@ -200,17 +205,30 @@ pub fn read_all(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Ingested, IngestError> {
     let joiner = Mutex::new(Joiner::default());
-    // Each free worker takes the next input in order (not a half of the list each), so the
-    // joiner waits for at most one input per worker and memory stays bounded by the devices.
-    inputs
-        .iter()
-        .enumerate()
-        .par_bridge()
-        .for_each(|(i, input)| {
-            let job = Job::plain(source_id(i));
+    if opts.tap.is_some() {
+        // A tap sees samples in the order they are taken: one input after another.
+        for (i, input) in inputs.iter().enumerate() {
+            let job = Job {
+                sequential: true,
+                ..Job::plain(source_id(i))
+            };
             let part = read_job(input, opts, &job, progress);
             lock(&joiner).add(i, part, inputs, opts);
-        });
+        }
+    } else {
+        // Each free worker takes the next input in order (not a half of the list each), so
+        // the joiner waits for at most one input per worker and memory stays bounded by the
+        // devices.
+        inputs
+            .iter()
+            .enumerate()
+            .par_bridge()
+            .for_each(|(i, input)| {
+                let job = Job::plain(source_id(i));
+                let part = read_job(input, opts, &job, progress);
+                lock(&joiner).add(i, part, inputs, opts);
+            });
+    }
     let joiner = joiner.into_inner().unwrap_or_else(PoisonError::into_inner);
     if let Some(e) = joiner.error {
         return Err(e);
@@ -320,9 +338,13 @@ impl Job {
         if let Some((start, end)) = opts.range {
             b = b.with_range(start, end);
         }
-        // A re-read that untangles overlaps joins whole devices: never tiled.
-        if let (Some(t), None) = (opts.tile_ms, &self.filter) {
-            b = b.with_tiles(t);
+        // A re-read that untangles overlaps joins whole devices: never tiled, and never
+        // shown to a tap a second time.
+        if self.filter.is_none() {
+            if let Some(t) = opts.tile_ms {
+                b = b.with_tiles(t);
+            }
+            b = b.with_tap(opts.tap.clone());
         }
         b
     }
@@ -677,8 +699,9 @@ fn read_dcgm(o: Opened<'_>) -> Result<(Profile, Tally), IngestError> {
         host: opts.host.as_deref(),
         stem: &stem,
     };
-    // Stdin cannot be read twice: buffer it by series from the start.
-    let first = if input.path.is_some() {
+    // Stdin cannot be read twice: buffer it by series from the start. Nor can a tap unsee
+    // the samples of a first pass that turns out to be out of scrape order.
+    let first = if input.path.is_some() && opts.tap.is_none() {
         dcgm::Order::ByScrape
     } else {
         dcgm::Order::BySeries

@@ -75,6 +75,75 @@ pub(crate) enum Command {
     /// Place workloads on nodes by a policy (FGD, best-fit, …): allocation, fragmentation, placements.
     #[command(after_help = PACK_EXAMPLES)]
     Pack(Box<PackArgs>),
+    /// Per job: GPU-hours, cost, utilization, memory and flags, from Slurm or MLflow and the telemetry.
+    #[command(after_help = JOBS_EXAMPLES)]
+    Jobs(Box<JobsArgs>),
+}
+
+const JOBS_EXAMPLES: &str = "Examples:
+  sacct --parsable2 --allocations -S 2026-10-01 -E 2026-11-01 \\
+    --format=JobID,JobName,User,Account,Partition,QOS,Submit,Start,End,Elapsed,Timelimit,State,ExitCode,AllocTRES,NodeList \\
+    > jobs.txt
+  gpuwise jobs dcgm/ --sacct jobs.txt --tz America/New_York
+  gpuwise jobs dcgm/ --slurm --since 2026-10-01 --until 2026-11-01 --format html -o jobs.html
+  gpuwise jobs logs/ --sacct jobs.txt --mlflow http://127.0.0.1:5000 --quality-metric eval_accuracy
+  gpuwise jobs logs/ --sacct jobs.txt --fail-on-idle-cost 500     # exit 1 above $500 of idle jobs
+
+GPU samples are tied to jobs by the job their labels name (dcgm-exporter's `hpc_job`, jobstats'
+`jobid`), else by node, GPU index and time from the scheduler's record (lowest free indices at a
+job's start where the record has none). docs/jobs.md.";
+
+/// `gpuwise jobs`.
+#[derive(Debug, Args)]
+pub(crate) struct JobsArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// Slurm accounting: `sacct --parsable2` output, or `-` for stdin (repeatable).
+    #[arg(long, value_name = "FILE", help_heading = "Jobs")]
+    pub sacct: Vec<PathBuf>,
+    /// Run `sacct` for the window (--since/--until, else the last day) instead of a file.
+    #[arg(long, help_heading = "Jobs")]
+    pub slurm: bool,
+    /// MLflow tracking server: runs name their job (tag slurm_job_id or pod), experiment and quality.
+    #[arg(
+        long,
+        env = "GPUWISE_MLFLOW",
+        value_name = "URL",
+        help_heading = "Jobs"
+    )]
+    pub mlflow: Option<String>,
+    /// Runs exported from MLflow's or W&B's CSV download (repeatable).
+    #[arg(long, value_name = "FILE", help_heading = "Jobs")]
+    pub runs_csv: Vec<PathBuf>,
+    /// The run metric whose cost per unit is shown (MLflow or the CSV).
+    #[arg(long, value_name = "NAME", help_heading = "Jobs")]
+    pub quality_metric: Option<String>,
+    /// Flag a job idle for at least this long at its end [default: 1h].
+    #[arg(long, value_name = "DURATION", help_heading = "Jobs")]
+    pub idle_tail: Option<String>,
+    /// Flag a job whose memory peak is below this share of its GPU's, % [default: 25].
+    #[arg(long, value_name = "PCT", help_heading = "Jobs")]
+    pub memory_share: Option<f64>,
+    /// Flag a job whose mean utilization is below this, % [default: 20].
+    #[arg(long, value_name = "PCT", help_heading = "Jobs")]
+    pub low_utilization: Option<f64>,
+    /// Exit 1 when the jobs' idle GPU time cost more than this many dollars.
+    #[arg(long, value_name = "USD", help_heading = "Jobs")]
+    pub fail_on_idle_cost: Option<f64>,
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        env = "GPUWISE_FORMAT",
+        value_name = "table|json|csv|markdown|html",
+        help_heading = "Output"
+    )]
+    pub format: Option<String>,
+    /// Rows of the jobs table (table and Markdown).
+    #[arg(long, default_value_t = 20, help_heading = "Output")]
+    pub top: usize,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 const SCHEDULE_EXAMPLES: &str = "Examples:

@@ -11,6 +11,7 @@ mod catalog;
 mod check;
 mod demo;
 mod generate;
+mod jobs;
 mod pack;
 mod plan;
 mod reconcile;
@@ -41,5 +42,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(&args),
         Command::Schedule(args) => schedule::run(&args),
         Command::Pack(args) => pack::run(&args),
+        Command::Jobs(args) => jobs::run(&args),
     }
 }

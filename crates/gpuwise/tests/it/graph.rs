@@ -31,6 +31,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "gpuwise-ledger",
         &["gpuwise-core", "gpuwise-catalog", "gpuwise-render"],
     ),
+    ("gpuwise-jobs", &["gpuwise-core", "gpuwise-render"]),
     ("gpuwise-sources", &["gpuwise-core", "gpuwise-catalog"]),
     ("gpuwise-prom", &["gpuwise-core", "gpuwise-sources"]),
     ("gpuwise-catalog-import", &["gpuwise-catalog"]),
@@ -72,6 +73,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-pack",
             "gpuwise-analysis",
             "gpuwise-catalog-import",
+            "gpuwise-jobs",
         ],
     ),
 ];
@@ -91,6 +93,7 @@ const PURE: &[&str] = &[
     "gpuwise-sim",
     "gpuwise-pack",
     "gpuwise-analysis",
+    "gpuwise-jobs",
 ];
 
 /// Crates that do I/O or parse a command line, which a pure crate must not depend on.

@@ -13,6 +13,7 @@ mod deploy;
 mod grafana;
 mod graph;
 mod hostile;
+mod jobs;
 mod ledger;
 mod messy;
 mod pack;

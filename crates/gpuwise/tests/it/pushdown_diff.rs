@@ -27,28 +27,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::common::{f, run};
+use crate::common::{Rng, f, run};
 use crate::prometheus::{backfilled, by_id, files_report, start_vm, tools, victoria_metrics};
-
-/// splitmix64: the test's own generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `lo..hi`.
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % u64::try_from((hi - lo).max(1)).unwrap_or(1)) as i64
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 1.0 < p
-    }
-}
 
 /// How a device's scrapes jitter.
 #[derive(Clone, Copy, Debug, PartialEq)]
