@@ -124,6 +124,9 @@ pub struct JobRecord {
     /// The id, unique in the set (a Slurm id reused after a controller restart gets
     /// `@<submit time>` appended to the later record's).
     pub id: String,
+    /// The scheduler's own number where it differs from `id` (an array task `123_4` is job
+    /// `127` to Slurm's prolog, and so to an exporter's job mapping).
+    pub raw_id: Option<String>,
     /// Where the record came from.
     pub source: Source,
     /// Job name (Slurm `JobName`, MLflow run name, the pod's owner).
@@ -173,6 +176,7 @@ impl JobRecord {
     pub fn new(id: impl Into<String>, source: Source) -> Self {
         Self {
             id: id.into(),
+            raw_id: None,
             source,
             name: None,
             user: None,

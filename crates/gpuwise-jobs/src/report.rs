@@ -34,6 +34,8 @@ pub struct Context {
 #[derive(Clone, Debug, Serialize)]
 pub struct JobRow {
     pub id: String,
+    /// The scheduler's own number where it differs (an array task's).
+    pub raw_id: Option<String>,
     pub source: Source,
     pub name: Option<String>,
     pub user: Option<String>,
@@ -286,6 +288,7 @@ fn row(r: &JobRecord, acc: &JobAcc, binding: Binding, ctx: &Context, st: &JobSet
     };
     let mut row = JobRow {
         id: r.id.clone(),
+        raw_id: r.raw_id.clone(),
         source: r.source,
         name: r.name.clone(),
         user: r.user.clone(),

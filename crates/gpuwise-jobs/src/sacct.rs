@@ -2,7 +2,8 @@
 //! per job allocation or step) into [`JobRecord`]s.
 //!
 //! Columns are found by their header name, in any order; only `JobID` is required. What this
-//! reads of each: `JobID` (array jobs `123_4` and heterogeneous components `123+0` are jobs of
+//! reads of each: `JobID` (with `JobIDRaw`, the number an array task's prolog and exporters
+//! see; array jobs `123_4` and heterogeneous components `123+0` are jobs of
 //! their own; steps `123.batch`, `123.extern`, `123.0` are counted and skipped, an allocation's
 //! line carries the job), `JobName`, `User`, `Account`, `Partition`, `QOS`, `Submit`, `Start`,
 //! `End` (local times of the cluster, read in the zone given; `Unknown` and `None` are not
@@ -57,6 +58,7 @@ pub enum SacctError {
 #[derive(Default)]
 struct Columns {
     id: usize,
+    raw: Option<usize>,
     name: Option<usize>,
     user: Option<usize>,
     account: Option<usize>,
@@ -82,6 +84,7 @@ impl Columns {
         let at = |n: &str| names.iter().position(|h| h == n);
         Some(Self {
             id: at("jobid").or_else(|| at("jobidraw"))?,
+            raw: at("jobidraw"),
             name: at("jobname"),
             user: at("user"),
             account: at("account"),
@@ -174,6 +177,7 @@ fn job(fields: &[&str], cols: &Columns, tz: &TimeZone) -> Result<JobRecord, Fiel
         return Err(("JobID", "empty".into()));
     }
     let mut j = JobRecord::new(id, Source::Slurm);
+    j.raw_id = text(cols.raw).filter(|r| r != id);
     j.name = text(cols.name);
     j.user = text(cols.user);
     j.account = text(cols.account);

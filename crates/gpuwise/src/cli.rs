@@ -82,7 +82,7 @@ pub(crate) enum Command {
 
 const JOBS_EXAMPLES: &str = "Examples:
   sacct --parsable2 --allocations -S 2026-10-01 -E 2026-11-01 \\
-    --format=JobID,JobName,User,Account,Partition,QOS,Submit,Start,End,Elapsed,Timelimit,State,ExitCode,AllocTRES,NodeList \\
+    --format=JobID,JobIDRaw,JobName,User,Account,Partition,QOS,Submit,Start,End,Elapsed,Timelimit,State,ExitCode,AllocTRES,NodeList \\
     > jobs.txt
   gpuwise jobs dcgm/ --sacct jobs.txt --tz America/New_York
   gpuwise jobs dcgm/ --slurm --since 2026-10-01 --until 2026-11-01 --format html -o jobs.html
@@ -127,6 +127,9 @@ pub(crate) struct JobsArgs {
     /// Flag a job whose mean utilization is below this, % [default: 20].
     #[arg(long, value_name = "PCT", help_heading = "Jobs")]
     pub low_utilization: Option<f64>,
+    /// Flag only jobs whose GPUs were observed for at least this long in all [default: 15m].
+    #[arg(long, value_name = "DURATION", help_heading = "Jobs")]
+    pub min_observed: Option<String>,
     /// Exit 1 when the jobs' idle GPU time cost more than this many dollars.
     #[arg(long, value_name = "USD", help_heading = "Jobs")]
     pub fail_on_idle_cost: Option<f64>,

@@ -22,7 +22,7 @@ use crate::output::emit;
 use crate::{duration, printer};
 
 /// The `sacct` fields `--slurm` asks for (and `docs/jobs.md` tells users to ask for).
-const SACCT_FORMAT: &str = "JobID,JobName,User,Account,Partition,QOS,Submit,Start,End,Elapsed,Timelimit,State,ExitCode,AllocTRES,NodeList";
+const SACCT_FORMAT: &str = "JobID,JobIDRaw,JobName,User,Account,Partition,QOS,Submit,Start,End,Elapsed,Timelimit,State,ExitCode,AllocTRES,NodeList";
 
 pub(crate) fn run(args: &JobsArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
@@ -114,13 +114,15 @@ pub(crate) fn run(args: &JobsArgs) -> anyhow::Result<ExitCode> {
 
 fn job_settings(args: &JobsArgs, idle: f32) -> anyhow::Result<JobSettings> {
     let d = JobSettings::default();
-    let tail = match &args.idle_tail {
-        Some(t) => {
-            let ms = duration::parse_ms(t).map_err(|e| anyhow!("--idle-tail: {e}"))?;
-            #[allow(clippy::cast_precision_loss)]
-            gpuwise_core::hours_of_ms(ms as f64)
-        }
-        None => d.idle_tail_h,
+    let hours = |flag: &str, v: Option<&String>, default: f64| -> anyhow::Result<f64> {
+        Ok(match v {
+            Some(t) => {
+                let ms = duration::parse_ms(t).map_err(|e| anyhow!("--{flag}: {e}"))?;
+                #[allow(clippy::cast_precision_loss)]
+                gpuwise_core::hours_of_ms(ms as f64)
+            }
+            None => default,
+        })
     };
     for (flag, v) in [
         ("memory-share", args.memory_share),
@@ -135,10 +137,10 @@ fn job_settings(args: &JobsArgs, idle: f32) -> anyhow::Result<JobSettings> {
     }
     Ok(JobSettings {
         idle_below_pct: idle,
-        idle_tail_h: tail,
+        idle_tail_h: hours("idle-tail", args.idle_tail.as_ref(), d.idle_tail_h)?,
         memory_share_pct: args.memory_share.unwrap_or(d.memory_share_pct),
         low_utilization_pct: args.low_utilization.unwrap_or(d.low_utilization_pct),
-        ..d
+        min_observed_h: hours("min-observed", args.min_observed.as_ref(), d.min_observed_h)?,
     })
 }
 

@@ -27,5 +27,6 @@ mod schedule;
 mod serve;
 mod simulate;
 mod simulate_serve;
+mod slurm;
 mod step_model;
 mod widths;
