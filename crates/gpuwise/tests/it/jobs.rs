@@ -120,7 +120,7 @@ const PLANTED: &[Planted] = &[
     },
 ];
 
-const SACCT: &str = "JobID|JobName|User|Account|Partition|QOS|Submit|Start|End|Elapsed|Timelimit|State|ExitCode|AllocTRES|NodeList
+pub(crate) const SACCT: &str = "JobID|JobName|User|Account|Partition|QOS|Submit|Start|End|Elapsed|Timelimit|State|ExitCode|AllocTRES|NodeList
 101|wide|ana|ml|gpu|normal|2026-10-05T00:40:00|2026-10-05T01:00:00|2026-10-05T05:00:00|04:00:00|08:00:00|COMPLETED|0:0|billing=32,cpu=32,gres/gpu:a100=4,gres/gpu=4,node=1|node01
 101.batch|batch||ml||normal|2026-10-05T01:00:00|2026-10-05T01:00:00|2026-10-05T05:00:00|04:00:00||COMPLETED|0:0|cpu=32,gres/gpu=4|node01
 101.extern|extern||ml||normal|2026-10-05T01:00:00|2026-10-05T01:00:00|2026-10-05T05:00:00|04:00:00||COMPLETED|0:0|cpu=32,gres/gpu=4|node01
@@ -177,9 +177,9 @@ fn uuid(node: &str, i: u32) -> String {
 }
 
 /// Per device: (node, index, samples as (time, util, mem, job label)).
-type Device = (String, u32, Vec<(i64, f64, f64, Option<&'static str>)>);
+pub(crate) type Device = (String, u32, Vec<(i64, f64, f64, Option<&'static str>)>);
 
-fn plant(dir: &Path, seed: u64) -> Vec<Device> {
+pub(crate) fn plant(dir: &Path, seed: u64) -> Vec<Device> {
     let mut r = Rng(seed);
     let mut devices = Vec::new();
     for (node, gpus) in [("node01", 4), ("node02", 4), ("node03", 2)] {
@@ -370,7 +370,7 @@ fn each_gpu_second_goes_to_its_job_or_to_none() {
 }
 
 /// A job's row of the JSON.
-fn row(j: &serde_json::Value, id: &str) -> serde_json::Value {
+pub(crate) fn row(j: &serde_json::Value, id: &str) -> serde_json::Value {
     j["jobs"]
         .as_array()
         .expect("planted")

@@ -16,6 +16,7 @@ mod hostile;
 mod jobs;
 mod ledger;
 mod messy;
+mod mlflow;
 mod pack;
 mod plan;
 mod planted;
