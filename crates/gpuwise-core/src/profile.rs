@@ -1101,9 +1101,10 @@ pub trait Tap: Send {
 /// Where a tapped sample comes from.
 #[derive(Clone, Copy, Debug)]
 pub struct TapPoint<'a> {
-    /// The input being read.
-    pub source: SourceId,
-    /// The device's number inside that input's builder (stable for the input).
+    /// The builder that took it (its input's number, or a block's replay number): device
+    /// numbers are stable within one scope.
+    pub scope: u64,
+    /// The device's number inside that builder.
     pub id: usize,
     /// The device.
     pub key: &'a DeviceKey,
@@ -1111,6 +1112,76 @@ pub struct TapPoint<'a> {
     pub info: &'a DeviceInfo,
     /// The job the sample's labels name, where the exporter maps jobs to GPUs.
     pub tag: Option<&'a str>,
+}
+
+/// A [`Tap`] that keeps what it is shown, to show it to another tap later: the readers parse
+/// the blocks of one input in parallel, each into a log of its own, and replay the logs into
+/// the real tap in file order (memory: one block's samples per worker).
+#[derive(Debug, Default)]
+pub struct TapLog {
+    /// By the builder's device number: the device, and what a tap reads of its info.
+    devices: Vec<Option<(DeviceKey, DeviceInfo)>>,
+    /// Tags seen, each once in a row.
+    tags: Vec<Box<str>>,
+    /// (device, tag + 1 or 0, sample), in the order taken.
+    entries: Vec<(u32, u32, Sample)>,
+}
+
+impl Tap for TapLog {
+    fn sample(&mut self, at: TapPoint<'_>, s: &Sample) {
+        if self.devices.len() <= at.id {
+            self.devices.resize(at.id + 1, None);
+        }
+        let slot = &mut self.devices[at.id];
+        match slot {
+            Some((_, info)) => {
+                if info.index.is_none() {
+                    info.index = at.info.index;
+                }
+            }
+            None => {
+                let info = DeviceInfo {
+                    index: at.info.index,
+                    ..DeviceInfo::default()
+                };
+                *slot = Some((at.key.clone(), info));
+            }
+        }
+        let tag = match at.tag {
+            None => 0,
+            Some(t) => {
+                if self.tags.last().is_none_or(|last| **last != *t) {
+                    self.tags.push(t.into());
+                }
+                u32::try_from(self.tags.len()).unwrap_or(u32::MAX)
+            }
+        };
+        let id = u32::try_from(at.id).unwrap_or(u32::MAX);
+        self.entries.push((id, tag, *s));
+    }
+}
+
+impl TapLog {
+    /// Show everything logged to `into`, in order, as taken by a builder numbered `scope`.
+    pub fn replay(&self, scope: u64, into: &mut dyn Tap) {
+        for (id, tag, s) in &self.entries {
+            let Some(Some((key, info))) = self.devices.get(*id as usize) else {
+                continue;
+            };
+            let tag = tag
+                .checked_sub(1)
+                .and_then(|t| self.tags.get(t as usize))
+                .map(|t| &**t);
+            let at = TapPoint {
+                scope,
+                id: *id as usize,
+                key,
+                info,
+                tag,
+            };
+            into.sample(at, s);
+        }
+    }
 }
 
 /// A [`Tap`] shared by the builders of every input.
@@ -1316,7 +1387,7 @@ impl ProfileBuilder {
         {
             let slot = &self.devices[id.0];
             let at = TapPoint {
-                source: self.source,
+                scope: u64::from(self.source),
                 id: id.0,
                 key: &slot.key,
                 info: &slot.info,

@@ -15,7 +15,7 @@ use gpuwise_core::profile::{Identity, Tap, TapPoint};
 use gpuwise_core::{EpochMs, Sample};
 
 use crate::record::{JobRecord, Source, short_host};
-use crate::schedule::Schedule;
+use crate::schedule::{Lane, Schedule};
 
 /// How samples are weighted: the profile's own settings.
 #[derive(Clone, Copy, Debug)]
@@ -100,31 +100,44 @@ impl JobAcc {
         None
     }
 
-    fn add(&mut self, device: u32, last: &Last, from: EpochMs, to: EpochMs, st: &JoinSettings) {
+    /// Add `[from, to)` of `device` with `last`'s readings; `device` is `None` for the
+    /// unattributed time, which keeps no per-GPU split (a job holds a few GPUs, "no job" all).
+    fn add(
+        &mut self,
+        device: Option<u32>,
+        last: &Last,
+        from: EpochMs,
+        to: EpochMs,
+        st: &JoinSettings,
+    ) {
         let ms = u64::try_from(to - from).unwrap_or(0);
         if ms == 0 {
             return;
         }
         self.observed_ms += ms;
         self.last_seen_ms = Some(self.last_seen_ms.map_or(to, |t| t.max(to)));
-        let gpu = match self.gpus.iter_mut().position(|g| g.device == device) {
-            Some(i) => &mut self.gpus[i],
-            None => {
-                self.gpus.push(GpuAcc {
-                    device,
-                    ..GpuAcc::default()
-                });
-                self.gpus.last_mut().unwrap_or_else(|| unreachable!())
-            }
-        };
-        gpu.observed_ms += ms;
         #[allow(clippy::cast_precision_loss)]
         let w = ms as f64;
+        if let Some(device) = device {
+            let gpu = match self.gpus.iter().position(|g| g.device == device) {
+                Some(i) => &mut self.gpus[i],
+                None => {
+                    self.gpus.push(GpuAcc {
+                        device,
+                        ..GpuAcc::default()
+                    });
+                    self.gpus.last_mut().unwrap_or_else(|| unreachable!())
+                }
+            };
+            gpu.observed_ms += ms;
+            if let Some(u) = last.util {
+                gpu.util_ms += ms;
+                gpu.util_sum += f64::from(u) * w;
+            }
+        }
         if let Some(u) = last.util {
             self.util_ms += ms;
             self.util_sum += f64::from(u) * w;
-            gpu.util_ms += ms;
-            gpu.util_sum += f64::from(u) * w;
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let bin = (u.round() as usize).min(BINS - 1);
             self.hist.get_or_insert_with(|| Box::new([0; BINS]))[bin] += ms;
@@ -169,6 +182,8 @@ pub struct Device {
     /// Its index on the host, where the telemetry says.
     pub index: Option<u32>,
     short: String,
+    /// Its holds in the schedule (looked up when its host or index becomes known).
+    lane: Option<Lane>,
     last: Option<Last>,
 }
 
@@ -184,8 +199,10 @@ pub struct Join {
     labelled_only: Vec<String>,
     devices: Vec<Device>,
     by_identity: HashMap<Identity, u32>,
-    /// (input, number in its builder) → device, so the hot path hashes no key.
-    cache: Vec<Vec<u32>>,
+    /// The builder whose device numbers `cache` holds.
+    scope: u64,
+    /// (number in the builder of `scope`) → device, so the hot path hashes no key.
+    cache: Vec<u32>,
     jobs: Vec<JobAcc>,
     unattributed: JobAcc,
     /// Samples not after their device's previous one (a copy of an input already read).
@@ -228,6 +245,7 @@ impl Join {
             labelled_only: Vec::new(),
             devices: Vec::new(),
             by_identity: HashMap::new(),
+            scope: u64::MAX,
             cache: Vec::new(),
             jobs: vec![JobAcc::default(); records.len()],
             unattributed: JobAcc::default(),
@@ -242,8 +260,11 @@ impl Join {
     }
 
     fn device(&mut self, at: &TapPoint<'_>) -> u32 {
-        let src = at.source as usize;
-        if let Some(d) = self.cache.get(src).and_then(|c| c.get(at.id)).copied()
+        if at.scope != self.scope {
+            self.scope = at.scope;
+            self.cache.clear();
+        }
+        if let Some(d) = self.cache.get(at.id).copied()
             && d != NONE
         {
             return d;
@@ -266,25 +287,23 @@ impl Join {
             }
             None => {
                 let d = u32::try_from(self.devices.len()).unwrap_or(NONE);
+                let short = short_host(&at.key.host);
                 self.devices.push(Device {
                     host: at.key.host.clone(),
                     gpu: at.key.gpu.clone(),
                     index: at.info.index,
-                    short: short_host(&at.key.host),
+                    lane: self.schedule.lane(&short, at.info.index),
+                    short,
                     last: None,
                 });
                 self.by_identity.insert(identity, d);
                 d
             }
         };
-        if self.cache.len() <= src {
-            self.cache.resize(src + 1, Vec::new());
+        if self.cache.len() <= at.id {
+            self.cache.resize(at.id + 1, NONE);
         }
-        let c = &mut self.cache[src];
-        if c.len() <= at.id {
-            c.resize(at.id + 1, NONE);
-        }
-        c[at.id] = d;
+        self.cache[at.id] = d;
         d
     }
 
@@ -312,15 +331,15 @@ impl Join {
         let st = self.settings;
         let from = last.ts;
         if let Some(job) = last.job {
-            self.jobs[job as usize].add(d, last, from, to, &st);
+            self.jobs[job as usize].add(Some(d), last, from, to, &st);
             return;
         }
-        let dev = &self.devices[d as usize];
+        let lane = self.devices[d as usize].lane;
         let (jobs, none) = (&mut self.jobs, &mut self.unattributed);
         self.schedule
-            .split(&dev.short, dev.index, from, to, |job, a, b| match job {
-                Some(j) => jobs[j as usize].add(d, last, a, b, &st),
-                None => none.add(d, last, a, b, &st),
+            .split_lane(lane, from, to, |job, a, b| match job {
+                Some(j) => jobs[j as usize].add(Some(d), last, a, b, &st),
+                None => none.add(None, last, a, b, &st),
             });
     }
 
@@ -350,8 +369,9 @@ impl Tap for Join {
             job,
         };
         let dev = &mut self.devices[d as usize];
-        if dev.index.is_none() {
+        if dev.index.is_none() && at.info.index.is_some() {
             dev.index = at.info.index;
+            dev.lane = self.schedule.lane(&dev.short, dev.index);
         }
         match dev.last {
             Some(prev) if s.ts_ms <= prev.ts => {

@@ -46,8 +46,10 @@ struct NodeSpan {
 /// Who held each GPU (by short host name and index), and each node while one job alone held it.
 #[derive(Clone, Debug, Default)]
 pub struct Schedule {
-    by_gpu: HashMap<(String, u32), Vec<Hold>>,
-    sole: HashMap<String, Vec<Hold>>,
+    /// Each device's holds (and each node's sole holder's), in time order.
+    lanes: Vec<Vec<Hold>>,
+    by_gpu: HashMap<(String, u32), usize>,
+    sole: HashMap<String, usize>,
     /// Each job's binding, by its place in the records.
     pub bindings: Vec<Binding>,
 }
@@ -99,15 +101,17 @@ impl Schedule {
         }
         for (host, mut spans) in per_host {
             spans.sort_by_key(|x| (x.start, x.job));
-            s.sole.insert(host.clone(), sole_holds(&spans));
+            s.sole.insert(host.clone(), s.lanes.len());
+            s.lanes.push(sole_holds(&spans));
             for (index, hold) in assign(&spans) {
-                s.by_gpu
-                    .entry((host.clone(), index))
-                    .or_default()
-                    .push(hold);
+                let lane = *s.by_gpu.entry((host.clone(), index)).or_insert_with(|| {
+                    s.lanes.push(Vec::new());
+                    s.lanes.len() - 1
+                });
+                s.lanes[lane].push(hold);
             }
         }
-        for holds in s.by_gpu.values_mut() {
+        for holds in &mut s.lanes {
             holds.sort_by_key(|h| (h.from, h.job));
         }
         s
@@ -119,6 +123,17 @@ impl Schedule {
         self.sole.contains_key(host)
     }
 
+    /// The holds of the device `index` on `host` (without an index: the node's sole holder),
+    /// looked up once per device; `None` when no job ever held it.
+    #[must_use]
+    pub fn lane(&self, host: &str, index: Option<u32>) -> Option<Lane> {
+        match index {
+            Some(ix) => self.by_gpu.get(&(host.to_owned(), ix)),
+            None => self.sole.get(host),
+        }
+        .map(|l| Lane(*l))
+    }
+
     /// Split `[from, to)` of the device `index` on `host` among the jobs that held it, calling
     /// `f(job, from, to)` for each piece in time order (`job` is `None` where no job held it).
     /// Without an index, the node's sole holder stands in.
@@ -128,16 +143,24 @@ impl Schedule {
         index: Option<u32>,
         from: EpochMs,
         to: EpochMs,
+        f: impl FnMut(Option<u32>, EpochMs, EpochMs),
+    ) {
+        self.split_lane(self.lane(host, index), from, to, f);
+    }
+
+    /// [`Schedule::split`] on a lane looked up before.
+    pub fn split_lane(
+        &self,
+        lane: Option<Lane>,
+        from: EpochMs,
+        to: EpochMs,
         mut f: impl FnMut(Option<u32>, EpochMs, EpochMs),
     ) {
-        let holds = match index {
-            Some(ix) => self.by_gpu.get(&(host.to_owned(), ix)),
-            None => self.sole.get(host),
-        };
-        let Some(holds) = holds else {
+        let Some(Lane(lane)) = lane else {
             f(None, from, to);
             return;
         };
+        let holds = &self.lanes[lane];
         let mut t = from;
         // The first hold that ends after `from`: holds of one GPU are sorted and, inferred,
         // disjoint; recorded ones that overlap go to the one that started first.
@@ -165,6 +188,10 @@ impl Schedule {
         }
     }
 }
+
+/// The holds of one device (or one node's sole holder), by number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lane(usize);
 
 /// Give each job on one node its GPU indices: recorded ones as recorded, the others the lowest
 /// free at its start.

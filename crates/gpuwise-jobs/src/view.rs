@@ -210,9 +210,20 @@ pub fn sections(r: &JobsReport, top: usize) -> Vec<Section> {
 /// The job rows as CSV (one line per job; flags joined by `;`).
 #[must_use]
 pub fn csv(r: &JobsReport) -> String {
-    let mut out = String::from(
-        "id,source,user,account,partition,experiment,state,gpus,gpu_type,binding,start,end,queue_wait_s,run_s,gpu_hours,observed_gpu_hours,price_usd_per_gpu_hour,cost_usd,idle_cost_usd,mean_utilization_pct,p95_utilization_pct,idle_share_pct,peak_memory_used_mib,memory_total_mib,mean_power_w,gpus_observed,gpus_used,flags\n",
-    );
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = write_csv(r, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// [`csv`], written line by line.
+///
+/// # Errors
+/// The writer's.
+pub fn write_csv(r: &JobsReport, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    w.write_all(
+        b"id,source,user,account,partition,experiment,state,gpus,gpu_type,binding,start,end,queue_wait_s,run_s,gpu_hours,observed_gpu_hours,price_usd_per_gpu_hour,cost_usd,idle_cost_usd,mean_utilization_pct,p95_utilization_pct,idle_share_pct,peak_memory_used_mib,memory_total_mib,mean_power_w,gpus_observed,gpus_used,flags\n",
+    )?;
     let o = |v: Option<f64>| v.map(|x| format!("{x}")).unwrap_or_default();
     let s = |v: &Option<String>| escape::csv(v.as_deref().unwrap_or(""));
     for j in &r.jobs {
@@ -221,8 +232,9 @@ pub fn csv(r: &JobsReport) -> String {
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
         let flags: Vec<&str> = j.flags.iter().map(|f| f.kind).collect();
-        out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             escape::csv(&j.id),
             j.source.name(),
             s(&j.user),
@@ -251,9 +263,9 @@ pub fn csv(r: &JobsReport) -> String {
             j.gpus_observed,
             j.gpus_used,
             escape::csv(&flags.join(";")),
-        ));
+        )?;
     }
-    out
+    Ok(())
 }
 
 /// The headline: what jobs held, what of it was idle.
@@ -270,6 +282,27 @@ pub fn headline(r: &JobsReport) -> String {
         flagged,
         hours(r.fleet.unattributed_gpu_hours),
     )
+}
+
+/// The report in `format`, written to `w` (JSON and CSV streamed: a month of 100,000 jobs is
+/// never one string).
+///
+/// # Errors
+/// The writer's.
+pub fn write(
+    r: &JobsReport,
+    format: Format,
+    opts: &RenderOptions,
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *w, r)?;
+            w.write_all(b"\n")
+        }
+        Format::Csv => write_csv(r, w),
+        _ => w.write_all(render(r, format, opts).as_bytes()),
+    }
 }
 
 /// The report in `format`.

@@ -11,7 +11,9 @@ use std::io::{BufRead, Read};
 use std::sync::{Mutex, PoisonError};
 
 use gpuwise_core::EpochMs;
-use gpuwise_core::profile::{Identity, Keep, Profile, ProfileBuilder, Rebuilding, SourceId};
+use gpuwise_core::profile::{
+    Identity, Keep, Profile, ProfileBuilder, Rebuilding, SharedTap, SourceId, TapLog,
+};
 use gpuwise_core::settings::ProfileSettings;
 use jiff::tz::TimeZone;
 use rayon::prelude::*;
@@ -206,12 +208,10 @@ pub fn read_all(
 ) -> Result<Ingested, IngestError> {
     let joiner = Mutex::new(Joiner::default());
     if opts.tap.is_some() {
-        // A tap sees samples in the order they are taken: one input after another.
+        // A tap sees samples in the order they are taken: one input after another (each
+        // input's blocks parsed in parallel, and shown to the tap in file order).
         for (i, input) in inputs.iter().enumerate() {
-            let job = Job {
-                sequential: true,
-                ..Job::plain(source_id(i))
-            };
+            let job = Job::plain(source_id(i));
             let part = read_job(input, opts, &job, progress);
             lock(&joiner).add(i, part, inputs, opts);
         }
@@ -301,6 +301,9 @@ pub fn untangle(
     Ok(())
 }
 
+/// Scopes of replayed block logs: above every input's number, one per block.
+static REPLAY_SCOPE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
+
 /// Inputs re-read at once when untangling overlaps.
 const REREAD_WAVE: usize = 64;
 
@@ -328,6 +331,21 @@ impl Job {
             source,
             ..Self::default()
         }
+    }
+
+    /// The builder of one block parsed in parallel: where the input has a tap, a log of its
+    /// own stands in for it (replayed into the tap in file order).
+    fn block_builder(
+        &self,
+        opts: &ReadOptions,
+    ) -> (ProfileBuilder, Option<std::sync::Arc<Mutex<TapLog>>>) {
+        let b = self.builder(opts);
+        if opts.tap.is_none() || self.filter.is_some() {
+            return (b, None);
+        }
+        let log = std::sync::Arc::new(Mutex::new(TapLog::default()));
+        let tap = SharedTap(log.clone());
+        (b.with_tap(Some(tap)), Some(log))
     }
 
     fn builder(&self, opts: &ReadOptions) -> ProfileBuilder {
@@ -865,17 +883,25 @@ fn blocks(
         }
     })
     .fuse();
-    let joined = Mutex::new(InOrder::default());
+    let joined = Mutex::new(InOrder {
+        tap: opts.tap.clone().filter(|_| job.filter.is_none()),
+        ..InOrder::default()
+    });
     source.par_bridge().for_each(|(seq, block)| {
-        let mut b = job.builder(opts);
+        let (mut b, log) = job.block_builder(opts);
         let mut t = Tally::default();
         let lines = parse(&block.data, &mut b, &mut t);
+        let profile = b.build();
+        let log = log
+            .and_then(|l| std::sync::Arc::try_unwrap(l).ok())
+            .map(|l| l.into_inner().unwrap_or_else(PoisonError::into_inner));
         let piece = Piece {
-            profile: b.build(),
+            profile,
             tally: t,
             lines,
             overlong_after: block.overlong_after,
             bytes: block.data.len() as u64,
+            log,
         };
         lock(&spare).push(block.data);
         lock(&joined).add(seq, piece, file, &opts.profile, progress);
@@ -948,11 +974,15 @@ struct Piece {
     lines: u64,
     overlong_after: bool,
     bytes: u64,
+    /// What the block showed its tap, to replay into the real one in file order.
+    log: Option<TapLog>,
 }
 
 /// Joins parsed blocks in file order, whatever order they finish in.
 #[derive(Default)]
 struct InOrder {
+    /// The tap the blocks' logs are replayed into.
+    tap: Option<SharedTap>,
     profile: Profile,
     tally: Tally,
     /// Lines of the input before the next block.
@@ -971,6 +1001,7 @@ impl InOrder {
         progress: &(dyn Fn(u64) + Sync),
     ) {
         let Self {
+            tap,
             profile,
             tally,
             lines_before,
@@ -978,6 +1009,10 @@ impl InOrder {
         } = self;
         order.push(seq, piece, |_, mut p| {
             progress(p.bytes);
+            if let (Some(tap), Some(log)) = (tap.as_ref(), p.log.take()) {
+                let scope = REPLAY_SCOPE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                log.replay(scope, &mut *tap.0.lock().unwrap_or_else(PoisonError::into_inner));
+            }
             // Blocks are parsed before the lines ahead of them are counted: each numbers its
             // lines from 1, and its skips are renumbered here.
             place_block(&mut p.tally, lines_before, p.lines, p.overlong_after, file);

@@ -18,7 +18,7 @@ use gpuwise_render::RenderOptions;
 use crate::cli::JobsArgs;
 use crate::config::{Config, output_format};
 use crate::fleet::{self, Asks};
-use crate::output::emit;
+use crate::output::emit_with;
 use crate::{duration, printer};
 
 /// The `sacct` fields `--slurm` asks for (and `docs/jobs.md` tells users to ask for).
@@ -95,10 +95,9 @@ pub(crate) fn run(args: &JobsArgs) -> anyhow::Result<ExitCode> {
         top: args.top,
         color,
     };
-    emit(
-        &gpuwise_jobs::view::render(&r, format, &opts),
-        args.out.output.as_ref(),
-    )?;
+    emit_with(args.out.output.as_ref(), |w| {
+        gpuwise_jobs::view::write(&r, format, &opts, w)
+    })?;
     if let Some(limit) = args.fail_on_idle_cost
         && r.fleet.idle_cost_usd > limit
     {
