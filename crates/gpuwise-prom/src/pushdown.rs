@@ -696,7 +696,7 @@ fn pull_raw(
     queries: &mut QueryLog,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<DeviceProfile>, PromError> {
-    let r = raw(client, q, s, Some((keys, label)))?;
+    let r = raw(client, q, s, Some((keys, label)), None)?;
     queries.extend(r.queries);
     warnings.extend(r.tally.warnings().into_iter().map(|w| w.message));
     Ok(r.profile.finish(&q.profile, &q.tz))
@@ -1694,10 +1694,17 @@ pub struct Raw {
     pub queries: QueryLog,
 }
 
-/// `--raw` read through the DCGM reader (with `only`, those devices' samples alone).
-pub fn raw(client: &Client, q: &Query, step_ms: i64, only: Only<'_>) -> Result<Raw, PromError> {
+/// `--raw` read through the DCGM reader (with `only`, those devices' samples alone), each
+/// sample shown to `tap` as well (`gpuwise jobs`).
+pub fn raw(
+    client: &Client,
+    q: &Query,
+    step_ms: i64,
+    only: Only<'_>,
+    tap: Option<gpuwise_core::profile::SharedTap>,
+) -> Result<Raw, PromError> {
     let (text, queries) = raw_exposition(client, q, step_ms, only)?;
-    let mut b = gpuwise_core::profile::ProfileBuilder::new(q.profile.clone());
+    let mut b = gpuwise_core::profile::ProfileBuilder::new(q.profile.clone()).with_tap(tap);
     let mut tally = gpuwise_sources::diag::Tally::default();
     let origin = gpuwise_sources::Origin {
         file: "prometheus",

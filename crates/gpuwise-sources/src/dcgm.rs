@@ -633,7 +633,15 @@ impl Reader<'_> {
             info.index = label(&["gpu"]).and_then(|g| g.parse().ok());
             info.mig_profile = label(&["GPU_I_PROFILE"]);
         }
-        let job: Option<std::sync::Arc<str>> = label(JOB_LABELS).map(Into::into);
+        // The job a series names: a scheduler's job, else the pod dcgm-exporter maps the GPU
+        // to (`namespace/pod`).
+        let job: Option<std::sync::Arc<str>> = label(JOB_LABELS)
+            .or_else(|| {
+                let ns = label(&["exported_namespace", "namespace", "pod_namespace"])?;
+                let pod = label(&["exported_pod", "pod", "pod_name"])?;
+                Some(format!("{ns}/{pod}"))
+            })
+            .map(Into::into);
         let labels = workload_labels(label, parsed.labels.iter().map(|(k, v)| (*k, v.as_str())));
         self.series.insert(
             label_text.to_vec(),

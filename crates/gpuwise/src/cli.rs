@@ -88,9 +88,10 @@ const JOBS_EXAMPLES: &str = "Examples:
   gpuwise jobs dcgm/ --slurm --since 2026-10-01 --until 2026-11-01 --format html -o jobs.html
   gpuwise jobs logs/ --sacct jobs.txt --mlflow http://127.0.0.1:5000 --quality-metric eval_accuracy
   gpuwise jobs logs/ --sacct jobs.txt --fail-on-idle-cost 500     # exit 1 above $500 of idle jobs
+  gpuwise jobs --prometheus http://prometheus:9090 --kube --last 7d   # pods as jobs
 
 GPU samples are tied to jobs by the job their labels name (dcgm-exporter's `hpc_job`, jobstats'
-`jobid`), else by node, GPU index and time from the scheduler's record (lowest free indices at a
+`jobid`) or the pod dcgm-exporter maps it to, else by node, GPU index and time from the scheduler's record (lowest free indices at a
 job's start where the record has none). docs/jobs.md.";
 
 /// `gpuwise jobs`.
@@ -104,6 +105,9 @@ pub(crate) struct JobsArgs {
     /// Run `sacct` for the window (--since/--until, else the last day) instead of a file.
     #[arg(long, help_heading = "Jobs")]
     pub slurm: bool,
+    /// Pods that request GPUs, from kube-state-metrics in the --prometheus store, as jobs.
+    #[arg(long, requires = "prometheus", help_heading = "Jobs")]
+    pub kube: bool,
     /// MLflow tracking server: runs name their job (tag slurm_job_id or pod), experiment and quality.
     #[arg(
         long,

@@ -25,10 +25,6 @@ use crate::{duration, printer};
 const SACCT_FORMAT: &str = "JobID,JobIDRaw,JobName,User,Account,Partition,QOS,Submit,Start,End,Elapsed,Timelimit,State,ExitCode,AllocTRES,NodeList";
 
 pub(crate) fn run(args: &JobsArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(
-        args.fleet.prom.prometheus.is_none(),
-        "gpuwise jobs reads telemetry files (DCGM scrapes, nvidia-smi logs): the Prometheus path is not joined with jobs yet"
-    );
     let cfg = Config::load(args.out.config.as_deref())?;
     let format = output_format(args.format.as_deref(), &cfg)?;
     let mut s = fleet::resolve(
@@ -37,26 +33,16 @@ pub(crate) fn run(args: &JobsArgs) -> anyhow::Result<ExitCode> {
         &cfg,
         &Asks::default(),
     )?;
+    let prom = &args.fleet.prom;
+    let start = args.fleet.read.start.as_deref();
+    // The join's window: the store's (--start/--end/--last), else --since/--until.
+    let window = match prom.prometheus {
+        Some(_) => Some(fleet::prom_window(prom, start, &s.read)?),
+        None => s.read.range,
+    };
     let mut warnings = Vec::new();
-    let mut records = read_records(args, &s.read, s.now_ms, &mut warnings)?;
-    let runs = read_runs(args)?;
-    if !runs.is_empty() {
-        let linked = gpuwise_jobs::mlflow::link(&mut records, runs, args.quality_metric.as_deref());
-        if linked.unlinked > 0 {
-            warnings.push(format!(
-                "{} run(s) name no job (tag slurm_job_id or pod) and no place (host, gpus): not counted",
-                linked.unlinked
-            ));
-        }
-        if !linked.unknown_job.is_empty() {
-            warnings.push(format!(
-                "{} run(s) name a job no record has: {}",
-                linked.unknown_job.len(),
-                linked.unknown_job.join(", ")
-            ));
-        }
-    }
-    let open_end = s.read.range.map_or(s.now_ms, |(_, to)| to.min(s.now_ms));
+    let mut records = all_records(args, &s.read, s.now_ms, &mut warnings)?;
+    let open_end = window.map_or(s.now_ms, |(_, to)| to.min(s.now_ms));
     let join = Join::new(
         &records,
         open_end,
@@ -69,9 +55,14 @@ pub(crate) fn run(args: &JobsArgs) -> anyhow::Result<ExitCode> {
     let tap = Arc::new(Mutex::new(join));
     s.read.tap = Some(SharedTap(tap.clone()));
     let analysis = gpuwise_analysis::Analysis::new(s.analysis);
-    let progress = !args.out.no_progress;
-    let (report, _profiles) =
-        fleet::from_files(&args.fleet.inputs, &s.read, &analysis, s.now_ms, progress)?;
+    let report = if prom.prometheus.is_some() {
+        let (mut profiles, summary) = fleet::prom_pull(prom, start, &s.read)?;
+        analysis.with_workloads(&mut profiles);
+        analysis.report(&profiles, summary, s.now_ms)
+    } else {
+        let progress = !args.out.no_progress;
+        fleet::from_files(&args.fleet.inputs, &s.read, &analysis, s.now_ms, progress)?.0
+    };
     s.read.tap = None;
     let join = Arc::try_unwrap(tap)
         .map_err(|_| anyhow!("the telemetry readers still hold the join"))?
@@ -83,7 +74,7 @@ pub(crate) fn run(args: &JobsArgs) -> anyhow::Result<ExitCode> {
     }
     let types: std::collections::BTreeSet<String> =
         records.iter().filter_map(|r| r.gpu_type.clone()).collect();
-    let ctx = context(&report, &joined, &analysis, &types, s.read.range, open_end);
+    let ctx = context(&report, &joined, &analysis, &types, window, open_end);
     let settings = job_settings(args, s.read.profile.idle_threshold_pct)?;
     let r = gpuwise_jobs::report::build(&records, &bindings, &joined, &ctx, &settings, warnings);
     for w in &r.warnings {
@@ -143,6 +134,39 @@ fn job_settings(args: &JobsArgs, idle: f32) -> anyhow::Result<JobSettings> {
     })
 }
 
+/// Every job record: the scheduler's (files, `sacct`), the pods (`--kube`), then MLflow's and
+/// the exports' runs linked to them (or jobs of their own).
+fn all_records(
+    args: &JobsArgs,
+    read: &gpuwise_sources::ReadOptions,
+    now_ms: i64,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<Vec<JobRecord>> {
+    let mut records = read_records(args, read, now_ms, warnings)?;
+    if args.kube {
+        let points = fleet::kube_points(&args.fleet.prom, args.fleet.read.start.as_deref(), read)?;
+        records.extend(gpuwise_jobs::kube::pods(&points));
+    }
+    let runs = read_runs(args)?;
+    if !runs.is_empty() {
+        let linked = gpuwise_jobs::mlflow::link(&mut records, runs, args.quality_metric.as_deref());
+        if linked.unlinked > 0 {
+            warnings.push(format!(
+                "{} run(s) name no job (tag slurm_job_id or pod) and no place (host, gpus): not counted",
+                linked.unlinked
+            ));
+        }
+        if !linked.unknown_job.is_empty() {
+            warnings.push(format!(
+                "{} run(s) name a job no record has: {}",
+                linked.unknown_job.len(),
+                linked.unknown_job.join(", ")
+            ));
+        }
+    }
+    Ok(records)
+}
+
 /// The scheduler's records: each `--sacct` file (or stdin), or `sacct` run for the window.
 fn read_records(
     args: &JobsArgs,
@@ -151,8 +175,12 @@ fn read_records(
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<Vec<JobRecord>> {
     anyhow::ensure!(
-        !args.sacct.is_empty() || args.slurm || args.mlflow.is_some() || !args.runs_csv.is_empty(),
-        "no jobs: give --sacct FILE, --slurm, --mlflow URL or --runs-csv FILE"
+        !args.sacct.is_empty()
+            || args.slurm
+            || args.kube
+            || args.mlflow.is_some()
+            || !args.runs_csv.is_empty(),
+        "no jobs: give --sacct FILE, --slurm, --kube, --mlflow URL or --runs-csv FILE"
     );
     let mut texts = Vec::new();
     for path in &args.sacct {

@@ -6,7 +6,7 @@
 
 mod prom;
 
-pub(crate) use prom::pull as prom_pull;
+pub(crate) use prom::{kube_points, pull as prom_pull, window as prom_window};
 
 use anyhow::{anyhow, bail};
 use gpuwise_advise::{AdviseSettings, Hints};

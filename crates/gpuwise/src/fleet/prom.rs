@@ -170,6 +170,48 @@ fn pushed_warnings(pushed: &pushdown::Pushed) -> Vec<Warning> {
     warnings
 }
 
+/// The window `--start`/`--end`/`--last` name (the report's, and the jobs' join's).
+pub(crate) fn window(
+    p: &PromArgs,
+    start: Option<&str>,
+    read: &ReadOptions,
+) -> anyhow::Result<(i64, i64)> {
+    let q = query(p, start, read)?;
+    Ok((q.start_ms, q.end_ms))
+}
+
+/// kube-state-metrics' series in the store (`gpuwise jobs --kube`): each metric's last value
+/// in the window, per series (the `--selector` is for GPU metrics and is not applied).
+pub(crate) fn kube_points(
+    p: &PromArgs,
+    start: Option<&str>,
+    read: &ReadOptions,
+) -> anyhow::Result<Vec<gpuwise_jobs::kube::Point>> {
+    let given = p
+        .prometheus
+        .as_deref()
+        .ok_or_else(|| anyhow!("--kube reads kube-state-metrics from --prometheus URL"))?;
+    let c = client(p, given)?;
+    let q = query(p, start, read)?;
+    let seconds = ((q.end_ms - q.start_ms) / 1000).max(1);
+    let mut out = Vec::new();
+    for metric in gpuwise_jobs::kube::METRICS {
+        let r = c
+            .query(&format!("last_over_time({metric}[{seconds}s])"), q.end_ms)
+            .with_context(|| format!("reading {metric} from {}", c.url()))?;
+        for series in r.series {
+            if let Some((_, value)) = series.samples.last() {
+                out.push(gpuwise_jobs::kube::Point {
+                    metric: (*metric).to_owned(),
+                    labels: series.labels,
+                    value: *value,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Read the store and build the report.
 pub(crate) fn build(
     p: &PromArgs,
@@ -202,7 +244,16 @@ pub(crate) fn pull(
     let q = query(p, start, read)?;
     let step_ms = q.step_ms;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-    let (raw_path, step_ms, why) = path(p, &c, &q, step_ms, url)?;
+    // A tap (the jobs' join) needs the samples themselves: the raw path, whatever is cheaper.
+    let (raw_path, step_ms, why) = if read.tap.is_some() {
+        (
+            true,
+            step_ms,
+            "raw samples: the jobs' join needs every sample".to_owned(),
+        )
+    } else {
+        path(p, &c, &q, step_ms, url)?
+    };
     let q = Query { step_ms, ..q };
     let (profiles, mode, mut warnings, raw_in_window, raw_devices) = if raw_path {
         // The scrape interval sizes the raw chunks: found like the pushdown's.
@@ -211,7 +262,7 @@ pub(crate) fn pull(
             None => pushdown::scrape_interval(&c, &q)
                 .with_context(|| format!("finding the scrape interval at {url}"))?,
         };
-        let raw = pushdown::raw(&c, &q, step, None)
+        let raw = pushdown::raw(&c, &q, step, None, read.tap.clone())
             .with_context(|| format!("reading raw samples from {url}"))?;
         let warnings = raw.tally.warnings();
         (

@@ -14,6 +14,7 @@ mod grafana;
 mod graph;
 mod hostile;
 mod jobs;
+mod kube;
 mod ledger;
 mod messy;
 mod mlflow;
