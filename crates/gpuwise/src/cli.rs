@@ -94,11 +94,9 @@ GPU samples are tied to jobs by the job their labels name (dcgm-exporter's `hpc_
 `jobid`) or the pod dcgm-exporter maps it to, else by node, GPU index and time from the scheduler's record (lowest free indices at a
 job's start where the record has none). docs/jobs.md.";
 
-/// `gpuwise jobs`.
-#[derive(Debug, Args)]
-pub(crate) struct JobsArgs {
-    #[command(flatten)]
-    pub fleet: FleetArgs,
+/// Where jobs come from (`gpuwise jobs`, and `gpuwise serve`'s /api/jobs).
+#[derive(Debug, Args, Default, Clone)]
+pub(crate) struct JobSources {
     /// Slurm accounting: `sacct --parsable2` output, or `-` for stdin (repeatable).
     #[arg(long, value_name = "FILE", help_heading = "Jobs")]
     pub sacct: Vec<PathBuf>,
@@ -122,6 +120,15 @@ pub(crate) struct JobsArgs {
     /// The run metric whose cost per unit is shown (MLflow or the CSV).
     #[arg(long, value_name = "NAME", help_heading = "Jobs")]
     pub quality_metric: Option<String>,
+}
+
+/// `gpuwise jobs`.
+#[derive(Debug, Args)]
+pub(crate) struct JobsArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    #[command(flatten)]
+    pub sources: JobSources,
     /// Flag a job idle for at least this long at its end [default: 1h].
     #[arg(long, value_name = "DURATION", help_heading = "Jobs")]
     pub idle_tail: Option<String>,
@@ -251,6 +258,9 @@ Routes: / (dashboard), /device?id=ID, /api/report, /api/advice, /api/allocation,
 pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub fleet: FleetArgs,
+    /// With any of them: /api/jobs and the jobs page (each request joins its window afresh).
+    #[command(flatten)]
+    pub jobs: JobSources,
     #[command(flatten)]
     pub advise: AdviseOpts,
     #[command(flatten)]

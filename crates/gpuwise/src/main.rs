@@ -15,6 +15,7 @@ mod config;
 mod duration;
 mod fleet;
 mod inputs;
+mod jobs_join;
 mod notice;
 mod output;
 mod printer;
