@@ -124,7 +124,11 @@ pub fn of(row: &Seen, r: &JobRecord, acc: &JobAcc, st: &JobSettings) -> Vec<Flag
             format!("below {threshold} % utilization for all {observed_h:.2} GPU-hours observed"),
         )),
         Some(busy) => {
-            let end = r.end_ms.unwrap_or(row.to_ms).min(row.to_ms);
+            // A job only the telemetry knows ended when it was last seen.
+            let end = match r.source {
+                crate::record::Source::Telemetry => acc.last_seen_ms.unwrap_or(busy),
+                _ => r.end_ms.unwrap_or(row.to_ms).min(row.to_ms),
+            };
             let tail = hours(end - busy);
             if tail >= st.idle_tail_h {
                 out.push(flag(

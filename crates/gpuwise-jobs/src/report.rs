@@ -271,7 +271,12 @@ fn row(r: &JobRecord, acc: &JobAcc, binding: Binding, ctx: &Context, st: &JobSet
         h(held_ms(r, ctx))
     };
     let unit = price(acc, r, ctx);
-    let cost = unit.map(|p| p * gpu_hours);
+    // Nothing held costs nothing, priced or not (a pending job); else unknown stays unknown.
+    let cost = if gpu_hours == 0.0 {
+        Some(0.0)
+    } else {
+        unit.map(|p| p * gpu_hours)
+    };
     let idle_share = (acc.util_ms > 0).then(|| acc.idle_ms as f64 / acc.util_ms as f64 * 100.0);
     let gpus_used = acc
         .gpus

@@ -129,7 +129,7 @@ fn evidence(r: &JobsReport, top: usize) -> Option<Section> {
         return None;
     }
     let all = rows.len();
-    rows.truncate(top.max(1) * 2);
+    rows.truncate(top.max(1).saturating_mul(2));
     Some(Section {
         title: "What the flags saw".into(),
         note: (all > rows.len()).then(|| format!("{} of {all} flags.", rows.len())),

@@ -85,6 +85,20 @@ impl Depth {
 /// Asks a store for a window: its devices' profiles and what was read.
 pub type StoreFn =
     dyn Fn(&Span) -> Result<(Vec<DeviceProfile>, IngestSummary), BoxError> + Send + Sync;
+/// What `gpuwise jobs` says for a window: its JSON (`gpuwise.jobs/v1`) and its HTML page.
+/// The binary joins the job records it was given with the window's telemetry (samples, not
+/// the profiles the server keeps), afresh for each request.
+pub type JobsFn = dyn Fn(&Span) -> Result<JobsAnswer, BoxError> + Send + Sync;
+
+/// A window's jobs, drawn.
+#[derive(Clone, Debug)]
+pub struct JobsAnswer {
+    /// As `gpuwise jobs --format json` prints it.
+    pub json: String,
+    /// As `gpuwise jobs --format html` prints it.
+    pub html: String,
+}
+
 /// The time now, Unix milliseconds (the binary's clock, which a test may pin).
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
@@ -230,6 +244,8 @@ struct AppState {
     report_only: std::sync::atomic::AtomicU64,
     /// Distinct windows each client asked of a store in the last minute.
     store_quota: quota::StoreQuota,
+    /// The jobs of a window (`/api/jobs`, `/jobs`), where job records were given.
+    jobs: Option<Box<JobsFn>>,
 }
 
 enum Source {
@@ -291,7 +307,19 @@ impl Bound {
     /// The server, with what it serves: telemetry, asked of `analysis` at `clock`'s time.
     #[must_use]
     pub fn serve(self, telemetry: Telemetry, analysis: Arc<Analysis>, clock: Clock) -> Server {
-        Server::with(self, telemetry, analysis, clock)
+        Server::with(self, telemetry, analysis, clock, None)
+    }
+
+    /// [`Bound::serve`], with the jobs of each window (`/api/jobs`, `/jobs`).
+    #[must_use]
+    pub fn serve_with_jobs(
+        self,
+        telemetry: Telemetry,
+        analysis: Arc<Analysis>,
+        clock: Clock,
+        jobs: Box<JobsFn>,
+    ) -> Server {
+        Server::with(self, telemetry, analysis, clock, Some(jobs))
     }
 }
 
@@ -306,7 +334,13 @@ impl Server {
         Ok(Bound::new(opts)?.serve(telemetry, analysis, clock))
     }
 
-    fn with(bound: Bound, telemetry: Telemetry, analysis: Arc<Analysis>, clock: Clock) -> Self {
+    fn with(
+        bound: Bound,
+        telemetry: Telemetry,
+        analysis: Arc<Analysis>,
+        clock: Clock,
+        jobs: Option<Box<JobsFn>>,
+    ) -> Self {
         let Bound {
             listener,
             tls,
@@ -338,6 +372,7 @@ impl Server {
             }),
             last_error: Mutex::new(None),
             session,
+            jobs,
         });
         Self {
             listener,
@@ -497,6 +532,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/api/report", get(api_report))
         .route("/api/advice", get(api_advice))
         .route("/api/allocation", get(api_allocation))
+        .route("/api/jobs", get(api_jobs))
+        .route("/jobs", get(jobs_page))
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))
         .route("/login", get(login_form).post(login))
@@ -1088,6 +1125,61 @@ async fn api_allocation(State(s): State<Arc<AppState>>, Window(q): Window) -> Re
             )
             .into_response(),
         },
+        Err(f) => f.into_response(),
+    }
+}
+
+/// The jobs of the request's window, joined afresh (the join reads samples; the server keeps
+/// profiles): 404 where serve was given no job records.
+async fn jobs_answer(s: &Arc<AppState>, q: &Q) -> Result<JobsAnswer, Failure> {
+    if s.jobs.is_none() {
+        return Err(Failure(
+            StatusCode::NOT_FOUND,
+            "no job records: start serve with --sacct, --slurm, --kube, --mlflow or --runs-csv"
+                .into(),
+        ));
+    }
+    let mut span = q
+        .span()
+        .map_err(|e| Failure(StatusCode::BAD_REQUEST, e.to_string()))?;
+    // `last` ends at the newest sample read, as the dashboard's windows do.
+    if let (Span::Last(ms), Source::Files { live }) = (&span, &s.source)
+        && let Some(newest) = live
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_ms()
+    {
+        let back = i64::try_from(*ms).unwrap_or(i64::MAX);
+        span = Span::Range(Some(newest.saturating_sub(back)), Some(newest + 1));
+    }
+    let s = s.clone();
+    blocking(move || {
+        let f = s
+            .jobs
+            .as_ref()
+            .ok_or_else(|| Failure(StatusCode::NOT_FOUND, "no job records".into()))?;
+        f(&span).map_err(|e| {
+            // The detail (a file, a store) is for who may read the dashboard, not the body.
+            *lock(&s.last_error) = Some(e.to_string());
+            Failure(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the jobs of this window could not be joined (see the dashboard's status)".into(),
+            )
+        })
+    })
+    .await
+}
+
+async fn api_jobs(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
+    match jobs_answer(&s, &q).await {
+        Ok(a) => json(a.json),
+        Err(f) => f.into_response(),
+    }
+}
+
+async fn jobs_page(State(s): State<Arc<AppState>>, Window(q): Window) -> Response {
+    match jobs_answer(&s, &q).await {
+        Ok(a) => html(a.html),
         Err(f) => f.into_response(),
     }
 }

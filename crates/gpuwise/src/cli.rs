@@ -952,7 +952,7 @@ pub(crate) struct AdviseArgs {
 }
 
 /// What the fleet is read from and how it is read and analysed (`report` and `advise`).
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub(crate) struct FleetArgs {
     /// Files, directories, globs, or `-` for stdin (.gz and .zst are decompressed).
     #[arg(required_unless_present = "prometheus", value_name = "INPUT")]

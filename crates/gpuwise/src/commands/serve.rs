@@ -17,7 +17,7 @@ use gpuwise_server::{Bound, BoxError, Live, Options, Span, Telemetry};
 use crate::cli::{PromArgs, ServeArgs};
 use crate::config::Config;
 use crate::fleet::{self, Asks};
-use crate::{duration, printer};
+use crate::{duration, jobs_join, printer};
 
 fn length(flag: &str, v: Option<&String>, default: &str) -> anyhow::Result<u64> {
     duration::parse_positive_ms(flag, v.map_or(default, String::as_str)).map_err(|e| anyhow!(e))
@@ -134,6 +134,55 @@ fn options(args: &ServeArgs, cfg: &Config) -> anyhow::Result<Options> {
     })
 }
 
+/// The jobs of a window, joined afresh for each request (the join reads samples; the server
+/// keeps profiles): the window's files read again with the join as a tap, or the store's raw
+/// samples for it.
+fn jobs_fn(
+    args: &ServeArgs,
+    read: &gpuwise_sources::ReadOptions,
+    analysis: &gpuwise_analysis::Settings,
+) -> Box<gpuwise_server::JobsFn> {
+    let (sources, fleet_args) = (args.jobs.clone(), args.fleet.clone());
+    let (read, analysis) = (read.clone(), analysis.clone());
+    Box::new(move |span: &Span| {
+        let now_ms = crate::clock::now_ms().map_err(boxed)?;
+        let mut fleet_args = fleet_args.clone();
+        let mut read = read.clone();
+        if fleet_args.prom.prometheus.is_some() {
+            fleet_args.prom = store_window(&fleet_args.prom, span);
+        } else {
+            read.range = match span {
+                Span::All => None,
+                Span::Last(ms) => Some((
+                    now_ms.saturating_sub(i64::try_from(*ms).unwrap_or(i64::MAX)),
+                    now_ms,
+                )),
+                Span::Range(a, b) => Some((a.unwrap_or(i64::MIN), b.unwrap_or(i64::MAX))),
+            };
+        }
+        let settings = fleet::Settings {
+            read,
+            analysis: analysis.clone(),
+            now_ms,
+        };
+        let req = jobs_join::Request {
+            sources: &sources,
+            fleet: &fleet_args,
+            settings: gpuwise_jobs::JobSettings {
+                idle_below_pct: settings.read.profile.idle_threshold_pct,
+                ..gpuwise_jobs::JobSettings::default()
+            },
+            progress: false,
+        };
+        let r = jobs_join::run(&req, settings).map_err(boxed)?;
+        let opts = gpuwise_render::RenderOptions::default();
+        Ok(gpuwise_server::JobsAnswer {
+            json: gpuwise_jobs::view::render(&r, gpuwise_render::Format::Json, &opts),
+            html: gpuwise_jobs::view::render(&r, gpuwise_render::Format::Html, &opts),
+        })
+    })
+}
+
 pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(args.config.as_deref())?;
     anyhow::ensure!(
@@ -160,6 +209,10 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     );
     // The port and the token first: a taken port is said before the fleet is read.
     let bound = Bound::new(opts)?;
+    let jobs = args
+        .jobs
+        .any()
+        .then(|| jobs_fn(args, &settings.read, &settings.analysis));
     let mut read = settings.read;
     let (tile, retain) = tiles(args, &cfg)?;
     read.tile_ms = Some(tile);
@@ -196,7 +249,10 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let scheme = if bound.is_tls() { "https" } else { "http" };
-    let server = bound.serve(telemetry, analysis, clock);
+    let server = match jobs {
+        Some(jobs) => bound.serve_with_jobs(telemetry, analysis, clock, jobs),
+        None => bound.serve(telemetry, analysis, clock),
+    };
     printer::info(&format!(
         "serving {scheme}://{}/ (Ctrl-C stops)",
         server.local_addr()?

@@ -567,3 +567,68 @@ fn the_sign_in_page_at_every_width() {
         );
     }
 }
+
+/// The jobs page (`gpuwise jobs --format html`, what `serve`'s /jobs shows): the answer first,
+/// every flag's evidence, nothing wider than the screen; screenshots beside the report's.
+#[test]
+fn the_jobs_page_leads_with_the_answer_at_every_width() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fleet = dir.path().join("fleet");
+    std::fs::create_dir_all(&fleet).expect("fleet dir");
+    crate::jobs::plant(&fleet, 9);
+    let sacct = dir.path().join("sacct.txt");
+    std::fs::write(&sacct, crate::jobs::SACCT).expect("sacct");
+    let page = dir.path().join("jobs.html");
+    let o = run(&[
+        "jobs",
+        &fleet.display().to_string(),
+        "--sacct",
+        &sacct.display().to_string(),
+        "--since",
+        "2026-10-05T00:00:00Z",
+        "--until",
+        "2026-10-05T12:00:00Z",
+        "--format",
+        "html",
+        "-o",
+        &page.display().to_string(),
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let html = std::fs::read_to_string(&page).expect("page");
+    assert!(!html.contains("<script"), "the page runs no script");
+    for want in [
+        "unused_gpus",
+        "idle_tail",
+        "memory_oversized",
+        "Per account",
+    ] {
+        assert!(html.contains(want), "{want} on the page");
+    }
+    let shots: PathBuf = repo().join("target/screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshots dir");
+    for width in [1400u32, 420] {
+        let png = shots.join(format!("jobs-{width}.png"));
+        let _ = std::fs::remove_file(&png);
+        headless(
+            browser,
+            width,
+            &[&format!("--screenshot={}", png.display())],
+            &page,
+        );
+        assert!(
+            std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
+            "{}",
+            png.display()
+        );
+        let found = check(browser, width, &html, dir.path());
+        for want in ["headline", "first", "fits", "none-wider"] {
+            assert!(
+                found.split(' ').any(|w| w == want),
+                "jobs at {width} px: {found}"
+            );
+        }
+        assert!(!found.contains("right-th:0"), "at {width} px: {found}");
+    }
+}

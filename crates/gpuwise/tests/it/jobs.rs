@@ -487,3 +487,42 @@ fn held_hours_states_and_unit_costs_follow_the_plan() {
     );
     assert!((per("cost_per_run_usd") - ended / 3.0).abs() < 1e-6);
 }
+
+/// `serve --sacct`: `/api/jobs` for a window is what `gpuwise jobs` prints for it, byte for
+/// byte; without job records it is 404.
+#[test]
+fn the_api_prints_what_the_cli_prints() {
+    let tmp = tempfile::tempdir().expect("planted");
+    let fleet = tmp.path().join("fleet");
+    std::fs::create_dir_all(&fleet).expect("planted");
+    plant(&fleet, 5);
+    let sacct = tmp.path().join("sacct.txt");
+    std::fs::write(&sacct, SACCT).expect("planted");
+    let (dir, sacct) = (fleet.display().to_string(), sacct.display().to_string());
+    let cli = run(&[
+        "jobs",
+        &dir,
+        "--sacct",
+        &sacct,
+        "--since",
+        "2026-10-05T00:00:00Z",
+        "--until",
+        "2026-10-05T12:00:00Z",
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!(cli.code, 0, "{}", cli.stderr);
+    let served = crate::serve::Served::start(&[&dir, "--sacct", &sacct], &[]);
+    let (status, body) =
+        served.get("/api/jobs?start=2026-10-05T00:00:00Z&end=2026-10-05T12:00:00Z");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, cli.stdout);
+    let (status, page) = served.get("/jobs?last=7d");
+    assert_eq!(status, 200);
+    assert!(page.contains("id=\"headline\""), "{page}");
+    let bare = crate::serve::Served::start(&[&dir], &[]);
+    let (status, body) = bare.get("/api/jobs");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("--sacct"), "{body}");
+}
