@@ -7,6 +7,7 @@
 //! [`report`] adds prices, flags and unit costs; [`view`] draws it. Fetching (running `sacct`,
 //! calling MLflow or Prometheus) is the binary's.
 
+pub mod digest;
 pub mod flags;
 pub mod join;
 pub mod kube;

@@ -94,6 +94,42 @@ GPU samples are tied to jobs by the job their labels name (dcgm-exporter's `hpc_
 `jobid`) or the pod dcgm-exporter maps it to, else by node, GPU index and time from the scheduler's record (lowest free indices at a
 job's start where the record has none). docs/jobs.md.";
 
+/// Where and how a command posts a message (`check`'s outcome, `jobs`' per-user digests).
+#[derive(Debug, Args, Clone)]
+pub(crate) struct NotifyArgs {
+    /// POST to this URL (Slack incoming webhook or any JSON endpoint): https, or http to loopback.
+    #[arg(
+        long,
+        env = "GPUWISE_NOTIFY_URL",
+        hide_env_values = true,
+        value_name = "URL",
+        help_heading = "Notify"
+    )]
+    pub notify: Option<String>,
+    /// Body to post: slack (text + blocks) or generic (the command's own JSON).
+    #[arg(
+        long,
+        default_value = "slack",
+        value_name = "STYLE",
+        help_heading = "Notify"
+    )]
+    pub notify_format: String,
+    /// Print the message instead of posting it (to stderr).
+    #[arg(long, help_heading = "Notify")]
+    pub dry_run: bool,
+    /// Time allowed for each notification attempt.
+    #[arg(
+        long,
+        default_value = "10s",
+        value_name = "DURATION",
+        help_heading = "Notify"
+    )]
+    pub notify_timeout: String,
+    /// Attempts after the first when posting fails (5xx, 429 or no connection).
+    #[arg(long, default_value_t = 2, value_name = "N", help_heading = "Notify")]
+    pub notify_retries: u32,
+}
+
 /// Where jobs come from (`gpuwise jobs`, and `gpuwise serve`'s /api/jobs).
 #[derive(Debug, Args, Default, Clone)]
 pub(crate) struct JobSources {
@@ -141,6 +177,17 @@ pub(crate) struct JobsArgs {
     /// Flag only jobs whose GPUs were observed for at least this long in all [default: 15m].
     #[arg(long, value_name = "DURATION", help_heading = "Jobs")]
     pub min_observed: Option<String>,
+    /// Post each user's wasteful jobs (flags with their evidence) with --notify.
+    #[command(flatten)]
+    pub notify: NotifyArgs,
+    /// Only users whose flagged jobs' idle time cost at least this many dollars get a digest.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "USD",
+        help_heading = "Notify"
+    )]
+    pub digest_min_idle_cost: f64,
     /// Exit 1 when the jobs' idle GPU time cost more than this many dollars.
     #[arg(long, value_name = "USD", help_heading = "Jobs")]
     pub fail_on_idle_cost: Option<f64>,
@@ -818,23 +865,8 @@ pub(crate) struct CheckArgs {
         help_heading = "Policy"
     )]
     pub policy: Option<PathBuf>,
-    /// POST the outcome to this URL when a rule is violated (Slack incoming webhook or any JSON endpoint).
-    #[arg(
-        long,
-        env = "GPUWISE_NOTIFY_URL",
-        hide_env_values = true,
-        value_name = "URL",
-        help_heading = "Policy"
-    )]
-    pub notify: Option<String>,
-    /// Body to post: slack (text + blocks) or generic (the check's JSON).
-    #[arg(
-        long,
-        default_value = "slack",
-        value_name = "STYLE",
-        help_heading = "Policy"
-    )]
-    pub notify_format: String,
+    #[command(flatten)]
+    pub notify: NotifyArgs,
     /// Print the policy as Prometheus recording and alerting rules (YAML) instead of checking,
     /// so the same guardrails fire in Alertmanager between runs; the rules Prometheus cannot
     /// hold are named on stderr (docs/policy.md).
@@ -844,22 +876,8 @@ pub(crate) struct CheckArgs {
     #[arg(long, value_name = "FILE", help_heading = "Policy")]
     pub workloads: Option<PathBuf>,
     /// Also notify when every rule passes.
-    #[arg(long, help_heading = "Policy")]
+    #[arg(long, help_heading = "Notify")]
     pub notify_always: bool,
-    /// Print the message instead of posting it (to stderr).
-    #[arg(long, help_heading = "Policy")]
-    pub dry_run: bool,
-    /// Time allowed for each notification attempt.
-    #[arg(
-        long,
-        default_value = "10s",
-        value_name = "DURATION",
-        help_heading = "Policy"
-    )]
-    pub notify_timeout: String,
-    /// Attempts after the first when posting fails (5xx, 429 or no connection).
-    #[arg(long, default_value_t = 2, value_name = "N", help_heading = "Policy")]
-    pub notify_retries: u32,
     #[command(flatten)]
     pub fleet: FleetArgs,
     #[command(flatten)]

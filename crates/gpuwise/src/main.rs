@@ -20,6 +20,7 @@ mod notice;
 mod output;
 mod printer;
 mod synthetic;
+mod webhook;
 
 use std::process::ExitCode;
 

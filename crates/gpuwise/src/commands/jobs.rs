@@ -12,7 +12,7 @@ use crate::cli::JobsArgs;
 use crate::config::{Config, output_format};
 use crate::fleet::{self, Asks};
 use crate::output::emit_with;
-use crate::{duration, jobs_join, printer};
+use crate::{duration, jobs_join, printer, webhook};
 
 pub(crate) fn run(args: &JobsArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(args.out.config.as_deref())?;
@@ -24,6 +24,8 @@ pub(crate) fn run(args: &JobsArgs) -> anyhow::Result<ExitCode> {
         &Asks::default(),
     )?;
     let settings = job_settings(args, s.read.profile.idle_threshold_pct)?;
+    // A URL that will not be posted to is said before the fleet is read.
+    let target = webhook::Target::of(&args.notify)?;
     let r = jobs_join::run(
         &jobs_join::Request {
             sources: &args.sources,
@@ -45,6 +47,13 @@ pub(crate) fn run(args: &JobsArgs) -> anyhow::Result<ExitCode> {
     emit_with(args.out.output.as_ref(), |w| {
         gpuwise_jobs::view::write(&r, format, &opts, w)
     })?;
+    if let Some(target) = target {
+        let digests = gpuwise_jobs::digest::digests(&r, args.digest_min_idle_cost);
+        for d in &digests {
+            target.send(&gpuwise_jobs::digest::message(d, target.style))?;
+        }
+        printer::info(&format!("{} user digest(s)", digests.len()));
+    }
     if let Some(limit) = args.fail_on_idle_cost
         && r.fleet.idle_cost_usd > limit
     {

@@ -31,7 +31,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         "gpuwise-ledger",
         &["gpuwise-core", "gpuwise-catalog", "gpuwise-render"],
     ),
-    ("gpuwise-jobs", &["gpuwise-core", "gpuwise-render"]),
+    (
+        "gpuwise-jobs",
+        &["gpuwise-core", "gpuwise-ledger", "gpuwise-render"],
+    ),
     ("gpuwise-sources", &["gpuwise-core", "gpuwise-catalog"]),
     ("gpuwise-prom", &["gpuwise-core", "gpuwise-sources"]),
     ("gpuwise-catalog-import", &["gpuwise-catalog"]),

@@ -526,3 +526,85 @@ fn the_api_prints_what_the_cli_prints() {
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("--sacct"), "{body}");
 }
+
+/// `--notify`: one digest per user whose flagged jobs' idle time cost at least the threshold,
+/// listing exactly those jobs; the webhook's secret never printed.
+#[test]
+fn each_user_gets_a_digest_of_their_wasteful_jobs() {
+    let tmp = tempfile::tempdir().expect("planted");
+    let fleet = tmp.path().join("fleet");
+    std::fs::create_dir_all(&fleet).expect("planted");
+    plant(&fleet, 13);
+    let sacct = tmp.path().join("sacct.txt");
+    std::fs::write(&sacct, SACCT).expect("planted");
+    let (dir, sacct) = (fleet.display().to_string(), sacct.display().to_string());
+    let base = [
+        "jobs",
+        &dir,
+        "--sacct",
+        &sacct,
+        "--since",
+        "2026-10-05T00:00:00Z",
+        "--until",
+        "2026-10-05T12:00:00Z",
+        "--cloud",
+        "aws",
+        "--no-progress",
+    ];
+    let mut json_args = base.to_vec();
+    json_args.extend_from_slice(&["--format", "json"]);
+    let j: serde_json::Value = serde_json::from_str(&run(&json_args).stdout).expect("JSON");
+    // Expected, from the report: per user, the flagged jobs and their idle cost.
+    let mut want: BTreeMap<String, (Vec<String>, f64)> = BTreeMap::new();
+    for r in j["jobs"].as_array().expect("jobs") {
+        if r["flags"].as_array().is_some_and(|f| !f.is_empty()) && r["user"].is_string() {
+            let e = want
+                .entry(r["user"].as_str().expect("user").to_owned())
+                .or_default();
+            e.0.push(r["id"].as_str().expect("id").to_owned());
+            e.1 += r["idle_cost_usd"].as_f64().unwrap_or(0.0);
+        }
+    }
+    let min = 5.0;
+    want.retain(|_, (_, cost)| *cost >= min);
+    assert!(want.len() >= 2, "{want:?}");
+    let (url, got) = crate::ledger::receiver(vec![200; want.len()]);
+    let mut args = base.to_vec();
+    let min_text = min.to_string();
+    args.extend_from_slice(&[
+        "--notify",
+        &url,
+        "--notify-format",
+        "generic",
+        "--digest-min-idle-cost",
+        &min_text,
+        "-o",
+        "/dev/null",
+    ]);
+    let o = run(&args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        !o.stderr.contains("secret") && !o.stderr.contains("T000"),
+        "{}",
+        o.stderr
+    );
+    let bodies = got.join().expect("receiver");
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for b in &bodies {
+        let d: serde_json::Value = serde_json::from_str(b).expect("a JSON body");
+        assert_eq!(d["schema"], "gpuwise.jobs-digest/v1");
+        let mut ids: Vec<String> = d["jobs"]
+            .as_array()
+            .expect("jobs")
+            .iter()
+            .map(|x| x["id"].as_str().expect("id").to_owned())
+            .collect();
+        ids.sort();
+        seen.insert(d["user"].as_str().expect("user").to_owned(), ids);
+    }
+    for (user, (ids, _)) in &mut want {
+        ids.sort();
+        assert_eq!(seen.get(user), Some(&*ids), "{user}");
+    }
+    assert_eq!(seen.len(), want.len());
+}

@@ -970,7 +970,7 @@ fn check_lists_violations_with_evidence_and_exits_1() {
 }
 
 /// A receiver on loopback: answers the queued statuses in turn, returns the bodies it got.
-fn receiver(statuses: Vec<u16>) -> (String, std::thread::JoinHandle<Vec<String>>) {
+pub(crate) fn receiver(statuses: Vec<u16>) -> (String, std::thread::JoinHandle<Vec<String>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!(
         "http://user:secret@{}/hooks/T000/B000",
