@@ -32,6 +32,10 @@ pub const METRICS: &[&str] = &[
     "kube_job_owner",
 ];
 
+/// The name the binary gives the requests each pod served in the window (its counter's
+/// `increase`, summed by namespace and pod), for the cost per 1,000 requests.
+pub const REQUESTS: &str = "requests";
+
 /// One series' last value in the window.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Point {
@@ -55,6 +59,7 @@ struct Pod {
     phase: Option<String>,
     restarts: f64,
     gpus: f64,
+    requests: Option<f64>,
 }
 
 #[allow(clippy::cast_possible_truncation)]
@@ -116,6 +121,9 @@ fn absorb(pod: &mut Pod, p: &Point) {
             }
         }
         "kube_pod_created" => pod.created = Some(p.value),
+        REQUESTS if p.value.is_finite() && p.value >= 0.0 => {
+            pod.requests = Some(pod.requests.unwrap_or(0.0) + p.value);
+        }
         "kube_pod_start_time" => pod.started = Some(p.value),
         "kube_pod_completion_time" => {
             pod.completed = Some(pod.completed.map_or(p.value, |c| c.max(p.value)));
@@ -181,6 +189,7 @@ fn record(
         r.restarts = p.restarts.round() as u32;
     }
     r.nodes = p.node.into_iter().collect();
+    r.requests = p.requests;
     r
 }
 

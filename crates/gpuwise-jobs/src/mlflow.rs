@@ -231,13 +231,19 @@ pub struct Linked {
 }
 
 /// Annotate `records` with `runs` (see the module docs); `quality` names the metric whose
-/// cost per unit is wanted.
-pub fn link(records: &mut Vec<JobRecord>, runs: Vec<Run>, quality: Option<&str>) -> Linked {
+/// cost per unit is wanted, `requests` the metric that counts requests served.
+pub fn link(
+    records: &mut Vec<JobRecord>,
+    runs: Vec<Run>,
+    quality: Option<&str>,
+    requests: Option<&str>,
+) -> Linked {
     let mut out = Linked::default();
     for run in runs {
         let find = |keys: &[&str]| keys.iter().find_map(|k| run.tags.get(*k).cloned());
         let named = find(JOB_KEYS).or_else(|| find(POD_KEYS));
         let q = quality.and_then(|m| Some((m.to_owned(), *run.metrics.get(m)?)));
+        let served = requests.and_then(|m| run.metrics.get(m).copied());
         if let Some(job) = &named
             && let Some(r) = records.iter_mut().find(|r| {
                 r.id == *job
@@ -248,6 +254,7 @@ pub fn link(records: &mut Vec<JobRecord>, runs: Vec<Run>, quality: Option<&str>)
             r.experiment = r.experiment.take().or_else(|| run.experiment.clone());
             r.name = r.name.take().or_else(|| run.name.clone());
             r.quality = q.or_else(|| r.quality.take());
+            r.requests = served.or(r.requests);
             out.linked += 1;
             continue;
         }
@@ -269,6 +276,7 @@ pub fn link(records: &mut Vec<JobRecord>, runs: Vec<Run>, quality: Option<&str>)
                 r.start_ms = run.start_ms;
                 r.end_ms = run.end_ms;
                 r.quality = q;
+                r.requests = served;
                 records.push(r);
                 out.own += 1;
             }
@@ -412,7 +420,7 @@ mod tests {
         assert_eq!(runs[0].experiment.as_deref(), Some("llama-ft"));
         assert_eq!(runs[2].experiment.as_deref(), Some("9"));
         let mut records = vec![JobRecord::new("101", Source::Slurm)];
-        let l = link(&mut records, runs, Some("eval_acc"));
+        let l = link(&mut records, runs, Some("eval_acc"), None);
         assert_eq!((l.linked, l.own, l.unlinked), (1, 1, 1));
         assert_eq!(records[0].experiment.as_deref(), Some("llama-ft"));
         assert_eq!(records[0].quality, Some(("eval_acc".into(), 0.8)));

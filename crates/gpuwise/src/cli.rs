@@ -156,6 +156,15 @@ pub(crate) struct JobSources {
     /// The run metric whose cost per unit is shown (MLflow or the CSV).
     #[arg(long, value_name = "NAME", help_heading = "Jobs")]
     pub quality_metric: Option<String>,
+    /// Requests served, for the cost per 1,000 requests: a counter per pod in the store
+    /// (with --kube), or a run metric (MLflow, the CSV).
+    #[arg(
+        long,
+        default_value = "vllm:request_success_total",
+        value_name = "NAME",
+        help_heading = "Jobs"
+    )]
+    pub requests_metric: String,
 }
 
 /// `gpuwise jobs`.

@@ -108,12 +108,22 @@ fn all_records(
     let args = req.sources;
     let mut records = read_records(args, read, now_ms, warnings)?;
     if args.kube {
-        let points = fleet::kube_points(&req.fleet.prom, req.fleet.read.start.as_deref(), read)?;
+        let points = fleet::kube_points(
+            &req.fleet.prom,
+            req.fleet.read.start.as_deref(),
+            read,
+            &args.requests_metric,
+        )?;
         records.extend(gpuwise_jobs::kube::pods(&points));
     }
     let runs = read_runs(args)?;
     if !runs.is_empty() {
-        let linked = gpuwise_jobs::mlflow::link(&mut records, runs, args.quality_metric.as_deref());
+        let linked = gpuwise_jobs::mlflow::link(
+            &mut records,
+            runs,
+            args.quality_metric.as_deref(),
+            Some(&args.requests_metric),
+        );
         if linked.unlinked > 0 {
             warnings.push(format!(
                 "{} run(s) name no job (tag slurm_job_id or pod) and no place (host, gpus): not counted",

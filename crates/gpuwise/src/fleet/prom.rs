@@ -186,6 +186,7 @@ pub(crate) fn kube_points(
     p: &PromArgs,
     start: Option<&str>,
     read: &ReadOptions,
+    requests_metric: &str,
 ) -> anyhow::Result<Vec<gpuwise_jobs::kube::Point>> {
     let given = p
         .prometheus
@@ -195,14 +196,29 @@ pub(crate) fn kube_points(
     let q = query(p, start, read)?;
     let seconds = ((q.end_ms - q.start_ms) / 1000).max(1);
     let mut out = Vec::new();
-    for metric in gpuwise_jobs::kube::METRICS {
+    anyhow::ensure!(
+        !requests_metric.is_empty()
+            && requests_metric
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == ':'),
+        "--requests-metric `{requests_metric}` is not a metric name"
+    );
+    let requests = format!("sum by (namespace, pod) (increase({requests_metric}[{seconds}s]))");
+    let queries = gpuwise_jobs::kube::METRICS
+        .iter()
+        .map(|m| ((*m).to_owned(), format!("last_over_time({m}[{seconds}s])")))
+        .chain(std::iter::once((
+            gpuwise_jobs::kube::REQUESTS.to_owned(),
+            requests,
+        )));
+    for (metric, promql) in queries {
         let r = c
-            .query(&format!("last_over_time({metric}[{seconds}s])"), q.end_ms)
+            .query(&promql, q.end_ms)
             .with_context(|| format!("reading {metric} from {}", c.url()))?;
         for series in r.series {
             if let Some((_, value)) = series.samples.last() {
                 out.push(gpuwise_jobs::kube::Point {
-                    metric: (*metric).to_owned(),
+                    metric: metric.clone(),
                     labels: series.labels,
                     value: *value,
                 });

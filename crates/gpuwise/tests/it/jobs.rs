@@ -608,3 +608,104 @@ fn each_user_gets_a_digest_of_their_wasteful_jobs() {
     }
     assert_eq!(seen.len(), want.len());
 }
+
+/// `gpuwise jobs` on a bad `sacct` file of the corpus (`tests/data/bad/slurm/`): exit code,
+/// stdout, stderr.
+fn bad(file: &str, extra: &[&str]) -> crate::common::Out {
+    let path = crate::common::data(&format!("bad/slurm/{file}"));
+    let telemetry = crate::common::data("smi/two-gpus.csv");
+    let mut args = vec![
+        "jobs",
+        &telemetry,
+        "--sacct",
+        &path,
+        "--format",
+        "json",
+        "--no-progress",
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn the_bad_sacct_corpus_is_read_or_refused_by_name() {
+    let o = bad("odd-states.txt", &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    for (id, state) in [
+        ("11", "cancelled"),
+        ("12", "node_fail"),
+        ("13", "pending"),
+        ("14", "timeout"),
+        ("15", "other"),
+        ("16", "preempted"),
+        ("17", "running"),
+        ("18", "out_of_memory"),
+    ] {
+        assert_eq!(row(&j, id)["state"], state, "{id}");
+    }
+    assert_eq!(row(&j, "13")["cost_usd"], 0.0, "a pending job held nothing");
+    assert_eq!(row(&j, "16")["time_limit_s"], serde_json::Value::Null);
+    let o = bad("bad-fields.txt", &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for named in [
+        "line 2, field Start",
+        "line 3, field End",
+        "line 4, field AllocTRES",
+        "line 5, field NodeList",
+        "line 6: 5 fields where the header has 16",
+    ] {
+        assert!(o.stderr.contains(named), "{named}: {}", o.stderr);
+    }
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert_eq!(
+        j["jobs"].as_array().expect("jobs").len(),
+        1,
+        "the good line is kept"
+    );
+    assert_eq!(bad("bad-fields.txt", &["--strict"]).code, 2);
+    let o = bad("steps-arrays-het.txt", &[]);
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    let ids: Vec<&str> = j["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|x| x["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["31", "32_0", "32_[1-5]", "40+0", "40+1"]);
+    assert_eq!(row(&j, "32_0")["raw_id"], "33");
+    assert_eq!(
+        row(&j, "40+1")["nodes"],
+        serde_json::json!(["gpu01", "gpu02", "gpu07"])
+    );
+    let o = bad("reused-id.txt", &[]);
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert_eq!(row(&j, "51")["state"], "completed");
+    assert_eq!(row(&j, "51@2026-01-05T11:00:00Z")["state"], "failed");
+    assert_eq!(
+        j["jobs"].as_array().expect("jobs").len(),
+        2,
+        "the repeated line is one job"
+    );
+    assert!(
+        o.stderr.contains("reused after a controller restart"),
+        "{}",
+        o.stderr
+    );
+    let o = bad("parsable-trailing-pipe.txt", &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        row(&serde_json::from_str(&o.stdout).expect("JSON"), "71")["state"],
+        "completed"
+    );
+    let o = bad("no-header.txt", &[]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("no-header.txt") && o.stderr.contains("JobID"),
+        "{}",
+        o.stderr
+    );
+    let o = bad("not-utf8.txt", &[]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("not-utf8.txt"), "{}", o.stderr);
+}

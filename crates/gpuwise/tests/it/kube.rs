@@ -179,6 +179,16 @@ fn openmetrics() -> String {
             }
         }
     }
+    // vLLM's request counter for the serving pod: ten requests a minute.
+    let _ = writeln!(om, "# TYPE vllm:request_success_total gauge");
+    for k in 0..N {
+        let _ = writeln!(
+            om,
+            "vllm:request_success_total{{namespace=\"ml\",pod=\"serve-7d9f-abc\",finished_reason=\"stop\"}} {} {}",
+            10 * k,
+            T0 + k * 60
+        );
+    }
     om.push_str("# EOF\n");
     om
 }
@@ -225,6 +235,12 @@ fn pods_from_kube_state_metrics_are_jobs_with_their_gpu_hours() {
     let h = |r: &serde_json::Value| r["observed_gpu_hours"].as_f64().expect("h");
     assert!((h(&serve) - 239.0 / 60.0).abs() < 1e-9, "{serve}");
     assert!((serve["mean_utilization_pct"].as_f64().expect("util") - 60.0).abs() < 1e-9);
+    // The counter grew 2,390 over 239 minutes; `increase` extrapolates to the window's
+    // four hours (at most one interval more).
+    let served = serve["requests"].as_f64().expect("requests");
+    assert!((2390.0..=2401.0).contains(&served), "{serve}");
+    let per_1k = serve["cost_usd"].as_f64().expect("cost") / served * 1000.0;
+    assert!((serve["cost_per_1k_requests_usd"].as_f64().expect("per 1k") - per_1k).abs() < 1e-9);
     let nightly = row(&j, "ml/nightly-29001-x");
     assert_eq!(nightly["name"], "CronJob/nightly");
     assert_eq!(nightly["state"], "failed");
