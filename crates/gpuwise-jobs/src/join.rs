@@ -232,10 +232,13 @@ impl Join {
     pub fn new(records: &[JobRecord], open_end: EpochMs, settings: JoinSettings) -> Self {
         let mut ids: HashMap<String, Vec<u32>> = HashMap::new();
         for (i, r) in records.iter().enumerate() {
+            let n = u32::try_from(i).unwrap_or(NONE);
             let bare = r.id.split('@').next().unwrap_or(&r.id).to_owned();
-            ids.entry(bare)
-                .or_default()
-                .push(u32::try_from(i).unwrap_or(NONE));
+            ids.entry(bare).or_default().push(n);
+            // An array task is its own number to the prolog, and so to the exporter's label.
+            if let Some(raw) = &r.raw_id {
+                ids.entry(raw.clone()).or_default().push(n);
+            }
         }
         Self {
             settings,
@@ -393,4 +396,68 @@ impl Tap for Join {
 #[must_use]
 pub fn labelled_record(id: &str) -> JobRecord {
     JobRecord::new(id, Source::Telemetry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuwise_core::{DeviceInfo, DeviceKey};
+
+    fn feed(
+        join: &mut Join,
+        key: &DeviceKey,
+        index: u32,
+        tag: Option<&str>,
+        ts: EpochMs,
+        util: f32,
+    ) {
+        let info = DeviceInfo {
+            index: Some(index),
+            ..DeviceInfo::default()
+        };
+        let at = TapPoint {
+            scope: 0,
+            id: usize::try_from(index).expect("small"),
+            key,
+            info: &info,
+            tag,
+        };
+        join.sample(
+            at,
+            &Sample {
+                util_pct: Some(util),
+                ..Sample::at(ts)
+            },
+        );
+    }
+
+    #[test]
+    fn a_label_finds_an_array_task_by_its_raw_number_and_the_rest_by_schedule() {
+        let mut task = JobRecord::new("5_0", Source::Slurm);
+        task.raw_id = Some("6".into());
+        let mut other = JobRecord::new("7", Source::Slurm);
+        other.start_ms = Some(0);
+        other.end_ms = Some(60_000);
+        other.gpus = 1;
+        other.nodes = vec!["n1".into()];
+        let st = JoinSettings {
+            max_gap_ms: 300_000,
+            idle_below_pct: 5.0,
+        };
+        let mut join = Join::new(&[task, other], 120_000, st);
+        let (a, b) = (DeviceKey::new("n1", "gpu0"), DeviceKey::new("n1", "gpu1"));
+        for t in [0, 30_000, 60_000, 90_000] {
+            feed(&mut join, &a, 0, None, t, 50.0);
+            feed(&mut join, &b, 1, Some("6"), t, 10.0);
+        }
+        let j = join.finish();
+        assert!(j.labelled_only.is_empty(), "{:?}", j.labelled_only);
+        assert_eq!(j.jobs[0].observed_ms, 90_000, "the task, by its raw number");
+        assert_eq!(
+            j.jobs[1].observed_ms, 60_000,
+            "job 7 held GPU 0 for a minute"
+        );
+        assert_eq!(j.unattributed.observed_ms, 30_000, "GPU 0 after job 7");
+        assert_eq!(j.jobs[1].mean_util(), Some(50.0));
+    }
 }

@@ -92,6 +92,7 @@ nb = c.create_experiment("notebooks")
 ms = lambda h: 1791158400000 + int(h * 3600000)
 r = c.create_run(ft, run_name="lr-3e-4", tags={"slurm_job_id": "101"}, start_time=ms(1))
 c.log_metric(r.info.run_id, "eval_accuracy", 0.8)
+c.log_metric(r.info.run_id, "requests_served", 5000)
 c.set_terminated(r.info.run_id, status="FINISHED", end_time=ms(5))
 r = c.create_run(ft, run_name="lr-1e-3", tags={"SLURM_JOB_ID": "102"}, start_time=ms(5.5))
 c.log_metric(r.info.run_id, "eval_accuracy", 0.5)
@@ -141,6 +142,8 @@ fn runs_from_a_real_mlflow_give_jobs_their_experiment_and_quality() {
         &url,
         "--quality-metric",
         "eval_accuracy",
+        "--requests-metric",
+        "requests_served",
         "--since",
         "2026-10-05T00:00:00Z",
         "--until",
@@ -166,6 +169,9 @@ fn runs_from_a_real_mlflow_give_jobs_their_experiment_and_quality() {
             .abs()
             < 1e-9
     );
+    assert_eq!(a["requests"], 5000.0);
+    let per_1k = a["cost_usd"].as_f64().expect("cost") / 5.0;
+    assert!((a["cost_per_1k_requests_usd"].as_f64().expect("per 1k") - per_1k).abs() < 1e-9);
     assert_eq!(row("102")["experiment"], "llama-ft");
     let mine = row(&format!("mlflow:{own}"));
     assert_eq!(mine["source"], "mlflow");

@@ -123,10 +123,22 @@ fn exporter(
 /// Submit a job whose script plants its GPUs' utilization (space-separated, by place) while
 /// it runs: a workload's GPU use starts when its script does, not when the prolog maps it.
 fn submit(conf: &Path, util: &Path, gpus: u32, planted: &str, work: &str, name: &str) -> String {
+    submit_with(conf, util, (gpus, planted), work, name, &[])
+}
+
+/// [`submit`] with more `sbatch` flags (`--array=0-1`).
+fn submit_with(
+    conf: &Path,
+    util: &Path,
+    (gpus, planted): (u32, &str),
+    work: &str,
+    name: &str,
+    extra: &[&str],
+) -> String {
     let gres = format!("--gres=gpu:a100:{gpus}");
     let file = format!("{}/$SLURM_JOB_ID", util.display());
     let script = format!("echo '{planted}' > {file}; {work}; rc=$?; rm -f {file}; exit $rc");
-    let args = [
+    let mut args = vec![
         "--parsable",
         "-c1",
         "--mem=10",
@@ -135,9 +147,9 @@ fn submit(conf: &Path, util: &Path, gpus: u32, planted: &str, work: &str, name: 
         &gres,
         "-J",
         name,
-        "--wrap",
-        &script,
     ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--wrap", &script]);
     let id = slurm(conf, "sbatch", &args);
     id.split(';').next().unwrap_or(&id).to_owned()
 }
@@ -198,11 +210,12 @@ fn wait(conf: &Path, ids: &[&str], cancel: &str) {
             slurm(conf, "scancel", &[cancel]);
             cancelled = true;
         }
-        let done = st
-            .values()
-            .filter(|s| !matches!(s.as_str(), "RUNNING" | "PENDING" | "COMPLETING"))
-            .count();
-        if done == ids.len() || start.elapsed() > Duration::from_secs(120) {
+        // An array job lists one line per task.
+        let done = st.len() >= ids.len()
+            && st
+                .values()
+                .all(|s| !matches!(s.as_str(), "RUNNING" | "PENDING" | "COMPLETING"));
+        if done || start.elapsed() > Duration::from_secs(120) {
             return;
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -247,7 +260,15 @@ fn jobs_from_a_real_slurm_agree_by_label_and_by_schedule() {
     let half = submit(&conf, &planted, 2, "70 0", "sleep 8", "half");
     let fail = submit(&conf, &planted, 1, "50", "sleep 4; false", "fail");
     let cancel = submit(&conf, &planted, 1, "0", "sleep 120", "cancel");
-    wait(&conf, &[&both, &half, &fail, &cancel], &cancel);
+    let array = submit_with(
+        &conf,
+        &planted,
+        (1, "60"),
+        "sleep 4",
+        "sweep",
+        &["--array=0-1"],
+    );
+    wait(&conf, &[&both, &half, &fail, &cancel, &array], &cancel);
     std::thread::sleep(Duration::from_secs(3));
     stop.store(true, Ordering::Relaxed);
     exp.join().expect("exporter");
@@ -277,6 +298,18 @@ fn jobs_from_a_real_slurm_agree_by_label_and_by_schedule() {
         );
         assert!(h(&a) > 0.0, "{id} was observed");
         assert_eq!(a["gpus_used"], b["gpus_used"], "{id}");
+    }
+    // Array tasks: Slurm prints `N_0`, `N_1`; the prolog (and so the label) has their own
+    // numbers, which `JobIDRaw` gives.
+    for task in [format!("{array}_0"), format!("{array}_1")] {
+        let (a, b) = (row(&by_label, &task), row(&by_schedule, &task));
+        assert!(a["raw_id"].is_string(), "{a}");
+        let h = |x: &serde_json::Value| x["observed_gpu_hours"].as_f64().expect("h");
+        assert!(
+            h(&a) > 0.0 && (h(&a) - h(&b)).abs() * 3600.0 < 4.0,
+            "{task}: {a} / {b}"
+        );
+        assert_eq!(a["source"], "slurm", "{task} found by its raw id");
     }
     assert_eq!(row(&by_label, &both)["gpus_used"], 2);
     assert_eq!(row(&by_label, &both)["gpu_type"], "a100");
