@@ -24,6 +24,8 @@ pub struct Context {
     pub to_ms: EpochMs,
     /// $ per GPU-hour of each joined device ([`Joined::devices`]); `None` unpriced.
     pub device_price: Vec<Option<f64>>,
+    /// The team owning each joined device (the report's, from `--teams`), where one does.
+    pub device_team: Vec<Option<String>>,
     /// $ per GPU-hour by GPU type as an allocation names it (`a100`), for jobs not observed.
     pub type_price: BTreeMap<String, f64>,
     /// The fleet's GPU-hours as the report counts them, to check the join against.
@@ -40,6 +42,8 @@ pub struct JobRow {
     pub name: Option<String>,
     pub user: Option<String>,
     pub account: Option<String>,
+    /// The team owning its GPUs (`--teams`; the one holding most of its observed time).
+    pub team: Option<String>,
     pub partition: Option<String>,
     pub experiment: Option<String>,
     pub state: JobState,
@@ -159,7 +163,7 @@ pub struct JobsReport {
     pub settings: JobSettings,
     pub fleet: Fleet,
     pub jobs: Vec<JobRow>,
-    /// Per user, account, partition and experiment.
+    /// Per user, account, team, partition and experiment.
     pub groups: BTreeMap<&'static str, Vec<Group>>,
     /// Hours the telemetry saw with no job: the same as `fleet.unattributed_gpu_hours`.
     pub unattributed_gpu_hours: f64,
@@ -208,6 +212,7 @@ pub fn build(
     let mut groups = BTreeMap::new();
     groups.insert("user", group_by(&jobs, |j| j.user.clone()));
     groups.insert("account", group_by(&jobs, |j| j.account.clone()));
+    groups.insert("team", group_by(&jobs, |j| j.team.clone()));
     groups.insert("partition", group_by(&jobs, |j| j.partition.clone()));
     groups.insert("experiment", group_by(&jobs, |j| j.experiment.clone()));
     let mut warnings = warnings;
@@ -240,6 +245,19 @@ fn held_ms(r: &JobRecord, ctx: &Context) -> u64 {
     let end = r.end_ms.unwrap_or(ctx.to_ms);
     let (a, b) = (start.max(ctx.from_ms), end.min(ctx.to_ms));
     u64::try_from(b - a).unwrap_or(0) * u64::from(r.gpus)
+}
+
+/// The team of the job's GPUs that holds most of its observed time.
+fn team(acc: &JobAcc, ctx: &Context) -> Option<String> {
+    let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+    for g in &acc.gpus {
+        if let Some(Some(t)) = ctx.device_team.get(g.device as usize) {
+            *by.entry(t.as_str()).or_default() += g.observed_ms;
+        }
+    }
+    by.into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(t, _)| t.to_owned())
 }
 
 fn price(acc: &JobAcc, r: &JobRecord, ctx: &Context) -> Option<f64> {
@@ -298,6 +316,7 @@ fn row(r: &JobRecord, acc: &JobAcc, binding: Binding, ctx: &Context, st: &JobSet
         name: r.name.clone(),
         user: r.user.clone(),
         account: r.account.clone(),
+        team: team(acc, ctx),
         partition: r.partition.clone(),
         experiment: r.experiment.clone(),
         state: r.state,

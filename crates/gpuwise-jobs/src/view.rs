@@ -187,7 +187,7 @@ fn group_section(by: &str, groups: &[Group]) -> Section {
 pub fn sections(r: &JobsReport, top: usize) -> Vec<Section> {
     let mut out = vec![summary(r), jobs_section(r, top)];
     out.extend(evidence(r, top));
-    for by in ["user", "account", "experiment"] {
+    for by in ["user", "account", "team", "experiment"] {
         if let Some(g) = r.groups.get(by)
             && !g.is_empty()
         {
@@ -222,7 +222,7 @@ pub fn csv(r: &JobsReport) -> String {
 /// The writer's.
 pub fn write_csv(r: &JobsReport, w: &mut dyn std::io::Write) -> std::io::Result<()> {
     w.write_all(
-        b"id,source,user,account,partition,experiment,state,gpus,gpu_type,binding,start,end,queue_wait_s,run_s,gpu_hours,observed_gpu_hours,price_usd_per_gpu_hour,cost_usd,idle_cost_usd,mean_utilization_pct,p95_utilization_pct,idle_share_pct,peak_memory_used_mib,memory_total_mib,mean_power_w,gpus_observed,gpus_used,flags\n",
+        b"id,source,user,account,team,partition,experiment,state,gpus,gpu_type,binding,start,end,queue_wait_s,run_s,gpu_hours,observed_gpu_hours,price_usd_per_gpu_hour,cost_usd,idle_cost_usd,mean_utilization_pct,p95_utilization_pct,idle_share_pct,peak_memory_used_mib,memory_total_mib,mean_power_w,gpus_observed,gpus_used,flags\n",
     )?;
     let o = |v: Option<f64>| v.map(|x| format!("{x}")).unwrap_or_default();
     let s = |v: &Option<String>| escape::csv(v.as_deref().unwrap_or(""));
@@ -234,11 +234,12 @@ pub fn write_csv(r: &JobsReport, w: &mut dyn std::io::Write) -> std::io::Result<
         let flags: Vec<&str> = j.flags.iter().map(|f| f.kind).collect();
         writeln!(
             w,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             escape::csv(&j.id),
             j.source.name(),
             s(&j.user),
             s(&j.account),
+            s(&j.team),
             s(&j.partition),
             s(&j.experiment),
             j.state.name(),

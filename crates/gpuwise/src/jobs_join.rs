@@ -361,7 +361,7 @@ fn context(
         .or_else(|| parse(&report.window.end))
         .unwrap_or(open_end);
     // The report's rows by device: a UUID names a GPU under any host.
-    let mut price: BTreeMap<(String, String), Option<f64>> = BTreeMap::new();
+    let mut price: BTreeMap<(String, String), (Option<f64>, Option<String>)> = BTreeMap::new();
     let mut observed = 0.0;
     for d in &report.devices {
         let host = if gpuwise_core::profile::is_gpu_uuid(&d.gpu) {
@@ -370,24 +370,30 @@ fn context(
             d.host.clone()
         };
         if d.mig_instance.is_none() {
-            price.insert((host, d.gpu.clone()), d.usd_per_gpu_hour);
+            price.insert((host, d.gpu.clone()), (d.usd_per_gpu_hour, d.team.clone()));
         }
         observed += match d.gpu_share {
             Some(s) if s > 0.0 => d.gpu_hours / s,
             _ => d.gpu_hours,
         };
     }
+    let of = |d: &gpuwise_jobs::join::Device| {
+        let host = if gpuwise_core::profile::is_gpu_uuid(&d.gpu) {
+            String::new()
+        } else {
+            d.host.clone()
+        };
+        price.get(&(host, d.gpu.clone())).cloned()
+    };
     let device_price = joined
         .devices
         .iter()
-        .map(|d| {
-            let host = if gpuwise_core::profile::is_gpu_uuid(&d.gpu) {
-                String::new()
-            } else {
-                d.host.clone()
-            };
-            price.get(&(host, d.gpu.clone())).copied().flatten()
-        })
+        .map(|d| of(d).and_then(|p| p.0))
+        .collect();
+    let device_team = joined
+        .devices
+        .iter()
+        .map(|d| of(d).and_then(|p| p.1))
         .collect();
     let book = &analysis.settings().prices;
     let mut type_price = BTreeMap::new();
@@ -406,6 +412,7 @@ fn context(
         from_ms: from,
         to_ms: to,
         device_price,
+        device_team,
         type_price,
         fleet_gpu_hours: Some(observed),
     }

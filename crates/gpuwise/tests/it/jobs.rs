@@ -488,6 +488,81 @@ fn held_hours_states_and_unit_costs_follow_the_plan() {
     assert!((per("cost_per_run_usd") - ended / 3.0).abs() < 1e-6);
 }
 
+#[test]
+fn a_job_belongs_to_the_team_that_owns_its_gpus() {
+    let tmp = tempfile::tempdir().expect("planted");
+    let fleet = tmp.path().join("fleet");
+    std::fs::create_dir_all(&fleet).expect("planted");
+    plant(&fleet, 17);
+    let sacct = tmp.path().join("sacct.txt");
+    std::fs::write(&sacct, SACCT).expect("planted");
+    let teams = tmp.path().join("teams.toml");
+    std::fs::write(
+        &teams,
+        "[hosts]\n\"node01\" = \"vision\"\n\"node0[23]\" = \"nlp\"\n",
+    )
+    .expect("teams");
+    let o = run(&[
+        "jobs",
+        &fleet.display().to_string(),
+        "--sacct",
+        &sacct.display().to_string(),
+        "--teams",
+        &teams.display().to_string(),
+        "--since",
+        "2026-10-05T00:00:00Z",
+        "--until",
+        "2026-10-05T12:00:00Z",
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    for (id, team) in [("101", "vision"), ("105", "nlp"), ("107", "nlp")] {
+        assert_eq!(row(&j, id)["team"], team, "{id}");
+    }
+    assert_eq!(
+        row(&j, "108")["team"],
+        serde_json::Value::Null,
+        "a pending job has no GPUs"
+    );
+    // The CSV: one line per job, the JSON's figures.
+    let csv_out = run(&[
+        "jobs",
+        &fleet.display().to_string(),
+        "--sacct",
+        &sacct.display().to_string(),
+        "--teams",
+        &teams.display().to_string(),
+        "--since",
+        "2026-10-05T00:00:00Z",
+        "--until",
+        "2026-10-05T12:00:00Z",
+        "--format",
+        "csv",
+        "--no-progress",
+    ]);
+    let mut rd = csv::Reader::from_reader(csv_out.stdout.as_bytes());
+    let head = rd.headers().expect("header").clone();
+    let col = |name: &str| head.iter().position(|h| h == name).expect(name);
+    let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.expect("a row")).collect();
+    assert_eq!(rows.len(), j["jobs"].as_array().expect("jobs").len());
+    for r in &rows {
+        let json = row(&j, &r[col("id")]);
+        assert_eq!(r[col("team")], *json["team"].as_str().unwrap_or(""));
+        let h: f64 = r[col("observed_gpu_hours")].parse().expect("hours");
+        assert!((h - json["observed_gpu_hours"].as_f64().expect("h")).abs() < 1e-12);
+    }
+    let teams: Vec<&str> = j["groups"]["team"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .map(|g| g["key"].as_str().expect("key"))
+        .collect();
+    assert_eq!(teams, ["nlp", "vision"]);
+}
+
 /// `serve --sacct`: `/api/jobs` for a window is what `gpuwise jobs` prints for it, byte for
 /// byte; without job records it is 404.
 #[test]
