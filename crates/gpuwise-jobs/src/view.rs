@@ -216,7 +216,7 @@ pub fn csv(r: &JobsReport) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// [`csv`], written line by line.
+/// [`csv()`], written line by line.
 ///
 /// # Errors
 /// The writer's.
