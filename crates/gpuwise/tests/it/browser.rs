@@ -574,27 +574,9 @@ fn the_sign_in_page_at_every_width() {
 fn the_jobs_page_leads_with_the_answer_at_every_width() {
     let Some(browser) = chromium() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
-    let fleet = dir.path().join("fleet");
-    std::fs::create_dir_all(&fleet).expect("fleet dir");
-    crate::jobs::plant(&fleet, 9);
-    let sacct = dir.path().join("sacct.txt");
-    std::fs::write(&sacct, crate::jobs::SACCT).expect("sacct");
     let page = dir.path().join("jobs.html");
-    let o = run(&[
-        "jobs",
-        &fleet.display().to_string(),
-        "--sacct",
-        &sacct.display().to_string(),
-        "--since",
-        "2026-10-05T00:00:00Z",
-        "--until",
-        "2026-10-05T12:00:00Z",
-        "--format",
-        "html",
-        "-o",
-        &page.display().to_string(),
-        "--no-progress",
-    ]);
+    let page_text = page.display().to_string();
+    let o = crate::jobs::planted(9).jobs(&["--format", "html", "-o", &page_text]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let html = std::fs::read_to_string(&page).expect("page");
     assert!(!html.contains("<script"), "the page runs no script");

@@ -16,7 +16,7 @@ const MAX_GAP: i64 = 300;
 const WINDOW: (i64, i64) = (T0, T0 + 12 * 3600);
 
 /// A planted job: on which node and GPU indices, when (seconds from T0), how busy.
-struct Planted {
+struct Job {
     id: &'static str,
     node: &'static str,
     indices: &'static [u32],
@@ -29,9 +29,9 @@ struct Planted {
     mem_mib: f64,
 }
 
-const PLANTED: &[Planted] = &[
+const PLANTED: &[Job] = &[
     // Four GPUs, one used.
-    Planted {
+    Job {
         id: "101",
         node: "node01",
         indices: &[0, 1, 2, 3],
@@ -42,7 +42,7 @@ const PLANTED: &[Planted] = &[
         mem_mib: 40_000.0,
     },
     // Busy 1.5 h, then idle for its last 2 h.
-    Planted {
+    Job {
         id: "102",
         node: "node01",
         indices: &[0, 1],
@@ -53,7 +53,7 @@ const PLANTED: &[Planted] = &[
         mem_mib: 30_000.0,
     },
     // Small memory, hits its time limit.
-    Planted {
+    Job {
         id: "103",
         node: "node01",
         indices: &[2],
@@ -64,7 +64,7 @@ const PLANTED: &[Planted] = &[
         mem_mib: 4_000.0,
     },
     // An array task running past the window's end.
-    Planted {
+    Job {
         id: "104_1",
         node: "node01",
         indices: &[0, 1],
@@ -75,7 +75,7 @@ const PLANTED: &[Planted] = &[
         mem_mib: 70_000.0,
     },
     // Started before the window.
-    Planted {
+    Job {
         id: "105",
         node: "node02",
         indices: &[0, 1],
@@ -86,7 +86,7 @@ const PLANTED: &[Planted] = &[
         mem_mib: 30_000.0,
     },
     // Eight GPUs over two nodes, one of which sends no telemetry.
-    Planted {
+    Job {
         id: "106+0",
         node: "node02",
         indices: &[0, 1, 2, 3],
@@ -97,7 +97,7 @@ const PLANTED: &[Planted] = &[
         mem_mib: 60_000.0,
     },
     // Labelled by the exporter.
-    Planted {
+    Job {
         id: "107",
         node: "node03",
         indices: &[0],
@@ -108,7 +108,7 @@ const PLANTED: &[Planted] = &[
         mem_mib: 50_000.0,
     },
     // Labelled, and no record has it.
-    Planted {
+    Job {
         id: "999",
         node: "node03",
         indices: &[1],
@@ -283,40 +283,77 @@ fn truth(devices: &[Device]) -> (BTreeMap<String, (i64, f64, i64)>, i64) {
     (jobs, none)
 }
 
-fn jobs_json(dir: &Path) -> serde_json::Value {
-    let d = dir.display().to_string();
-    let sacct = format!("{d}/sacct.txt");
-    let o = run(&[
-        "jobs",
-        &d,
-        "--sacct",
-        &sacct,
-        "--since",
-        "2026-10-05T00:00:00Z",
-        "--until",
-        "2026-10-05T12:00:00Z",
-        "--cloud",
-        "aws",
-        "--format",
-        "json",
-        "--no-progress",
-    ]);
+/// A planted fleet (`fleet/`) and its Slurm accounting (`sacct.txt`), in a folder of their own.
+pub(crate) struct Planted {
+    _dir: tempfile::TempDir,
+    pub(crate) fleet: String,
+    pub(crate) sacct: String,
+    pub(crate) devices: Vec<Device>,
+}
+
+/// The fleet of `seed`, planted.
+pub(crate) fn planted(seed: u64) -> Planted {
+    let dir = tempfile::tempdir().expect("planted");
+    let fleet = dir.path().join("fleet");
+    std::fs::create_dir_all(&fleet).expect("planted");
+    let devices = plant(&fleet, seed);
+    let sacct = dir.path().join("sacct.txt");
+    std::fs::write(&sacct, SACCT).expect("planted");
+    Planted {
+        fleet: fleet.display().to_string(),
+        sacct: sacct.display().to_string(),
+        _dir: dir,
+        devices,
+    }
+}
+
+impl Planted {
+    /// `gpuwise jobs` over the planted window, priced on AWS, with `extra` flags.
+    pub(crate) fn jobs(&self, extra: &[&str]) -> crate::common::Out {
+        let mut args = vec![
+            "jobs",
+            &self.fleet,
+            "--sacct",
+            &self.sacct,
+            "--since",
+            "2026-10-05T00:00:00Z",
+            "--until",
+            "2026-10-05T12:00:00Z",
+            "--cloud",
+            "aws",
+            "--no-progress",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    }
+
+    /// [`Planted::jobs`] as JSON, which must succeed.
+    pub(crate) fn json(&self, extra: &[&str]) -> serde_json::Value {
+        let mut args = extra.to_vec();
+        args.extend_from_slice(&["--format", "json"]);
+        let o = self.jobs(&args);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        serde_json::from_str(&o.stdout).expect("JSON")
+    }
+
+    /// A folder beside the planted one's, for what a test writes.
+    pub(crate) fn path(&self) -> &Path {
+        self._dir.path()
+    }
+}
+
+#[test]
+fn each_gpu_second_goes_to_its_job_or_to_none() {
+    let p = planted(20_261_005);
+    let (truth, none) = truth(&p.devices);
+    let o = p.jobs(&["--format", "json"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         o.stderr.contains("line 12, field Start"),
         "the bad line is named: {}",
         o.stderr
     );
-    serde_json::from_str(&o.stdout).expect("planted")
-}
-
-#[test]
-fn each_gpu_second_goes_to_its_job_or_to_none() {
-    let tmp = tempfile::tempdir().expect("planted");
-    let devices = plant(tmp.path(), 20_261_005);
-    std::fs::write(tmp.path().join("sacct.txt"), SACCT).expect("planted");
-    let (truth, none) = truth(&devices);
-    let j = jobs_json(tmp.path());
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
     assert_eq!(j["schema"], "gpuwise.jobs/v1");
     let by_id: BTreeMap<&str, &serde_json::Value> = j["jobs"]
         .as_array()
@@ -401,10 +438,7 @@ fn has(j: &serde_json::Value, id: &str, kind: &str) -> bool {
 
 #[test]
 fn flags_name_what_was_planted() {
-    let tmp = tempfile::tempdir().expect("planted");
-    plant(tmp.path(), 7);
-    std::fs::write(tmp.path().join("sacct.txt"), SACCT).expect("planted");
-    let j = jobs_json(tmp.path());
+    let j = planted(7).json(&[]);
     assert_eq!(row(&j, "101")["gpus_used"], 1);
     assert!(has(&j, "101", "unused_gpus"), "{:?}", flags(&j, "101"));
     let tail = flags(&j, "102")
@@ -420,10 +454,7 @@ fn flags_name_what_was_planted() {
 
 #[test]
 fn held_hours_states_and_unit_costs_follow_the_plan() {
-    let tmp = tempfile::tempdir().expect("planted");
-    plant(tmp.path(), 7);
-    std::fs::write(tmp.path().join("sacct.txt"), SACCT).expect("planted");
-    let j = jobs_json(tmp.path());
+    let j = planted(7).json(&[]);
     let num = |id: &str, field: &str| row(&j, id)[field].as_f64().expect("a number");
     // Held: GPUs × run time inside the window (clipped at both edges).
     for (id, held) in [
@@ -490,35 +521,15 @@ fn held_hours_states_and_unit_costs_follow_the_plan() {
 
 #[test]
 fn a_job_belongs_to_the_team_that_owns_its_gpus() {
-    let tmp = tempfile::tempdir().expect("planted");
-    let fleet = tmp.path().join("fleet");
-    std::fs::create_dir_all(&fleet).expect("planted");
-    plant(&fleet, 17);
-    let sacct = tmp.path().join("sacct.txt");
-    std::fs::write(&sacct, SACCT).expect("planted");
-    let teams = tmp.path().join("teams.toml");
+    let p = planted(17);
+    let teams = p.path().join("teams.toml");
     std::fs::write(
         &teams,
         "[hosts]\n\"node01\" = \"vision\"\n\"node0[23]\" = \"nlp\"\n",
     )
     .expect("teams");
-    let o = run(&[
-        "jobs",
-        &fleet.display().to_string(),
-        "--sacct",
-        &sacct.display().to_string(),
-        "--teams",
-        &teams.display().to_string(),
-        "--since",
-        "2026-10-05T00:00:00Z",
-        "--until",
-        "2026-10-05T12:00:00Z",
-        "--format",
-        "json",
-        "--no-progress",
-    ]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    let teams = teams.display().to_string();
+    let j = p.json(&["--teams", &teams]);
     for (id, team) in [("101", "vision"), ("105", "nlp"), ("107", "nlp")] {
         assert_eq!(row(&j, id)["team"], team, "{id}");
     }
@@ -528,21 +539,7 @@ fn a_job_belongs_to_the_team_that_owns_its_gpus() {
         "a pending job has no GPUs"
     );
     // The CSV: one line per job, the JSON's figures.
-    let csv_out = run(&[
-        "jobs",
-        &fleet.display().to_string(),
-        "--sacct",
-        &sacct.display().to_string(),
-        "--teams",
-        &teams.display().to_string(),
-        "--since",
-        "2026-10-05T00:00:00Z",
-        "--until",
-        "2026-10-05T12:00:00Z",
-        "--format",
-        "csv",
-        "--no-progress",
-    ]);
+    let csv_out = p.jobs(&["--teams", &teams, "--format", "csv"]);
     let mut rd = csv::Reader::from_reader(csv_out.stdout.as_bytes());
     let head = rd.headers().expect("header").clone();
     let col = |name: &str| head.iter().position(|h| h == name).expect(name);
@@ -567,28 +564,11 @@ fn a_job_belongs_to_the_team_that_owns_its_gpus() {
 /// byte; without job records it is 404.
 #[test]
 fn the_api_prints_what_the_cli_prints() {
-    let tmp = tempfile::tempdir().expect("planted");
-    let fleet = tmp.path().join("fleet");
-    std::fs::create_dir_all(&fleet).expect("planted");
-    plant(&fleet, 5);
-    let sacct = tmp.path().join("sacct.txt");
-    std::fs::write(&sacct, SACCT).expect("planted");
-    let (dir, sacct) = (fleet.display().to_string(), sacct.display().to_string());
-    let cli = run(&[
-        "jobs",
-        &dir,
-        "--sacct",
-        &sacct,
-        "--since",
-        "2026-10-05T00:00:00Z",
-        "--until",
-        "2026-10-05T12:00:00Z",
-        "--format",
-        "json",
-        "--no-progress",
-    ]);
+    let p = planted(5);
+    let cli = p.jobs(&["--format", "json"]);
     assert_eq!(cli.code, 0, "{}", cli.stderr);
-    let served = crate::serve::Served::start(&[&dir, "--sacct", &sacct], &[]);
+    let served =
+        crate::serve::Served::start(&[&p.fleet, "--sacct", &p.sacct, "--cloud", "aws"], &[]);
     let (status, body) =
         served.get("/api/jobs?start=2026-10-05T00:00:00Z&end=2026-10-05T12:00:00Z");
     assert_eq!(status, 200, "{body}");
@@ -596,7 +576,7 @@ fn the_api_prints_what_the_cli_prints() {
     let (status, page) = served.get("/jobs?last=7d");
     assert_eq!(status, 200);
     assert!(page.contains("id=\"headline\""), "{page}");
-    let bare = crate::serve::Served::start(&[&dir], &[]);
+    let bare = crate::serve::Served::start(&[&p.fleet], &[]);
     let (status, body) = bare.get("/api/jobs");
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("--sacct"), "{body}");
@@ -606,29 +586,8 @@ fn the_api_prints_what_the_cli_prints() {
 /// listing exactly those jobs; the webhook's secret never printed.
 #[test]
 fn each_user_gets_a_digest_of_their_wasteful_jobs() {
-    let tmp = tempfile::tempdir().expect("planted");
-    let fleet = tmp.path().join("fleet");
-    std::fs::create_dir_all(&fleet).expect("planted");
-    plant(&fleet, 13);
-    let sacct = tmp.path().join("sacct.txt");
-    std::fs::write(&sacct, SACCT).expect("planted");
-    let (dir, sacct) = (fleet.display().to_string(), sacct.display().to_string());
-    let base = [
-        "jobs",
-        &dir,
-        "--sacct",
-        &sacct,
-        "--since",
-        "2026-10-05T00:00:00Z",
-        "--until",
-        "2026-10-05T12:00:00Z",
-        "--cloud",
-        "aws",
-        "--no-progress",
-    ];
-    let mut json_args = base.to_vec();
-    json_args.extend_from_slice(&["--format", "json"]);
-    let j: serde_json::Value = serde_json::from_str(&run(&json_args).stdout).expect("JSON");
+    let p = planted(13);
+    let j = p.json(&[]);
     // Expected, from the report: per user, the flagged jobs and their idle cost.
     let mut want: BTreeMap<String, (Vec<String>, f64)> = BTreeMap::new();
     for r in j["jobs"].as_array().expect("jobs") {
@@ -644,9 +603,8 @@ fn each_user_gets_a_digest_of_their_wasteful_jobs() {
     want.retain(|_, (_, cost)| *cost >= min);
     assert!(want.len() >= 2, "{want:?}");
     let (url, got) = crate::ledger::receiver(vec![200; want.len()]);
-    let mut args = base.to_vec();
     let min_text = min.to_string();
-    args.extend_from_slice(&[
+    let o = p.jobs(&[
         "--notify",
         &url,
         "--notify-format",
@@ -656,7 +614,6 @@ fn each_user_gets_a_digest_of_their_wasteful_jobs() {
         "-o",
         "/dev/null",
     ]);
-    let o = run(&args);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         !o.stderr.contains("secret") && !o.stderr.contains("T000"),

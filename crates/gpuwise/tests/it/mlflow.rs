@@ -8,8 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::run;
-use crate::jobs::{SACCT, plant, row};
+use crate::jobs::{planted, row};
 use crate::prometheus::http_get;
 
 /// The `mlflow` command, or `None` (a printed skip; a failure under CI).
@@ -128,31 +127,15 @@ fn runs_from_a_real_mlflow_give_jobs_their_experiment_and_quality() {
         .last()
         .unwrap_or("")
         .to_owned();
-    let fleet = tmp.path().join("fleet");
-    std::fs::create_dir_all(&fleet).expect("dir");
-    plant(&fleet, 11);
-    let sacct = tmp.path().join("sacct.txt");
-    std::fs::write(&sacct, SACCT).expect("sacct");
-    let o = run(&[
-        "jobs",
-        &fleet.display().to_string(),
-        "--sacct",
-        &sacct.display().to_string(),
+    let o = planted(11).jobs(&[
         "--mlflow",
         &url,
         "--quality-metric",
         "eval_accuracy",
         "--requests-metric",
         "requests_served",
-        "--since",
-        "2026-10-05T00:00:00Z",
-        "--until",
-        "2026-10-05T12:00:00Z",
-        "--cloud",
-        "aws",
         "--format",
         "json",
-        "--no-progress",
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
@@ -201,26 +184,12 @@ fn runs_from_a_real_mlflow_give_jobs_their_experiment_and_quality() {
 
 #[test]
 fn an_mlflow_that_does_not_answer_is_an_error_without_its_credentials() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    plant(tmp.path(), 3);
-    let sacct = tmp.path().join("sacct.txt");
-    std::fs::write(&sacct, SACCT).expect("sacct");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("port");
     let dead = format!("http://alice:s3cret@127.0.0.1:{port}");
-    let dir = tmp.path().display().to_string();
-    let sacct = sacct.display().to_string();
-    let o = run(&[
-        "jobs",
-        &dir,
-        "--sacct",
-        &sacct,
-        "--mlflow",
-        &dead,
-        "--no-progress",
-    ]);
+    let o = planted(3).jobs(&["--mlflow", &dead]);
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("127.0.0.1"), "{}", o.stderr);
     assert!(
