@@ -81,6 +81,39 @@ window.addEventListener('load', () => {
     dom[start..end].to_owned()
 }
 
+/// Screenshots of `page` at desktop and phone widths (`target/screenshots/NAME-WIDTH.png`),
+/// and what the checking script finds at each: the answer first, nothing wider than the
+/// screen — asserted here; the rest of what it found is returned per width.
+fn screens(browser: &str, name: &str, page: &Path, html: &str, dir: &Path) -> Vec<(u32, String)> {
+    let shots: PathBuf = repo().join("target/screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshots dir");
+    let mut out = Vec::new();
+    for width in [1400u32, 420] {
+        let png = shots.join(format!("{name}-{width}.png"));
+        let _ = std::fs::remove_file(&png);
+        headless(
+            browser,
+            width,
+            &[&format!("--screenshot={}", png.display())],
+            page,
+        );
+        assert!(
+            std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
+            "screenshot {}",
+            png.display()
+        );
+        let found = check(browser, width, html, dir);
+        for want in ["headline", "first", "fits", "none-wider"] {
+            assert!(
+                found.split(' ').any(|w| w == want),
+                "{name} at {width} px: {found}"
+            );
+        }
+        out.push((width, found));
+    }
+    out
+}
+
 #[test]
 fn the_html_report_leads_with_the_answer_at_every_width() {
     let Some(browser) = chromium() else { return };
@@ -94,29 +127,7 @@ fn the_html_report_leads_with_the_answer_at_every_width() {
         !html.contains("<script"),
         "the report itself runs no script"
     );
-    let shots: PathBuf = repo().join("target/screenshots");
-    std::fs::create_dir_all(&shots).expect("screenshots dir");
-    for width in [1400u32, 420] {
-        let png = shots.join(format!("report-{width}.png"));
-        let _ = std::fs::remove_file(&png);
-        headless(
-            browser,
-            width,
-            &[&format!("--screenshot={}", png.display())],
-            &report,
-        );
-        assert!(
-            std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
-            "screenshot {}",
-            png.display()
-        );
-        let found = check(browser, width, &html, dir.path());
-        for want in ["headline", "first", "fits", "none-wider"] {
-            assert!(
-                found.split(' ').any(|w| w == want),
-                "at {width} px: {found}"
-            );
-        }
+    for (width, found) in screens(browser, "report", &report, &html, dir.path()) {
         // Each action's details are collapsed; number columns are right-aligned with their
         // headers.
         let details: usize = found
@@ -260,36 +271,19 @@ fn serve_page(dir: &Path) -> (&'static str, PathBuf) {
 fn the_simulation_pages_lead_with_the_answer_at_every_width() {
     let Some(browser) = chromium() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
-    let shots: PathBuf = repo().join("target/screenshots");
-    std::fs::create_dir_all(&shots).expect("screenshots dir");
     for (name, page) in simulation_pages(dir.path()) {
         let html = std::fs::read_to_string(&page).expect("page");
         assert!(
             html.contains("<svg") && !html.contains("<script"),
             "{name}: a chart, no script"
         );
-        for width in [1400u32, 420] {
-            let png = shots.join(format!("simulate-{name}-{width}.png"));
-            let _ = std::fs::remove_file(&png);
-            headless(
-                browser,
-                width,
-                &[&format!("--screenshot={}", png.display())],
-                &page,
-            );
-            assert!(
-                std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
-                "{}",
-                png.display()
-            );
-            let found = check(browser, width, &html, dir.path());
-            for want in ["headline", "first", "fits", "none-wider"] {
-                assert!(
-                    found.split(' ').any(|w| w == want),
-                    "{name} at {width} px: {found}"
-                );
-            }
-        }
+        screens(
+            browser,
+            &format!("simulate-{name}"),
+            &page,
+            &html,
+            dir.path(),
+        );
     }
 }
 
@@ -588,29 +582,7 @@ fn the_jobs_page_leads_with_the_answer_at_every_width() {
     ] {
         assert!(html.contains(want), "{want} on the page");
     }
-    let shots: PathBuf = repo().join("target/screenshots");
-    std::fs::create_dir_all(&shots).expect("screenshots dir");
-    for width in [1400u32, 420] {
-        let png = shots.join(format!("jobs-{width}.png"));
-        let _ = std::fs::remove_file(&png);
-        headless(
-            browser,
-            width,
-            &[&format!("--screenshot={}", png.display())],
-            &page,
-        );
-        assert!(
-            std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
-            "{}",
-            png.display()
-        );
-        let found = check(browser, width, &html, dir.path());
-        for want in ["headline", "first", "fits", "none-wider"] {
-            assert!(
-                found.split(' ').any(|w| w == want),
-                "jobs at {width} px: {found}"
-            );
-        }
+    for (width, found) in screens(browser, "jobs", &page, &html, dir.path()) {
         assert!(!found.contains("right-th:0"), "at {width} px: {found}");
     }
 }
