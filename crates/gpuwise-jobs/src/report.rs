@@ -112,6 +112,8 @@ pub struct Group {
     pub unsuccessful: usize,
     pub preempted: usize,
     pub restarts: u32,
+    /// Runs that followed a preemption, a requeue or a restart and then succeeded.
+    pub recovered: usize,
     pub gpu_hours: f64,
     pub cost_usd: f64,
     /// Jobs with no price (their cost is not in `cost_usd`).
@@ -434,6 +436,10 @@ fn group_by(jobs: &[JobRow], key: impl Fn(&JobRow) -> Option<String>) -> Vec<Gro
                 unsuccessful: ended.len() - succeeded,
                 preempted: js.iter().filter(|j| j.state == JobState::Preempted).count(),
                 restarts: js.iter().map(|j| j.restarts).sum(),
+                recovered: js
+                    .iter()
+                    .filter(|j| j.restarts > 0 && j.state.succeeded())
+                    .count(),
                 gpu_hours: js.iter().map(|j| j.gpu_hours).sum(),
                 cost_usd: cost,
                 unpriced: js

@@ -42,6 +42,9 @@ pub struct Records {
     pub repeated: u64,
     /// Ids that named two different jobs (reused after a controller restart).
     pub reused_ids: Vec<String>,
+    /// Ids run again after a requeue (`sacct --duplicates`): each later run is a record of its
+    /// own whose `restarts` counts the runs before it.
+    pub requeued: Vec<String>,
 }
 
 /// Why a file of job records could not be read at all.
@@ -113,8 +116,9 @@ pub fn read(text: &str, tz: &TimeZone) -> Result<Records, SacctError> {
     let cols = Columns::of(header).ok_or(SacctError::NoHeader)?;
     let width = header.split('|').count();
     let mut out = Records::default();
-    // (id, submit) of each job read, and the ids seen.
-    let mut seen: HashMap<String, Vec<Option<EpochMs>>> = HashMap::new();
+    // (submit, start) of each job read, by id.
+    type Runs = Vec<(Option<EpochMs>, Option<EpochMs>)>;
+    let mut seen: HashMap<String, Runs> = HashMap::new();
     for (i, line) in lines.enumerate() {
         let no = i as u64 + 2;
         if line.trim().is_empty() {
@@ -141,20 +145,34 @@ pub fn read(text: &str, tz: &TimeZone) -> Result<Records, SacctError> {
         }
         match job(&fields, &cols, tz) {
             Ok(mut job) => {
-                let submits = seen.entry(job.id.clone()).or_default();
-                if submits.contains(&job.submit_ms) {
+                let earlier = seen.entry(job.id.clone()).or_default();
+                let this = (job.submit_ms, job.start_ms);
+                if earlier.contains(&this) {
                     out.repeated += 1;
                     continue;
                 }
-                if !submits.is_empty() {
+                if earlier.iter().any(|(submit, _)| *submit == job.submit_ms) {
+                    // One submission run again (`sacct --duplicates`: requeued after a
+                    // preemption or a node failure): this run follows the ones before.
+                    job.restarts = u32::try_from(earlier.len()).unwrap_or(u32::MAX);
+                    out.requeued.push(job.id.clone());
+                } else if !earlier.is_empty() {
                     out.reused_ids.push(job.id.clone());
-                    let at = job
-                        .submit_ms
+                }
+                if !earlier.is_empty() {
+                    // The later record of an id is told apart by when it was submitted (a
+                    // reused id) or started (a requeued run).
+                    let at = if job.restarts > 0 {
+                        job.start_ms
+                    } else {
+                        job.submit_ms
+                    };
+                    let at = at
                         .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
-                        .map_or_else(|| format!("{}", submits.len() + 1), |t| t.to_string());
+                        .map_or_else(|| format!("{}", earlier.len() + 1), |t| t.to_string());
                     job.id = format!("{}@{at}", job.id);
                 }
-                submits.push(job.submit_ms);
+                earlier.push(this);
                 out.jobs.push(job);
             }
             Err((field, message)) => out.skipped.push(Skip {
@@ -335,6 +353,25 @@ mod tests {
         assert_eq!(r.reused_ids, ["301"]);
         assert_eq!(r.jobs.len(), 2);
         assert_eq!(r.jobs[1].id, "301@2026-10-02T09:00:00Z");
+    }
+
+    #[test]
+    fn a_requeued_job_is_its_runs_each_counting_the_ones_before() {
+        let r = read_utc(
+            "501|train|u|acc|p|q|2026-10-01T09:00:00|2026-10-01T09:00:00|2026-10-01T10:00:00|01:00:00|04:00:00|PREEMPTED|0:0|gres/gpu=1|n1\n\
+             501|train|u|acc|p|q|2026-10-01T09:00:00|2026-10-01T10:05:00|2026-10-01T12:00:00|01:55:00|04:00:00|COMPLETED|0:0|gres/gpu=1|n2",
+        );
+        assert_eq!(r.requeued, ["501"]);
+        assert!(r.reused_ids.is_empty());
+        let [first, again] = &r.jobs[..] else {
+            panic!("{:?}", r.jobs)
+        };
+        assert_eq!((first.id.as_str(), first.restarts), ("501", 0));
+        assert_eq!(
+            (again.id.as_str(), again.restarts),
+            ("501@2026-10-01T10:05:00Z", 1)
+        );
+        assert_eq!(again.state, JobState::Completed);
     }
 
     #[test]

@@ -181,6 +181,12 @@ fn read_records(
                 skip.message
             ));
         }
+        if !r.requeued.is_empty() {
+            warnings.push(format!(
+                "{name}: job(s) {} ran more than once (requeued): each run is shown as ID@START, counting the runs before it",
+                r.requeued.join(", ")
+            ));
+        }
         if !r.reused_ids.is_empty() {
             warnings.push(format!(
                 "{name}: job id(s) {} name two jobs (reused after a controller restart): the later is shown as ID@SUBMIT",

@@ -716,8 +716,29 @@ fn the_bad_sacct_corpus_is_read_or_refused_by_name() {
     assert_eq!(row(&j, "51@2026-01-05T11:00:00Z")["state"], "failed");
     assert_eq!(
         j["jobs"].as_array().expect("jobs").len(),
-        2,
-        "the repeated line is one job"
+        4,
+        "the repeated line is one job; a requeued job two runs"
+    );
+    let again = row(&j, "52@2026-01-05T10:12:00Z");
+    assert_eq!(
+        (again["restarts"].as_u64(), again["state"].as_str()),
+        (Some(1), Some("completed"))
+    );
+    let cy = j["groups"]["user"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["key"] == "cy")
+        .cloned()
+        .expect("cy");
+    assert_eq!(
+        (cy["preempted"].as_u64(), cy["recovered"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert!(
+        o.stderr.contains("ran more than once (requeued)"),
+        "{}",
+        o.stderr
     );
     assert!(
         o.stderr.contains("reused after a controller restart"),
