@@ -1152,6 +1152,20 @@ async fn jobs_answer(s: &Arc<AppState>, q: &Q) -> Result<JobsAnswer, Failure> {
         let back = i64::try_from(*ms).unwrap_or(i64::MAX);
         span = Span::Range(Some(newest.saturating_sub(back)), Some(newest + 1));
     }
+    // Each answer reads the window's samples again: distinct windows are counted per client,
+    // as a store's are.
+    if let Err(wait) = s
+        .store_quota
+        .admit(q.client, &format!("jobs {span:?}"), Instant::now())
+    {
+        return Err(Failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "more than {} distinct windows of jobs asked in a minute from this address: ask again in {wait} s (--store-windows-per-minute)",
+                s.opts.store_windows_per_minute
+            ),
+        ));
+    }
     let s = s.clone();
     blocking(move || {
         let f = s

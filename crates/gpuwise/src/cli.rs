@@ -342,9 +342,9 @@ pub(crate) struct ServeArgs {
     /// How often files are looked at again (and a store's answers kept) [default: 30s].
     #[arg(long, value_name = "DURATION", help_heading = "Server")]
     pub refresh: Option<String>,
-    /// With --prometheus: distinct windows one client (by address) may ask of the store in a
-    /// minute; more are refused with 429 until the minute has passed (windows already answered
-    /// are not counted).
+    /// Distinct windows one client (by address) may ask in a minute of the store (with
+    /// --prometheus; windows already answered are not counted) and of the jobs' join
+    /// (/api/jobs, /jobs); more are refused with 429 until the minute has passed.
     #[arg(
         long,
         value_name = "N",

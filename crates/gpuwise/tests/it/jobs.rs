@@ -576,6 +576,13 @@ fn the_api_prints_what_the_cli_prints() {
     let (status, page) = served.get("/jobs?last=7d");
     assert_eq!(status, 200);
     assert!(page.contains("id=\"headline\""), "{page}");
+    // Each answer reads the samples again: a client asks few distinct windows a minute (16 by
+    // default, two asked so far).
+    let codes: Vec<u16> = (1..=15)
+        .map(|h| served.get(&format!("/api/jobs?last={h}h")).0)
+        .collect();
+    assert_eq!(codes.iter().filter(|c| **c == 200).count(), 14, "{codes:?}");
+    assert_eq!(codes.last(), Some(&429), "{codes:?}");
     let bare = crate::serve::Served::start(&[&p.fleet], &[]);
     let (status, body) = bare.get("/api/jobs");
     assert_eq!(status, 404, "{body}");
