@@ -184,7 +184,44 @@ pub struct Device {
     short: String,
     /// Its holds in the schedule (looked up when its host or index becomes known).
     lane: Option<Lane>,
+    /// The sample standing now, in the run of samples being read.
     last: Option<Last>,
+    /// When that run began.
+    run_first: EpochMs,
+    /// Earlier runs of samples (an input read before, a rotated log read after the newer one):
+    /// `[first, last sample]`, and the last sample's readings.
+    runs: Vec<(EpochMs, Last)>,
+}
+
+impl Device {
+    /// Whether `t` falls in an earlier run's time (`[first, last sample)`).
+    fn covered(&self, t: EpochMs) -> bool {
+        self.runs
+            .iter()
+            .any(|(first, last)| (*first..last.ts).contains(&t))
+    }
+
+    /// `[from, to)` without the earlier runs' times, as pieces in time order.
+    fn uncovered(&self, from: EpochMs, to: EpochMs) -> Vec<(EpochMs, EpochMs)> {
+        let mut pieces = vec![(from, to)];
+        for (first, last) in &self.runs {
+            let (a, b) = (*first, last.ts);
+            pieces = pieces
+                .into_iter()
+                .flat_map(|(x, y)| {
+                    if b <= x || a >= y {
+                        vec![(x, y)]
+                    } else {
+                        [(x, a.max(x)), (b.min(y), y)]
+                            .into_iter()
+                            .filter(|(p, q)| p < q)
+                            .collect()
+                    }
+                })
+                .collect();
+        }
+        pieces
+    }
 }
 
 /// Collects the join while the telemetry is read (see the module docs).
@@ -298,6 +335,8 @@ impl Join {
                     lane: self.schedule.lane(&short, at.info.index),
                     short,
                     last: None,
+                    run_first: 0,
+                    runs: Vec::new(),
                 });
                 self.by_identity.insert(identity, d);
                 d
@@ -329,10 +368,22 @@ impl Join {
         i
     }
 
-    /// Give `[from, to)` of device `d`, with `last`'s readings, to its jobs.
+    /// Give `[last.ts, to)` of device `d`, with `last`'s readings, to its jobs — but for the
+    /// time earlier runs of its samples already gave (a copy of an input read before).
     fn attribute(&mut self, d: u32, last: &Last, to: EpochMs) {
+        let dev = &self.devices[d as usize];
+        if dev.runs.is_empty() {
+            self.attribute_piece(d, last, last.ts, to);
+            return;
+        }
+        for (from, to) in dev.uncovered(last.ts, to) {
+            self.attribute_piece(d, last, from, to);
+        }
+    }
+
+    /// Give `[from, to)` of device `d`, with `last`'s readings, to its jobs.
+    fn attribute_piece(&mut self, d: u32, last: &Last, from: EpochMs, to: EpochMs) {
         let st = self.settings;
-        let from = last.ts;
         if let Some(job) = last.job {
             self.jobs[job as usize].add(Some(d), last, from, to, &st);
             return;
@@ -346,9 +397,37 @@ impl Join {
             });
     }
 
-    /// What the join found.
+    /// What the join found. Where a device's samples came in runs out of time order (a
+    /// rotated log read after the newer one), the time between one run's last sample and the
+    /// next run's first is given as if the runs had been read in order (when it is no longer
+    /// than the maximum gap), as the report's profile joins them.
     #[must_use]
-    pub fn finish(self) -> Joined {
+    pub fn finish(mut self) -> Joined {
+        for d in 0..self.devices.len() {
+            let dev = &mut self.devices[d];
+            if dev.runs.is_empty() {
+                continue;
+            }
+            let mut runs = std::mem::take(&mut dev.runs);
+            if let Some(last) = dev.last {
+                runs.push((dev.run_first, last));
+            }
+            runs.sort_by_key(|(first, last)| (*first, last.ts));
+            let d = u32::try_from(d).unwrap_or(NONE);
+            // The sample standing at the end of everything before each run.
+            let mut reach: Option<Last> = None;
+            for (first, last) in runs {
+                if let Some(r) = reach
+                    && first > r.ts
+                    && u64::try_from(first - r.ts).unwrap_or(u64::MAX) <= self.settings.max_gap_ms
+                {
+                    self.attribute_piece(d, &r, r.ts, first);
+                }
+                if reach.is_none_or(|r| last.ts > r.ts) {
+                    reach = Some(last);
+                }
+            }
+        }
         Joined {
             jobs: self.jobs,
             labelled_only: self.labelled_only,
@@ -376,9 +455,18 @@ impl Tap for Join {
             dev.index = at.info.index;
             dev.lane = self.schedule.lane(&dev.short, dev.index);
         }
+        let covered = dev.covered(s.ts_ms);
+        if covered {
+            // An earlier run of this device's samples holds this time (a copy read before).
+            self.repeated += 1;
+        }
         match dev.last {
-            Some(prev) if s.ts_ms <= prev.ts => {
-                self.repeated += 1;
+            Some(prev) if s.ts_ms == prev.ts => self.repeated += u64::from(!covered),
+            Some(prev) if s.ts_ms < prev.ts => {
+                // Back in time: a run of samples from an input read out of time order.
+                dev.runs.push((dev.run_first, prev));
+                dev.last = Some(now);
+                dev.run_first = s.ts_ms;
             }
             Some(prev) => {
                 dev.last = Some(now);
@@ -387,7 +475,10 @@ impl Tap for Join {
                     self.attribute(d, &prev, s.ts_ms);
                 }
             }
-            None => dev.last = Some(now),
+            None => {
+                dev.last = Some(now);
+                dev.run_first = s.ts_ms;
+            }
         }
     }
 }

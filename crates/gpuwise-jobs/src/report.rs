@@ -222,7 +222,7 @@ pub fn build(
         && (report - fleet.observed_gpu_hours).abs() > 1e-6 * report.max(1.0)
     {
         warnings.push(format!(
-            "the join saw {:.3} GPU-hours where the report counts {report:.3}: inputs of one device out of time order (the join keeps each device's samples in the order read)",
+            "the join saw {:.3} GPU-hours where the report counts {report:.3}: inputs of one device that overlap only in part (the report re-reads them by its overlap rule; the join keeps the first input's time)",
             fleet.observed_gpu_hours
         ));
     }

@@ -1,7 +1,8 @@
 //! `gpuwise jobs` against planted truth: a fleet whose jobs, GPU use and sampling the test
 //! decides, written as nvidia-smi logs (no job labels: the join goes by node, index and time)
 //! and DCGM scrapes with dcgm-exporter's `hpc_job` label, with intervals that do not divide
-//! the hour, random phases, jitter, gaps, repeated lines, a second collector's verbatim copy, and jobs across the window's edges. The truth is computed second by
+//! the hour, random phases, jitter, gaps, repeated lines, a second collector's verbatim copy, a rotated log
+//! read after the newer one, and jobs across the window's edges. The truth is computed second by
 //! second from the samples written (not by the join's interval arithmetic).
 
 use std::collections::BTreeMap;
@@ -230,6 +231,19 @@ pub(crate) fn plant(dir: &Path, seed: u64) -> Vec<Device> {
         } else {
             format!("{node}.csv")
         };
+        if node == "node02" {
+            // Rotated: the older half in `node02.csv.1`, read after the newer `node02.csv`.
+            let lines: Vec<&str> = text.lines().collect();
+            let (head, body) = (lines[0], &lines[1..]);
+            let cut = smi_time(T0 + 6 * 3600);
+            let (older, newer): (Vec<&str>, Vec<&str>) =
+                body.iter().partition(|l| l[..cut.len()] < *cut);
+            assert!(!older.is_empty() && !newer.is_empty());
+            let file = |rows: &[&str]| format!("{head}\n{}\n", rows.join("\n"));
+            std::fs::write(dir.join(format!("{name}.1")), file(&older)).expect("planted");
+            std::fs::write(dir.join(&name), file(&newer)).expect("planted");
+            continue;
+        }
         std::fs::write(dir.join(&name), &text).expect("planted");
         if node == "node01" {
             // A second collector's verbatim copy, read first (the directory sorts first).
@@ -402,7 +416,7 @@ fn each_gpu_second_goes_to_its_job_or_to_none() {
             .as_array()
             .expect("planted")
             .iter()
-            .all(|w| !w.as_str().expect("planted").contains("out of time order"))
+            .all(|w| !w.as_str().expect("planted").contains("the join saw"))
     );
 }
 
