@@ -641,6 +641,16 @@ fn each_user_gets_a_digest_of_their_wasteful_jobs() {
         "{}",
         o.stderr
     );
+    // `-o /dev/null` writes to the device: it is never replaced by a file (as root it was).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let null = std::fs::metadata("/dev/null").expect("/dev/null");
+        assert!(
+            null.file_type().is_char_device(),
+            "/dev/null is still a device"
+        );
+    }
     let bodies = got.join().expect("receiver");
     let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for b in &bodies {
