@@ -45,6 +45,7 @@ pub struct JobRow {
     /// The team owning its GPUs (`--teams`; the one holding most of its observed time).
     pub team: Option<String>,
     pub partition: Option<String>,
+    pub qos: Option<String>,
     pub experiment: Option<String>,
     pub state: JobState,
     pub exit_code: Option<String>,
@@ -320,6 +321,7 @@ fn row(r: &JobRecord, acc: &JobAcc, binding: Binding, ctx: &Context, st: &JobSet
         account: r.account.clone(),
         team: team(acc, ctx),
         partition: r.partition.clone(),
+        qos: r.qos.clone(),
         experiment: r.experiment.clone(),
         state: r.state,
         exit_code: r.exit_code.clone(),

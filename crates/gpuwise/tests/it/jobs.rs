@@ -508,6 +508,7 @@ fn held_hours_states_and_unit_costs_follow_the_plan() {
     assert_eq!(num("108", "gpu_hours"), 0.0);
     assert_eq!(row(&j, "999")["source"], "telemetry");
     assert_eq!(row(&j, "107")["binding"], "lowest_free");
+    assert_eq!(row(&j, "107")["qos"], "normal");
     assert_eq!(num("101", "queue_wait_s"), 1200.0);
     // Priced from the devices' catalog price; cost = price × held hours.
     assert!((num("101", "cost_usd") - num("101", "price_usd_per_gpu_hour") * 16.0).abs() < 1e-9);
