@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use gpuwise_core::profile::{Identity, Tap, TapPoint};
 use gpuwise_core::{EpochMs, Sample};
 
-use crate::record::{JobRecord, Source, short_host};
+use crate::record::{JobRecord, short_host};
 use crate::schedule::{Lane, Schedule};
 
 /// How samples are weighted: the profile's own settings.
@@ -483,15 +483,10 @@ impl Tap for Join {
     }
 }
 
-/// Whether a record came from telemetry labels alone.
-#[must_use]
-pub fn labelled_record(id: &str) -> JobRecord {
-    JobRecord::new(id, Source::Telemetry)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Source;
     use gpuwise_core::{DeviceInfo, DeviceKey};
 
     fn feed(

@@ -134,21 +134,8 @@ impl Schedule {
         .map(|l| Lane(*l))
     }
 
-    /// Split `[from, to)` of the device `index` on `host` among the jobs that held it, calling
+    /// Split `[from, to)` of a device among the jobs of its lane ([`Schedule::lane`]), calling
     /// `f(job, from, to)` for each piece in time order (`job` is `None` where no job held it).
-    /// Without an index, the node's sole holder stands in.
-    pub fn split(
-        &self,
-        host: &str,
-        index: Option<u32>,
-        from: EpochMs,
-        to: EpochMs,
-        f: impl FnMut(Option<u32>, EpochMs, EpochMs),
-    ) {
-        self.split_lane(self.lane(host, index), from, to, f);
-    }
-
-    /// [`Schedule::split`] on a lane looked up before.
     pub fn split_lane(
         &self,
         lane: Option<Lane>,
@@ -298,7 +285,7 @@ mod tests {
         b: i64,
     ) -> Vec<(Option<u32>, i64, i64)> {
         let mut v = Vec::new();
-        s.split(host, ix, a, b, |j, x, y| v.push((j, x, y)));
+        s.split_lane(s.lane(host, ix), a, b, |j, x, y| v.push((j, x, y)));
         v
     }
 

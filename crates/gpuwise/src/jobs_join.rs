@@ -82,7 +82,10 @@ pub(crate) fn run(req: &Request<'_>, mut s: fleet::Settings) -> anyhow::Result<J
         .unwrap_or_else(PoisonError::into_inner);
     let joined = join.finish();
     for tag in &joined.labelled_only {
-        records.push(gpuwise_jobs::join::labelled_record(tag));
+        records.push(JobRecord::new(
+            tag.as_str(),
+            gpuwise_jobs::Source::Telemetry,
+        ));
     }
     let types: std::collections::BTreeSet<String> =
         records.iter().filter_map(|r| r.gpu_type.clone()).collect();
