@@ -256,6 +256,29 @@ fn util(j: &serde_json::Value, id: &str) -> f64 {
     row(j, id)["mean_utilization_pct"].as_f64().expect("util")
 }
 
+/// An idle job: by its label, never used; by the schedule, it holds the reading of the job
+/// before it on that GPU for at most one second (sacct's times are whole seconds, so the
+/// recorded start can be up to a second early) plus one sample interval (sample and hold:
+/// the last reading before the handover stands until the next), and no more.
+fn the_idle_job_borrows_one_handover(
+    by_label: &serde_json::Value,
+    by_schedule: &serde_json::Value,
+    cancel: &str,
+    dir: &Path,
+) {
+    assert_eq!(row(by_label, cancel)["gpus_used"], 0);
+    let smi = std::fs::read_to_string(dir.join(format!("tel/smi/{}.csv", hostname())))
+        .expect("the nvidia-smi log");
+    let held = 1.0 + longest_interval_s(&smi);
+    let c = row(by_schedule, cancel);
+    let busy_s = util(by_schedule, cancel) / 100.0 * c["run_s"].as_f64().expect("run_s");
+    assert!(
+        busy_s <= 0.8 * held + 0.01,
+        "the cancelled job's busy seconds by schedule ({busy_s:.2}) exceed one handover at \
+         80 % ({held:.2} s): {c}"
+    );
+}
+
 #[test]
 fn jobs_from_a_real_slurm_agree_by_label_and_by_schedule() {
     let Some(conf) = cluster() else { return };
@@ -342,21 +365,7 @@ fn jobs_from_a_real_slurm_agree_by_label_and_by_schedule() {
         .map(|f| f["kind"].as_str().expect("kind").to_owned())
         .collect();
     assert!(kinds.contains(&"unused_gpus".to_owned()), "{kinds:?}");
-    // An idle job: by its label, never used; by the schedule, it holds the reading of the job
-    // before it on that GPU for at most one second (sacct's times are whole seconds, so the
-    // recorded start can be up to a second early) plus one sample interval (sample and hold:
-    // the last reading before the handover stands until the next), and no more.
-    assert_eq!(row(&by_label, &cancel)["gpus_used"], 0);
-    let smi = std::fs::read_to_string(tmp.path().join(format!("tel/smi/{}.csv", hostname())))
-        .expect("the nvidia-smi log");
-    let held = 1.0 + longest_interval_s(&smi);
-    let c = row(&by_schedule, &cancel);
-    let busy_s = util(&by_schedule, &cancel) / 100.0 * c["run_s"].as_f64().expect("run_s");
-    assert!(
-        busy_s <= 0.8 * held + 0.01,
-        "the cancelled job's busy seconds by schedule ({busy_s:.2}) exceed one handover at \
-         80 % ({held:.2} s): {c}"
-    );
+    the_idle_job_borrows_one_handover(&by_label, &by_schedule, &cancel, tmp.path());
     for j in [&by_label, &by_schedule] {
         let f = &j["fleet"];
         let h = |k: &str| f[k].as_f64().expect("h");
