@@ -9,6 +9,7 @@
 
 use std::collections::BTreeSet;
 
+pub mod review;
 pub mod view;
 
 pub use gpuwise_advise::{Advice, AdviseSettings, Hints, Kind};

@@ -9,10 +9,11 @@
 /// memory moves in steps), so a few dozen keys hold all the weight, where a dense array of every
 /// possible key would cost kilobytes per device (100k devices must fit in 1 GB). The key of the
 /// last addition is remembered: consecutive samples mostly repeat it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct SparseBins {
     keys: Vec<u32>,
     weights: Vec<u64>,
+    #[serde(skip)]
     last: usize,
 }
 
@@ -88,10 +89,44 @@ impl SparseBins {
 /// `GPU_UTIL` report — go to a dense array of 101 bins (808 bytes, one add per sample); the
 /// fractional bins that DCGM's profiling ratios fill are stored sparsely. 1,001 dense bins
 /// would cost 8 KB a device, which 100k devices cannot afford.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UtilHist {
+    #[serde(with = "dense_as_pairs")]
     whole: Box<[u64; 101]>,
     fractional: SparseBins,
+}
+
+/// The dense whole-percent bins stored as (bin, weight) pairs of the bins with weight: an hour
+/// of one device fills a handful of the 101, and a store holds millions of hours (serde has no
+/// impl for arrays longer than 32 either).
+mod dense_as_pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[allow(clippy::borrowed_box)]
+    pub(super) fn serialize<S: Serializer>(v: &Box<[u64; 101]>, s: S) -> Result<S::Ok, S::Error> {
+        #[allow(clippy::cast_possible_truncation)]
+        let pairs: Vec<(u8, u64)> = v
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w > 0)
+            .map(|(i, w)| (i as u8, *w))
+            .collect();
+        pairs.serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Box<[u64; 101]>, D::Error> {
+        let pairs = Vec::<(u8, u64)>::deserialize(d)?;
+        let mut out = Box::new([0u64; 101]);
+        for (i, w) in pairs {
+            let slot = out
+                .get_mut(usize::from(i))
+                .ok_or_else(|| serde::de::Error::custom(format!("utilization bin {i} past 100")))?;
+            *slot = w;
+        }
+        Ok(out)
+    }
 }
 
 impl Default for UtilHist {
@@ -218,9 +253,10 @@ impl UtilHist {
 /// merge exactly (ddsketch keeps an `f64` sum and counts, so merged ≠ sequential bit for bit).
 /// Buckets are stored sparsely; the last value's bucket is remembered, since memory readings
 /// repeat from sample to sample.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct LogHist {
     bins: SparseBins,
+    #[serde(skip)]
     last: Option<(u64, u32)>,
 }
 

@@ -30,7 +30,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::hist::{LogHist, UtilHist};
 use crate::sample::{DeviceInfo, DeviceKey, EpochMs, Sample};
@@ -39,7 +39,7 @@ use crate::settings::ProfileSettings;
 use crate::HOUR_MS;
 
 /// Time-weighted sum of a non-negative quantity, in hundredths of its unit × milliseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Weighted {
     /// Milliseconds with a reading.
     pub ms: u64,
@@ -70,7 +70,7 @@ impl Weighted {
 }
 
 /// One hour (UTC, aligned) of a device's timeline.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct HourCell {
     covered_ms: u32,
     util_ms: u32,
@@ -78,7 +78,7 @@ struct HourCell {
 }
 
 /// Hourly cells from `base_hour` on, grown on demand.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Timeline {
     base_hour: i64,
     cells: Vec<HourCell>,
@@ -139,7 +139,7 @@ impl Timeline {
 }
 
 /// A run of idle time: start, length, and how much of it was held (memory allocated).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Episode {
     /// Start of the run.
     pub start_ms: EpochMs,
@@ -157,7 +157,7 @@ impl Episode {
 }
 
 /// Idle-run state machine (see the module docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct IdleState {
     /// Whether any interval or break was processed.
     started: bool,
@@ -275,7 +275,10 @@ impl IdleState {
 }
 
 /// The streaming accumulator of one device. See the module docs for its contract.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// It serializes (serde) with every field, so that a stored accumulator joins again exactly as
+/// the one it was (a history store keeps them per device and hour).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceAcc {
     first_ts: EpochMs,
     last: Sample,
@@ -726,6 +729,24 @@ impl DeviceAcc {
         }
         self.pending = later.pending;
         taken
+    }
+
+    /// The plain totals of this accumulator, for a store's queryable columns (the state itself
+    /// is what joins; these are what another engine reads without it).
+    #[must_use]
+    pub fn totals(&self) -> AccTotals {
+        AccTotals {
+            samples: self.samples(),
+            covered_ms: self.covered_ms,
+            util_ms: self.util.ms,
+            util_sum: self.util.sum,
+            util_mean_pct: self.util.mean(),
+            idle_ms: self.below_ms,
+            held_idle_ms: self.below_held_ms,
+            mem_peak_mib: self.mem_peak,
+            mem_total_mib: self.mem_total,
+            power_mean_w: self.power.mean(),
+        }
     }
 
     /// Summarize, in `tz` for hour-of-week patterns.
@@ -1836,6 +1857,55 @@ impl Profile {
         out
     }
 
+    /// Every device's piece of every tile, in tile then device order (a tiled profile's
+    /// content, for a store).
+    pub fn tile_pieces(&self) -> impl Iterator<Item = (i64, TilePiece)> + '_ {
+        self.tiles.iter().flat_map(|(tile, p)| {
+            p.devices.values().map(move |d| {
+                let mut info = d.info.clone();
+                info.unresolved_overlap = d.tangled;
+                (
+                    *tile,
+                    TilePiece {
+                        key: d.key.clone(),
+                        hosts: d.hosts.clone(),
+                        info,
+                        acc: d.acc.clone(),
+                    },
+                )
+            })
+        })
+    }
+
+    /// This (untiled) profile's devices as tile `tile` of a tiled profile.
+    #[must_use]
+    pub fn into_tile(self, tile: i64) -> Profile {
+        let mut p = Profile::default();
+        p.tiles.insert(
+            tile,
+            Profile {
+                devices: self.devices,
+                tiles: BTreeMap::new(),
+            },
+        );
+        p
+    }
+
+    /// Put a stored piece into tile `tile` (one piece per device and tile: a second piece of
+    /// the same device and tile is joined as a later input's would be).
+    pub fn add_tile_piece(&mut self, tile: i64, piece: TilePiece, st: &ProfileSettings) {
+        let TilePiece {
+            key,
+            hosts,
+            info,
+            acc,
+        } = piece;
+        self.tiles
+            .entry(tile)
+            .or_default()
+            .add_piece(0, key, hosts, &info, acc, st);
+    }
+
     /// Drop the tiles before `tile` (retention).
     pub fn drop_tiles_before(&mut self, tile: i64) {
         self.tiles = self.tiles.split_off(&tile);
@@ -1986,6 +2056,46 @@ impl Device {
         let i = self.extents.partition_point(|x| x.first <= e.first);
         (i > 0 && self.extents[i - 1].last >= e.last).then(|| self.extents[i - 1].source)
     }
+}
+
+/// The plain totals of one accumulator ([`DeviceAcc::totals`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AccTotals {
+    /// Samples taken.
+    pub samples: u64,
+    /// Time covered by samples (the GPU-hours a price multiplies).
+    pub covered_ms: u64,
+    /// Covered time with a utilization reading.
+    pub util_ms: u64,
+    /// Σ utilization × 100 × ms over `util_ms` (exact; the mean is this over `util_ms`).
+    pub util_sum: u128,
+    /// Time-weighted mean utilization over `util_ms`.
+    pub util_mean_pct: Option<f64>,
+    /// Time below the idle threshold.
+    pub idle_ms: u64,
+    /// Idle time with memory held.
+    pub held_idle_ms: u64,
+    /// Peak memory used.
+    pub mem_peak_mib: Option<f32>,
+    /// Memory installed.
+    pub mem_total_mib: Option<f32>,
+    /// Time-weighted mean power draw.
+    pub power_mean_w: Option<f64>,
+}
+
+/// One device's piece of one tile: what a history store keeps per device and tile, and joins
+/// again into any run of tiles ([`Profile::tile_pieces`], [`Profile::add_tile_piece`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TilePiece {
+    /// The key the device was first seen under in the tile.
+    pub key: DeviceKey,
+    /// Every host it was reported under in the tile, with its samples.
+    pub hosts: BTreeMap<String, u64>,
+    /// Its metadata (with `unresolved_overlap` set when inputs overlapped on it and could not
+    /// be read again).
+    pub info: DeviceInfo,
+    /// Its accumulator over the tile's samples.
+    pub acc: DeviceAcc,
 }
 
 /// One device: identity, metadata and statistics.

@@ -14,7 +14,7 @@ use serde::Serialize;
 pub type EpochMs = i64;
 
 /// One device's readings at one instant. Fields carry their unit in their name.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Sample {
     /// When the reading was taken.
     pub ts_ms: EpochMs,
@@ -189,7 +189,7 @@ impl Sample {
 }
 
 /// The identity of one device: a whole GPU, or one MIG instance of it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct DeviceKey {
     /// Host name (from the data, `--host`, or the file name stem).
     pub host: String,
@@ -223,7 +223,9 @@ impl fmt::Display for DeviceKey {
 }
 
 /// Which utilization signal a device's `util_pct` came from (precedence, best first).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum UtilSource {
     /// DCGM `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (ratio of time the graphics engine is active).
@@ -238,7 +240,7 @@ pub enum UtilSource {
 
 /// What is known about a device besides its readings. Mergeable: later non-empty values win
 /// for scalars, label values are counted.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
     /// Product name as the source printed it (`NVIDIA H100 80GB HBM3`).
     pub model_name: Option<String>,
@@ -262,7 +264,7 @@ pub struct DeviceInfo {
 }
 
 /// What a workload is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkloadKind {
     /// Training or fine-tuning.

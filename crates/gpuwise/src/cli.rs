@@ -78,6 +78,126 @@ pub(crate) enum Command {
     /// Per job: GPU-hours, cost, utilization, memory and flags, from Slurm or MLflow and the telemetry.
     #[command(after_help = JOBS_EXAMPLES)]
     Jobs(Box<JobsArgs>),
+    /// Keep history: roll telemetry up into the store (per device and hour, Parquet by day).
+    #[command(after_help = ROLLUP_EXAMPLES)]
+    Rollup(Box<RollupArgs>),
+    /// The monthly cost review from the store: trends, movers, new waste, realized savings.
+    #[command(after_help = REVIEW_EXAMPLES)]
+    Review(Box<ReviewArgs>),
+    /// What `advise --log` recommended; mark an action done or rejected.
+    #[command(after_help = ACTIONS_EXAMPLES)]
+    Actions(ActionsArgs),
+}
+
+const ROLLUP_EXAMPLES: &str = "Examples:
+  gpuwise rollup logs/                          # into ~/.local/share/gpuwise/store
+  gpuwise rollup logs/ --store /var/lib/gpuwise/store --retain 400d --compact-after 35d
+  gpuwise report --store /var/lib/gpuwise/store --since 2026-10-01 --until 2026-11-01
+  duckdb -c \"SELECT host, sum(covered_ms)/3.6e6 AS gpu_hours FROM read_parquet('store/tiles/*/*.parquet', hive_partitioning=true) GROUP BY host\"";
+
+const REVIEW_EXAMPLES: &str = "Examples:
+  gpuwise review --month 2026-10 --store /var/lib/gpuwise/store --teams teams.toml --cloud aws
+  gpuwise review --quarter 2026-Q3 --format html -o q3.html
+  gpuwise review --month 2026-11 --policy policy.toml     # month-end forecast against budgets";
+
+const ACTIONS_EXAMPLES: &str = "Examples:
+  gpuwise advise logs/ --store DIR --log          # record what was recommended
+  gpuwise actions --store DIR                      # list them, with their state
+  gpuwise actions --store DIR done a1b2c3 --date 2026-10-15
+  gpuwise actions --store DIR reject a1b2c3 --reason \"owned hardware, no saving\"";
+
+/// `gpuwise rollup`.
+#[derive(Debug, Args)]
+pub(crate) struct RollupArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// Tile length: the finest window the store answers (a whole number of minutes that
+    /// divides a day).
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub tile: String,
+    /// Remove days older than this (e.g. 400d).
+    #[arg(long, value_name = "DURATION")]
+    pub retain: Option<String>,
+    /// Join the tiles of days older than this into one per device and day (e.g. 35d).
+    #[arg(long, value_name = "DURATION")]
+    pub compact_after: Option<String>,
+    /// Output format of the summary.
+    #[arg(long, short = 'f', value_name = "table|json")]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// `gpuwise review`.
+#[derive(Debug, Args)]
+pub(crate) struct ReviewArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// The month to review, YYYY-MM (UTC).
+    #[arg(long, value_name = "YYYY-MM", required_unless_present = "quarter")]
+    pub month: Option<String>,
+    /// The quarter to review, YYYY-Qn (UTC), against the quarters before it.
+    #[arg(long, value_name = "YYYY-Qn", conflicts_with = "month")]
+    pub quarter: Option<String>,
+    /// Periods before it to compare with.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub history: u32,
+    /// Budgets (a policy's `[budget]`, docs/policy.md) for the month-end forecast.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Workload hints (TOML; kinds and interruptible work, docs/advise.md).
+    #[arg(long, value_name = "FILE")]
+    pub workloads: Option<PathBuf>,
+    /// Output format.
+    #[arg(
+        long,
+        short = 'f',
+        env = "GPUWISE_FORMAT",
+        value_name = "table|json|markdown|html"
+    )]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// `gpuwise actions`.
+#[derive(Debug, Args)]
+pub(crate) struct ActionsArgs {
+    /// History store holding the journal [default: $GPUWISE_STORE, else the user's data
+    /// directory].
+    #[arg(long, env = "GPUWISE_STORE", value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// Output format of the list.
+    #[arg(long, short = 'f', value_name = "table|json|markdown|csv")]
+    pub format: Option<String>,
+    #[command(subcommand)]
+    pub mark: Option<ActionMark>,
+}
+
+/// Marks on an action.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ActionMark {
+    /// List the actions and their state (the default).
+    List,
+    /// Mark an action done (its realized saving is measured from that date).
+    Done {
+        /// The action's id (or a unique prefix of it).
+        id: String,
+        /// When it was done, YYYY-MM-DD or RFC 3339 [default: now].
+        #[arg(long, value_name = "TIME")]
+        date: Option<String>,
+        /// A note kept with the mark.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Mark an action rejected, with the reason.
+    Reject {
+        /// The action's id (or a unique prefix of it).
+        id: String,
+        /// Why.
+        #[arg(long, required = true)]
+        reason: String,
+    },
 }
 
 const JOBS_EXAMPLES: &str = "Examples:
@@ -974,6 +1094,10 @@ pub(crate) struct AdviseArgs {
     /// Actions shown in detail in table and markdown output.
     #[arg(long, value_name = "N", help_heading = "Output")]
     pub top: Option<usize>,
+    /// Record the actions in the store's journal (`gpuwise actions`), to follow what they
+    /// realize (--store, else the default store).
+    #[arg(long, help_heading = "Output")]
+    pub log: bool,
     #[command(flatten)]
     pub out: OutputArgs,
 }
@@ -982,10 +1106,19 @@ pub(crate) struct AdviseArgs {
 #[derive(Debug, Args, Clone)]
 pub(crate) struct FleetArgs {
     /// Files, directories, globs, or `-` for stdin (.gz and .zst are decompressed).
-    #[arg(required_unless_present = "prometheus", value_name = "INPUT")]
+    #[arg(required_unless_present_any = ["prometheus", "store"], value_name = "INPUT")]
     pub inputs: Vec<String>,
     #[command(flatten)]
     pub prom: PromArgs,
+    /// History store (`gpuwise rollup`): whole hours it holds come from it, the rest from
+    /// the inputs.
+    #[arg(
+        long,
+        env = "GPUWISE_STORE",
+        value_name = "DIR",
+        conflicts_with = "prometheus"
+    )]
+    pub store: Option<PathBuf>,
     #[command(flatten)]
     pub read: ReadArgs,
     #[command(flatten)]

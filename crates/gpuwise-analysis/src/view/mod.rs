@@ -13,6 +13,7 @@
 pub mod advice;
 pub mod csv;
 pub mod html;
+pub mod review;
 pub(crate) mod sections;
 
 /// The allocation's, the reconciliation's and the check's views (the server prints the

@@ -25,6 +25,9 @@ pub(crate) fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
         printer::me()
     );
     let a = fleet.analysis.advice(&fleet.report, &fleet.profiles);
+    if args.log {
+        log(args, &fleet.report, &a, fleet.now_ms)?;
+    }
     let color = args.out.output.is_none()
         && printer::color_allowed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     let opts = RenderOptions {
@@ -42,4 +45,56 @@ pub(crate) fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--log`: each action appended to the store's journal as recommended (once: an action
+/// already there, same kind, targets and window, is not added again).
+fn log(
+    args: &AdviseArgs,
+    report: &gpuwise_core::report::Report,
+    a: &gpuwise_analysis::Advice,
+    now_ms: i64,
+) -> anyhow::Result<()> {
+    let dir = crate::fleet::store::dir(args.fleet.store.as_deref())?;
+    let ms = |v: &Option<String>| {
+        v.as_deref()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map(jiff::Timestamp::as_millisecond)
+    };
+    let (Some(from), Some(to)) = (ms(&report.window.start), ms(&report.window.end)) else {
+        anyhow::bail!("--log: the report has no window to base the actions on");
+    };
+    let known: std::collections::BTreeSet<String> = crate::fleet::store::actions(&dir)?
+        .into_iter()
+        .map(|x| x.id)
+        .collect();
+    let mut added = 0;
+    for x in &a.actions {
+        let id = gpuwise_analysis::review::action_id(x.kind.as_str(), &x.targets, (from, to));
+        if known.contains(&id) {
+            continue;
+        }
+        gpuwise_store::journal::append(
+            &dir,
+            &serde_json::json!({
+                "type": "recommended",
+                "id": id,
+                "recommended_ms": now_ms,
+                "kind": x.kind.as_str(),
+                "targets": x.targets,
+                "target_names": x.target_names,
+                "predicted_monthly_usd": x.monthly_savings_usd,
+                "current_monthly_usd": x.current_monthly_usd,
+                "based_on": [from, to],
+                "evidence": x.evidence,
+            }),
+        )?;
+        added += 1;
+    }
+    printer::info(&format!(
+        "{added} action(s) recorded in {} ({} already there)",
+        gpuwise_store::journal::path(&dir).display(),
+        a.actions.len() - added
+    ));
+    Ok(())
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command, SimulateCommand};
 
+mod actions;
 mod advise;
 mod allocate;
 mod catalog;
@@ -17,6 +18,8 @@ mod plan;
 mod reconcile;
 mod record;
 mod report;
+mod review;
+mod rollup;
 mod schedule;
 mod serve;
 mod simulate;
@@ -43,5 +46,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schedule(args) => schedule::run(&args),
         Command::Pack(args) => pack::run(&args),
         Command::Jobs(args) => jobs::run(&args),
+        Command::Rollup(args) => rollup::run(&args),
+        Command::Review(args) => review::run(&args),
+        Command::Actions(args) => actions::run(&args),
     }
 }

@@ -5,6 +5,7 @@
 //! report first). Nothing here calls a command.
 
 mod prom;
+pub(crate) mod store;
 
 pub(crate) use prom::{kube_points, pull as prom_pull, window as prom_window};
 
@@ -479,6 +480,11 @@ fn window_note(inputs: &[Input], read: &ReadOptions) -> String {
     format!(" {asked}{span}")
 }
 
+/// A time given on the command line in UTC: RFC 3339, `YYYY-MM-DD[ HH:MM:SS]`, or an epoch.
+pub(crate) fn instant(s: &str) -> anyhow::Result<i64> {
+    start_instant(s, &jiff::tz::TimeZone::UTC)
+}
+
 /// `--start`: RFC 3339, `YYYY-MM-DD[ HH:MM:SS]` in `zone`, or an epoch.
 fn start_instant(s: &str, zone: &jiff::tz::TimeZone) -> anyhow::Result<i64> {
     let mut clock = gpuwise_sources::time::LocalClock::new(zone.clone());
@@ -581,6 +587,39 @@ pub(crate) fn from_files(
     Ok((report, profiles))
 }
 
+/// The window from the store, and from the inputs for the hours it does not hold; the report
+/// and the profiles.
+pub(crate) fn from_store(
+    dir: &std::path::Path,
+    specs: &[String],
+    read: &ReadOptions,
+    analysis: &Analysis,
+    now_ms: i64,
+    progress: bool,
+) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
+    let inputs: Vec<Input> = if specs.is_empty() {
+        Vec::new()
+    } else {
+        gpuwise_sources::expand(specs)?
+    };
+    let bar = printer::progress(progress && !inputs.is_empty());
+    let counter = |n: u64| {
+        if let Some(b) = &bar {
+            b.inc(n);
+        }
+    };
+    let (profile, summary) = store::window(dir, &inputs, read, read.range, &counter)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if profile.is_empty() {
+        return Err(store::empty(dir, !inputs.is_empty()));
+    }
+    let profiles = analysis.profiles(profile);
+    let report = analysis.report(&profiles, summary, now_ms);
+    Ok((report, profiles))
+}
+
 /// Everything a command that reads the fleet starts from: the settings, resolved once from the
 /// flags and `cfg` (the config file, read once by the command), and the fleet read into a
 /// report with its profiles.
@@ -592,7 +631,9 @@ pub(crate) fn read(
 ) -> anyhow::Result<Fleet> {
     let s = resolve(&a.read, &a.analysis, cfg, asks)?;
     let analysis = Analysis::new(s.analysis);
-    let (report, profiles) = if a.prom.prometheus.is_some() {
+    let (report, profiles) = if let Some(dir) = &a.store {
+        from_store(dir, &a.inputs, &s.read, &analysis, s.now_ms, progress)?
+    } else if a.prom.prometheus.is_some() {
         prom::build(
             &a.prom,
             a.read.start.as_deref(),

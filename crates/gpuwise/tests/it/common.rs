@@ -26,7 +26,8 @@ pub(crate) fn cmd() -> Command {
         .env("NO_COLOR", "1")
         .env_remove("GPUWISE_CONFIG")
         .env_remove("GPUWISE_TZ")
-        .env_remove("GPUWISE_FORMAT");
+        .env_remove("GPUWISE_FORMAT")
+        .env_remove("GPUWISE_STORE");
     c.env_remove("GPUWISE_PRICES").env_remove("GPUWISE_TEAMS");
     c.env_remove("GPUWISE_POLICY")
         .env_remove("GPUWISE_NOTIFY_URL")

@@ -39,6 +39,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("gpuwise-prom", &["gpuwise-core", "gpuwise-sources"]),
     ("gpuwise-catalog-import", &["gpuwise-catalog"]),
     ("gpuwise-synth", &["gpuwise-core"]),
+    ("gpuwise-store", &["gpuwise-core"]),
     ("gpuwise-record", &[]),
     (
         "gpuwise-analysis",
@@ -77,6 +78,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gpuwise-analysis",
             "gpuwise-catalog-import",
             "gpuwise-jobs",
+            "gpuwise-store",
         ],
     ),
 ];

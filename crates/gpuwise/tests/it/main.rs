@@ -12,6 +12,7 @@ mod common;
 mod deploy;
 mod grafana;
 mod graph;
+mod history;
 mod hostile;
 mod jobs;
 mod kube;

@@ -1,0 +1,363 @@
+//! The history store, the review and the actions journal, on a planted fleet: three idle
+//! A100s through September (advice: shut each down), marked done on October 10; then one runs
+//! four hours a day (its saving appears), one carries on (no saving), one stops reporting
+//! (its targets vanished). The store must give the raw report's figures, DuckDB must read the
+//! same totals from its Parquet files, and the review must find each planted outcome.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::common::{cmd, f};
+
+const DAY: i64 = 86_400_000;
+/// 2026-09-01T00:00:00Z.
+const SEP1: i64 = 1_788_220_800_000;
+/// 2026-10-10T00:00:00Z: the actions are done.
+const OCT10: i64 = SEP1 + 39 * DAY;
+/// 2026-11-01T00:00:00Z.
+const NOV1: i64 = SEP1 + 61 * DAY;
+
+fn stamp(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .expect("time")
+        .strftime("%Y/%m/%d %H:%M:%S%.3f")
+        .to_string()
+}
+
+/// Whether device `d` (0 shrinks, 1 carries on, 2 vanishes) reports at `t`.
+fn reports(d: usize, t: i64) -> bool {
+    if t < OCT10 {
+        return true;
+    }
+    match d {
+        0 => (2 * 3_600_000..6 * 3_600_000).contains(&t.rem_euclid(DAY)),
+        1 => true,
+        _ => false,
+    }
+}
+
+/// One nvidia-smi log per host, a sample a minute with a few seconds of jitter, idle (1 %)
+/// throughout; returns the samples written.
+fn plant(dir: &Path) -> usize {
+    let mut rng = crate::common::Rng(38);
+    let mut n = 0;
+    for d in 0..3usize {
+        let mut csv = String::from(
+            "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n",
+        );
+        let mut t = SEP1 + rng.range(0, 60_000);
+        while t < NOV1 {
+            if reports(d, t) {
+                let _ = writeln!(
+                    csv,
+                    "{}, 0, GPU-0000000{d}-aaaa-bbbb-cccc-dddddddddddd, NVIDIA A100-SXM4-80GB, 1 %, 0 MiB, 81920 MiB",
+                    stamp(t)
+                );
+                n += 1;
+            }
+            t += 60_000 + rng.range(-3_000, 3_000);
+        }
+        std::fs::write(dir.join(format!("node{d}.csv")), csv).expect("write");
+    }
+    n
+}
+
+fn gw(args: &[&str]) -> std::process::Output {
+    let o = cmd().args(args).output().expect("gpuwise runs");
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_slice(&gw(args).stdout).expect("JSON")
+}
+
+/// A planted fleet rolled up: the directory, the logs and the store.
+fn planted() -> (tempfile::TempDir, String, String) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (logs, store) = (tmp.path().join("logs"), tmp.path().join("store"));
+    std::fs::create_dir_all(&logs).expect("dir");
+    let samples = plant(&logs);
+    let (logs_s, store_s) = (logs.display().to_string(), store.display().to_string());
+    let rolled = json(&[
+        "rollup",
+        &logs_s,
+        "--store",
+        &store_s,
+        "-f",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!(rolled["samples"], samples);
+    assert_eq!(rolled["store_days"], 61);
+    (tmp, logs_s, store_s)
+}
+
+const COMMON: [&str; 5] = ["--cloud", "aws", "--format", "json", "--no-progress"];
+
+#[test]
+fn whole_hours_from_the_store_are_the_raw_report_and_duckdb_reads_the_same() {
+    let (_tmp, logs_s, store_s) = planted();
+    let common = COMMON;
+    // Whole hours from the store are the raw report's figures; a window that cuts an hour
+    // is widened to it, and said.
+    let window = [
+        "--since",
+        "2026-09-03T05:00:00Z",
+        "--until",
+        "2026-10-17T13:00:00Z",
+    ];
+    let raw = json(&[&["report", logs_s.as_str()][..], &window, &common].concat());
+    let from_store = json(
+        &[
+            &["report", "--store", store_s.as_str()][..],
+            &window,
+            &common,
+        ]
+        .concat(),
+    );
+    for k in ["gpu_hours", "idle_gpu_hours", "cost_usd", "idle_cost_usd"] {
+        assert_eq!(raw["fleet"][k], from_store["fleet"][k], "{k}");
+    }
+    assert_eq!(raw["devices"], from_store["devices"]);
+    let cut = cmd()
+        .args([
+            "report",
+            "--store",
+            &store_s,
+            "--since",
+            "2026-09-03T05:30:00Z",
+        ])
+        .args(common)
+        .output()
+        .expect("runs");
+    assert!(String::from_utf8_lossy(&cut.stderr).contains("whole hours"));
+    // The store's rows plus the logs for the hours it lacks (after a retention that dropped
+    // September) are the raw report too.
+    duckdb_totals(Path::new(&store_s), &raw_gpu_hours(&logs_s));
+}
+
+#[test]
+fn the_review_finds_the_planted_actions_outcomes() {
+    let (tmp, logs_s, store_s) = planted();
+    let store = tmp.path().join("store");
+    let common = COMMON;
+    let raw = json(
+        &[
+            &["report", logs_s.as_str(), "--until", "2026-10-01"][..],
+            &common,
+        ]
+        .concat(),
+    );
+
+    let ids = log_and_mark(&logs_s, &store_s, &store);
+    let review = json(&[
+        "review", "--store", &store_s, "--month", "2026-10", "--cloud", "aws", "-f", "json",
+    ]);
+    assert_eq!(review["schema"], "gpuwise.review/v1");
+    let outcome = |id: &str| {
+        review["actions"]
+            .as_array()
+            .expect("actions")
+            .iter()
+            .find(|a| a["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} in the review"))
+    };
+    // The rate before: each device reported all September, so its cost per month is its
+    // price × 730 h (less one minute's interval at the edges).
+    let price = f(&raw["devices"][0]["usd_per_gpu_hour"]);
+    let (shrunk, same, gone) = (outcome(&ids[0]), outcome(&ids[1]), outcome(&ids[2]));
+    for a in [&shrunk, &same, &gone] {
+        assert!(
+            (f(&a["before_monthly_usd"]) / (price * 730.0) - 1.0).abs() < 0.01,
+            "{a}"
+        );
+    }
+    // Four hours a day of the 24 after October 10 (each day's four-hour run stands for its
+    // samples' intervals: 4 h less one minute).
+    let kept = (4.0 * 60.0 - 1.0) / (24.0 * 60.0);
+    let expect = f(&shrunk["before_monthly_usd"]) * (1.0 - kept);
+    assert!(
+        (f(&shrunk["realized_monthly_usd"]) / expect - 1.0).abs() < 0.02,
+        "{shrunk} (expected {expect})"
+    );
+    assert_eq!(shrunk["outcome"], "realized");
+    assert!(
+        f(&same["realized_monthly_usd"]).abs() < 0.01 * price * 730.0,
+        "{same}"
+    );
+    assert_eq!(same["outcome"], "not_realized");
+    assert_eq!(gone["outcome"], "targets_vanished");
+    assert_eq!(gone["confidence"], "low");
+    assert!(
+        gone["detected"]
+            .as_str()
+            .is_some_and(|d| d.contains("no telemetry")),
+        "{gone}"
+    );
+    let total = f(&review["realized_monthly_usd"]);
+    let parts: f64 = [&shrunk, &same, &gone]
+        .iter()
+        .map(|a| f(&a["realized_monthly_usd"]))
+        .sum();
+    assert!((total - parts).abs() < 1e-6, "{total} vs {parts}");
+    // The fleet: October's spend from the store's hours equals the raw report of October.
+    let oct = json(
+        &[
+            &[
+                "report",
+                logs_s.as_str(),
+                "--since",
+                "2026-10-01",
+                "--until",
+                "2026-11-01",
+            ][..],
+            &common,
+        ]
+        .concat(),
+    );
+    let fleet = &review["fleet"].as_array().expect("fleet")[2];
+    assert!((f(&fleet["spend_usd"]) - f(&oct["fleet"]["cost_usd"])).abs() < 1e-6);
+    assert!((f(&fleet["gpu_hours"]) - f(&oct["fleet"]["gpu_hours"])).abs() < 1e-9);
+    assert_eq!(review["new_waste"].as_array().map(Vec::len), Some(0));
+    every_format_renders(&store_s);
+}
+
+/// September's advice logged (twice: the second adds nothing), and each device's action
+/// marked done on October 10; the actions' ids by device.
+fn log_and_mark(logs_s: &str, store_s: &str, store: &Path) -> Vec<String> {
+    // September's advice, logged; each device's action marked done on October 10.
+    gw(&[
+        "advise",
+        logs_s,
+        "--store",
+        store_s,
+        "--until",
+        "2026-10-01",
+        "--cloud",
+        "aws",
+        "--log",
+        "--no-progress",
+    ]);
+    let listed = json(&["actions", "--store", store_s, "-f", "json"]);
+    let actions = listed["actions"].as_array().expect("actions");
+    let id_of = |d: usize| -> String {
+        let gpu = format!("GPU-0000000{d}-aaaa-bbbb-cccc-dddddddddddd");
+        actions
+            .iter()
+            .find(|a| {
+                a["targets"].as_array().is_some_and(|t| {
+                    t.len() == 1 && t[0].as_str().is_some_and(|x| x.contains(&gpu))
+                })
+            })
+            .unwrap_or_else(|| panic!("an action for device {d} alone in {listed}"))["id"]
+            .as_str()
+            .expect("id")
+            .to_owned()
+    };
+    let ids: Vec<String> = (0..3).map(id_of).collect();
+    for id in &ids {
+        gw(&[
+            "actions",
+            "--store",
+            store_s,
+            "done",
+            &id[..6],
+            "--date",
+            "2026-10-10",
+        ]);
+    }
+    // Logging the same advice again adds nothing.
+    let before = std::fs::read_to_string(store.join("actions.jsonl")).expect("journal");
+    gw(&[
+        "advise",
+        logs_s,
+        "--store",
+        store_s,
+        "--until",
+        "2026-10-01",
+        "--cloud",
+        "aws",
+        "--log",
+        "--no-progress",
+    ]);
+    assert_eq!(
+        before,
+        std::fs::read_to_string(store.join("actions.jsonl")).expect("journal")
+    );
+
+    ids
+}
+
+/// The review in table, Markdown and HTML names the month and the outcomes.
+fn every_format_renders(store_s: &str) {
+    for format in ["table", "markdown", "html"] {
+        let o = gw(&[
+            "review", "--store", store_s, "--month", "2026-10", "--cloud", "aws", "-f", format,
+        ]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            text.contains("2026-10") && text.contains("targets_vanished"),
+            "{format}"
+        );
+    }
+}
+
+/// The GPU-hours of the raw logs over the store's whole span, per host.
+fn raw_gpu_hours(logs: &str) -> serde_json::Value {
+    json(&[
+        "report",
+        logs,
+        "--until",
+        "2026-11-01",
+        "--format",
+        "json",
+        "--no-progress",
+    ])
+}
+
+/// DuckDB reads the store's Parquet files as they are: its per-host GPU-hours (a plain SQL
+/// sum over `covered_ms`) are the report's.
+fn duckdb_totals(store: &Path, raw: &serde_json::Value) {
+    let sql = format!(
+        "SELECT host, sum(covered_ms) / 3.6e6 FROM read_parquet('{}/tiles/*/*.parquet', hive_partitioning = true) GROUP BY host ORDER BY host",
+        store.display()
+    );
+    let o = std::process::Command::new("python3")
+        .args(["-c", &format!("import duckdb; [print(f'{{h}} {{v!r}}') for h, v in duckdb.sql(\"{sql}\").fetchall()]")])
+        .output();
+    let o = match o {
+        Ok(o) if o.status.success() => o,
+        other => {
+            assert!(
+                !std::env::var("CI").is_ok_and(|v| v == "true"),
+                "DuckDB (the Python package) is needed here: .ci/run installs it ({other:?})"
+            );
+            eprintln!("skipping the DuckDB check: python3 -c 'import duckdb' failed");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for line in lines {
+        let (host, hours) = line.split_once(' ').expect("host hours");
+        let hours: f64 = hours.parse().expect("number");
+        let want: f64 = raw["devices"]
+            .as_array()
+            .expect("devices")
+            .iter()
+            .filter(|d| d["host"] == host)
+            .map(|d| f(&d["gpu_hours"]))
+            .sum();
+        assert!(
+            (hours - want).abs() < 1e-6,
+            "{host}: DuckDB {hours} h, report {want} h"
+        );
+    }
+}
