@@ -495,9 +495,20 @@ fn refresh_loop(s: &AppState) {
                 .unwrap_or_else(PoisonError::into_inner)
                 .apply(look, found)
         });
+        let mut problem = result.as_ref().err().map(ToString::to_string);
+        // What runs after a refresh (the history store's writes) reads under a read lock:
+        // requests are answered meanwhile.
+        if result.is_ok_and(|c| c.any()) {
+            let l = live.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(after) = l.after()
+                && let Err(e) = after(&l)
+            {
+                problem = Some(e);
+            }
+        }
         let mut note = lock(&s.refresh_note);
         note.at = Some(jiff::Timestamp::now());
-        note.problem = result.err().map(|e| e.to_string());
+        note.problem = problem;
     }
 }
 

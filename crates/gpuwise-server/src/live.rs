@@ -28,8 +28,15 @@ const WRITING: Duration = Duration::from_secs(60);
 /// every sample once a day had passed.
 pub type Latest = std::sync::Arc<dyn Fn() -> gpuwise_core::EpochMs + Send + Sync>;
 
+/// What runs after every refresh that read something, with the tiles read (`gpuwise serve
+/// --store` keeps its completed tiles in the history store this way); an error is shown as the
+/// refresh's problem.
+pub type AfterRefresh = dyn Fn(&Live) -> Result<(), String> + Send + Sync;
+
 /// Everything read so far, per input.
 pub struct Live {
+    /// Run after each refresh that read something.
+    after: Option<std::sync::Arc<AfterRefresh>>,
     specs: Vec<String>,
     opts: ReadOptions,
     latest: Option<Latest>,
@@ -214,6 +221,7 @@ impl Live {
         let retain_tiles =
             retain_ms.map(|r| i64::try_from(r.div_ceil(tile_ms)).unwrap_or(i64::MAX));
         let mut live = Self {
+            after: None,
             specs,
             opts,
             latest,
@@ -232,6 +240,28 @@ impl Live {
     #[must_use]
     pub fn tile_ms(&self) -> u64 {
         self.tile_ms
+    }
+
+    /// Run `f` after every refresh that reads something (and once now).
+    ///
+    /// # Errors
+    /// What `f` says of the tiles read so far.
+    pub fn after_refresh(&mut self, f: std::sync::Arc<AfterRefresh>) -> Result<(), String> {
+        let r = f(self);
+        self.after = Some(f);
+        r
+    }
+
+    /// The options it reads with (the fold rules of its profiles among them).
+    #[must_use]
+    pub fn settings(&self) -> &ReadOptions {
+        &self.opts
+    }
+
+    /// The function set by [`Live::after_refresh`].
+    #[must_use]
+    pub fn after(&self) -> Option<std::sync::Arc<AfterRefresh>> {
+        self.after.clone()
     }
 
     /// Counts up each time a refresh read something (caches key on it).

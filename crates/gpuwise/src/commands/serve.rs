@@ -183,6 +183,40 @@ fn jobs_fn(
     })
 }
 
+/// `--store`: after each refresh, the completed tiles since the last write (and the one
+/// before it, for samples that came late) joined across inputs and written to the history
+/// store; the tile still running is left for a later refresh.
+fn keep_history(
+    dir: std::path::PathBuf,
+    clock: gpuwise_server::Clock,
+) -> Arc<gpuwise_server::live::AfterRefresh> {
+    let written: std::sync::Mutex<Option<i64>> = std::sync::Mutex::new(None);
+    Arc::new(move |live: &Live| {
+        let Some((first, end)) = live.tiles() else {
+            return Ok(());
+        };
+        let tile_ms = live.tile_ms();
+        let t = i64::try_from(tile_ms).unwrap_or(i64::MAX);
+        let now = clock();
+        let complete = end.min(now.div_euclid(t));
+        let mut w = written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let from = w.map_or(first, |x| (x - 1).max(first));
+        let mut tiles = gpuwise_core::profile::Profile::default();
+        let st = &live.settings().profile;
+        for tile in from..complete {
+            let piece = live.window(tile, tile + 1).map_err(|e| e.to_string())?;
+            tiles.absorb(piece.profile.into_tile(tile), st);
+        }
+        gpuwise_store::Store::at(&dir)
+            .write(&tiles, tile_ms, now, st)
+            .map_err(|e| e.to_string())?;
+        *w = Some(complete);
+        Ok(())
+    })
+}
+
 pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(args.config.as_deref())?;
     anyhow::ensure!(
@@ -238,7 +272,11 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         // The plausible-time bound follows the clock at every refresh.
         let now = clock.clone();
         let latest: gpuwise_server::Latest = Arc::new(move || fleet::latest_plausible(now()));
-        let live = Live::open(args.fleet.inputs.clone(), read, Some(retain), Some(latest))?;
+        let mut live = Live::open(args.fleet.inputs.clone(), read, Some(retain), Some(latest))?;
+        if let Some(dir) = &args.fleet.store {
+            live.after_refresh(keep_history(dir.clone(), clock.clone()))
+                .map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+        }
         printer::info(&format!(
             "read {} in {:.1} s",
             args.fleet.inputs.join(" "),

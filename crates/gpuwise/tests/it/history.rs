@@ -361,3 +361,62 @@ fn duckdb_totals(store: &Path, raw: &serde_json::Value) {
         );
     }
 }
+
+/// `serve --store` keeps its completed tiles in the store as it reads, the late ones too: the
+/// store then gives the raw report, for the hours read at start and for a day appended later.
+#[test]
+fn serve_keeps_its_tiles_in_the_store_as_files_grow() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (logs, store) = (tmp.path().join("logs"), tmp.path().join("store"));
+    std::fs::create_dir_all(&logs).expect("dir");
+    plant(&logs);
+    let (logs_s, store_s) = (logs.display().to_string(), store.display().to_string());
+    let s = crate::serve::Served::start(
+        &[
+            &logs_s,
+            "--store",
+            &store_s,
+            "--tile",
+            "1h",
+            "--retain",
+            "70d",
+            "--refresh",
+            "1s",
+        ],
+        &[],
+    );
+    let same = |since: &str, until: &str| {
+        let w = ["--since", since, "--until", until];
+        let raw = json(&[&["report", logs_s.as_str()][..], &w, &COMMON].concat());
+        let kept = json(&[&["report", "--store", store_s.as_str()][..], &w, &COMMON].concat());
+        assert_eq!(raw["devices"], kept["devices"], "{since}..{until}");
+    };
+    same("2026-09-01", "2026-11-01");
+    // A day more of one device, appended while the server runs.
+    let g = s.generation();
+    let mut more = String::new();
+    let mut t = NOV1 + 17_000;
+    while t < NOV1 + DAY {
+        let _ = writeln!(
+            more,
+            "{}, 0, GPU-00000001-aaaa-bbbb-cccc-dddddddddddd, NVIDIA A100-SXM4-80GB, 1 %, 0 MiB, 81920 MiB",
+            stamp(t)
+        );
+        t += 61_000;
+    }
+    let path = logs.join("node1.csv");
+    let mut text = std::fs::read_to_string(&path).expect("log");
+    text.push_str(&more);
+    std::fs::write(&path, text).expect("append");
+    s.wait_past(g);
+    let day = store.join("tiles/day=2026-11-01/part.parquet");
+    let start = std::time::Instant::now();
+    while !day.exists() {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "no November tiles in the store"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    same("2026-10-31", "2026-11-02");
+}

@@ -95,14 +95,14 @@ impl Served {
     }
 
     /// The data generation `/healthz` reports.
-    fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         let (_, body) = self.get("/healthz");
         let v: serde_json::Value = serde_json::from_str(&body).expect("healthz JSON");
         v["generation"].as_u64().expect("generation")
     }
 
     /// Wait until the server has read new data (a generation after `after`).
-    fn wait_past(&self, after: u64) {
+    pub(crate) fn wait_past(&self, after: u64) {
         let start = Instant::now();
         while self.generation() <= after {
             assert!(
