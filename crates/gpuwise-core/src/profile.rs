@@ -1877,6 +1877,18 @@ impl Profile {
         })
     }
 
+    /// Join a stored piece onto this (untiled) profile, after everything joined so far (a
+    /// store read in time order joins as it reads, holding one accumulator per device).
+    pub fn add_stored(&mut self, piece: TilePiece, st: &ProfileSettings) {
+        let TilePiece {
+            key,
+            hosts,
+            info,
+            acc,
+        } = piece;
+        self.add_piece(0, key, hosts, &info, acc, st);
+    }
+
     /// This (untiled) profile's devices as tile `tile` of a tiled profile.
     #[must_use]
     pub fn into_tile(self, tile: i64) -> Profile {

@@ -220,17 +220,34 @@ pub struct Day {
     pub bytes: u64,
 }
 
-/// Pieces loaded for a window.
+/// What a window's load joined.
 #[derive(Debug, Default)]
 pub struct Loaded {
-    /// The pieces, as a profile tiled by tile start (join with `Profile::window`).
-    pub profile: Profile,
-    /// The tiles loaded, as `(start, end)` spans merged where they touch.
-    pub covered: Vec<(i64, i64)>,
+    /// Per run of touching tiles, `(start, end)` and the tiles joined into one profile, in
+    /// time order.
+    pub pieces: Vec<(i64, i64, Profile)>,
     /// Rows read.
     pub rows: usize,
     /// Samples in them.
     pub samples: u64,
+}
+
+impl Loaded {
+    /// The spans the store covered.
+    #[must_use]
+    pub fn covered(&self) -> Vec<(i64, i64)> {
+        self.pieces.iter().map(|(a, b, _)| (*a, *b)).collect()
+    }
+
+    /// Every piece joined into one profile.
+    #[must_use]
+    pub fn joined(self, st: &ProfileSettings) -> Profile {
+        let mut out = Profile::default();
+        for (_, _, p) in self.pieces {
+            out.absorb(p, st);
+        }
+        out
+    }
 }
 
 impl Store {
@@ -347,8 +364,9 @@ impl Store {
         Ok(w)
     }
 
-    /// Load the tiles wholly inside `[from, to)`, folded under `st`, reading day files in
-    /// parallel.
+    /// Load the tiles wholly inside `[from, to)`, folded under `st`, joined as they are read
+    /// (one run of touching tiles into one profile): memory holds one accumulator per device
+    /// and run, and the day files being read (a few at a time, in parallel).
     ///
     /// # Errors
     /// A file cannot be read, is broken, or was folded under other rules.
@@ -360,25 +378,36 @@ impl Store {
             .into_iter()
             .filter(|d| d.start_ms < to && d.start_ms + DAY_MS > from)
             .collect();
-        let read: Vec<Vec<Row>> = days
-            .par_iter()
-            .map(|d| parquet_io::read(&d.path, Some(&fold)))
-            .collect::<Result<_, _>>()?;
         let mut out = Loaded::default();
-        let mut spans = Vec::new();
-        for row in read.into_iter().flatten() {
-            let end = row
-                .tile_start_ms
-                .saturating_add(i64::try_from(row.tile_ms).unwrap_or(i64::MAX));
-            if row.tile_start_ms < from || end > to {
-                continue;
+        for chunk in days.chunks(2 * rayon::current_num_threads().max(1)) {
+            let read: Vec<Vec<Row>> = chunk
+                .par_iter()
+                .map(|d| parquet_io::read(&d.path, Some(&fold)))
+                .collect::<Result<_, _>>()?;
+            for row in read.into_iter().flatten() {
+                let end = row
+                    .tile_start_ms
+                    .saturating_add(i64::try_from(row.tile_ms).unwrap_or(i64::MAX));
+                if row.tile_start_ms < from || end > to {
+                    continue;
+                }
+                out.rows += 1;
+                out.samples += row.piece.acc.samples();
+                // Rows come in time order (days ascending, a day's rows by tile): a tile
+                // after the run's end starts a new run.
+                match out.pieces.last_mut() {
+                    Some((_, b, p)) if row.tile_start_ms <= *b => {
+                        *b = (*b).max(end);
+                        p.add_stored(row.piece, st);
+                    }
+                    _ => {
+                        let mut p = Profile::default();
+                        p.add_stored(row.piece, st);
+                        out.pieces.push((row.tile_start_ms, end, p));
+                    }
+                }
             }
-            out.rows += 1;
-            out.samples += row.piece.acc.samples();
-            spans.push((row.tile_start_ms, end));
-            out.profile.add_tile_piece(row.tile_start_ms, row.piece, st);
         }
-        out.covered = merge_spans(spans);
         Ok(out)
     }
 
@@ -478,18 +507,6 @@ fn merge_rows(old: Vec<Row>, fresh: Vec<Row>) -> (Vec<Row>, usize, usize) {
         }
     }
     (by.into_values().collect(), changed, kept)
-}
-
-fn merge_spans(mut spans: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
-    spans.sort_unstable();
-    let mut out: Vec<(i64, i64)> = Vec::new();
-    for (a, b) in spans {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
 }
 
 /// UTC midnight at or before `ms`.

@@ -126,7 +126,7 @@ fn any_run_of_hours_from_the_store_is_the_profile_of_the_raw_samples() {
             let a = T0 + HOUR * rng.i64(0..60);
             let z = a + HOUR * rng.i64(1..72 - (a - T0) / HOUR);
             let loaded = store.load(a, z, &st).expect("load");
-            let from_store = stats(loaded.profile.window(a, z, &st));
+            let from_store = stats(loaded.joined(&st));
             let raw = stats(build(&data, None, Some((a, z))));
             same(
                 &from_store,
@@ -169,9 +169,9 @@ fn compacted_days_answer_whole_days_exactly_and_a_rewrite_keeps_the_fuller_piece
     );
     let (a, z) = (T0, T0 + 3 * 24 * HOUR);
     let loaded = store.load(a, z, &st).expect("load");
-    assert_eq!(loaded.covered, vec![(a, z)]);
+    assert_eq!(loaded.covered(), vec![(a, z)]);
     same(
-        &stats(loaded.profile.window(a, z, &st)),
+        &stats(loaded.joined(&st)),
         &stats(build(&data, None, Some((a, z)))),
         "whole",
     );
@@ -210,7 +210,7 @@ fn compacted_days_answer_whole_days_exactly_and_a_rewrite_keeps_the_fuller_piece
     assert_eq!(w.changed, 0, "{w:?}");
     let loaded = store.load(a, z, &st).expect("load");
     same(
-        &stats(loaded.profile.window(a, z, &st)),
+        &stats(loaded.joined(&st)),
         &stats(build(&data, None, Some((a, z)))),
         "whole",
     );

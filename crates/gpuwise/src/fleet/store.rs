@@ -100,11 +100,7 @@ pub(crate) fn window(
     }
     let st = &read.profile;
     let loaded = Store::at(dir).load(from, to, st)?;
-    let mut pieces: Vec<(i64, Profile)> = loaded
-        .covered
-        .iter()
-        .map(|&(a, b)| (a, loaded.profile.window(a, b, st)))
-        .collect();
+    let covered = loaded.covered();
     let mut summary = IngestSummary {
         inputs: vec![format!("store {}", dir.display())],
         formats: vec!["gpuwise-store".to_owned()],
@@ -115,8 +111,10 @@ pub(crate) fn window(
         pulled: None,
         overlap: OverlapSummary::default(),
     };
+    let mut pieces: Vec<(i64, Profile)> =
+        loaded.pieces.into_iter().map(|(a, _, p)| (a, p)).collect();
     if !inputs.is_empty() {
-        for (a, b) in gaps(from, to, &loaded.covered) {
+        for (a, b) in gaps(from, to, &covered) {
             let mut opts = read.clone();
             opts.range = Some((a.max(since), b.min(until)));
             let ingested = gpuwise_sources::read_all(inputs, &opts, progress)?;

@@ -586,3 +586,34 @@ fn the_jobs_page_leads_with_the_answer_at_every_width() {
         assert!(!found.contains("right-th:0"), "at {width} px: {found}");
     }
 }
+
+/// The review page (`gpuwise review --format html`): the answer first, the spend chart, every
+/// planted action's outcome, nothing wider than the screen; screenshots beside the others.
+#[test]
+fn the_review_page_leads_with_the_answer_at_every_width() {
+    let Some(browser) = chromium() else { return };
+    let (tmp, logs, store) = crate::history::planted();
+    crate::history::log_and_mark(&logs, &store, &tmp.path().join("store"));
+    let page = tmp.path().join("review.html");
+    let page_text = page.display().to_string();
+    let o = crate::common::run(&[
+        "review", "--store", &store, "--month", "2026-10", "--cloud", "aws", "--format", "html",
+        "-o", &page_text,
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let html = std::fs::read_to_string(&page).expect("page");
+    assert!(!html.contains("<script"), "the page runs no script");
+    for want in [
+        "<svg",
+        "Actions: predicted and realized",
+        "realized",
+        "not_realized",
+        "targets_vanished",
+        "Fleet by period",
+    ] {
+        assert!(html.contains(want), "{want} on the page");
+    }
+    for (width, found) in screens(browser, "review", &page, &html, tmp.path()) {
+        assert!(!found.contains("right-th:0"), "at {width} px: {found}");
+    }
+}

@@ -77,7 +77,7 @@ fn json(args: &[&str]) -> serde_json::Value {
 }
 
 /// A planted fleet rolled up: the directory, the logs and the store.
-fn planted() -> (tempfile::TempDir, String, String) {
+pub(crate) fn planted() -> (tempfile::TempDir, String, String) {
     let tmp = tempfile::tempdir().expect("tmp");
     let (logs, store) = (tmp.path().join("logs"), tmp.path().join("store"));
     std::fs::create_dir_all(&logs).expect("dir");
@@ -230,7 +230,7 @@ fn the_review_finds_the_planted_actions_outcomes() {
 
 /// September's advice logged (twice: the second adds nothing), and each device's action
 /// marked done on October 10; the actions' ids by device.
-fn log_and_mark(logs_s: &str, store_s: &str, store: &Path) -> Vec<String> {
+pub(crate) fn log_and_mark(logs_s: &str, store_s: &str, store: &Path) -> Vec<String> {
     // September's advice, logged; each device's action marked done on October 10.
     gw(&[
         "advise",
