@@ -525,6 +525,37 @@ pub struct Windows<'a> {
     pub after_hours: f64,
 }
 
+/// Where the targets stopped reporting: devices that appeared after, in a target's group or
+/// team, on another GPU model — the work moved there (`None`: no such device).
+fn moved(w: &Windows<'_>, targets: &BTreeSet<&str>) -> Option<(String, Measure)> {
+    let after = w.after?;
+    let was: Vec<&DeviceRow> = w
+        .before
+        .devices
+        .iter()
+        .filter(|d| targets.contains(d.id.as_str()))
+        .collect();
+    let known: BTreeSet<&str> = w.before.devices.iter().map(|d| d.id.as_str()).collect();
+    let models: BTreeSet<Option<&str>> = was.iter().map(|d| d.model.as_deref()).collect();
+    let near = |d: &DeviceRow| {
+        was.iter()
+            .any(|t| t.group == d.group || (t.team.is_some() && t.team == d.team))
+    };
+    let is_new = |d: &DeviceRow| {
+        !known.contains(d.id.as_str()) && near(d) && !models.contains(&d.model.as_deref())
+    };
+    let m = Measure::of(after, is_new);
+    let first = after.devices.iter().find(|d| is_new(d))?;
+    let model = first.model.as_deref().unwrap_or("another GPU");
+    Some((
+        format!(
+            "its targets stopped reporting and {} {model} device(s) appeared beside them: the work moved there (their cost is the cost after)",
+            m.seen
+        ),
+        m,
+    ))
+}
+
 /// The outcome of `a` measured over `w`.
 #[must_use]
 pub fn measure(a: LoggedAction, w: &Windows<'_>) -> ActionOutcome {
@@ -547,7 +578,18 @@ pub fn measure(a: LoggedAction, w: &Windows<'_>) -> ActionOutcome {
         after.monthly(w.after_hours)
     };
     let mut detected = None;
-    if after.seen == 0 && w.after.is_some() && before.seen > 0 {
+    // Targets gone, and devices of another model beside them: the work moved, and what it
+    // costs there is the cost after.
+    let moved = (after.seen == 0 && before.seen > 0)
+        .then(|| moved(w, &targets))
+        .flatten();
+    let after_m = match &moved {
+        Some((_, m)) => m.monthly(w.after_hours),
+        None => after_m,
+    };
+    if let Some((why, _)) = &moved {
+        detected = Some(why.clone());
+    } else if after.seen == 0 && w.after.is_some() && before.seen > 0 {
         detected = Some(format!(
             "no telemetry from its {} target(s) since then",
             before.seen
@@ -592,7 +634,7 @@ pub fn measure(a: LoggedAction, w: &Windows<'_>) -> ActionOutcome {
         "too_early"
     } else if before_m.is_none() {
         "unpriced"
-    } else if after.seen == 0 {
+    } else if after.seen == 0 && moved.is_none() {
         "targets_vanished"
     } else {
         let r = realized.unwrap_or(0.0);
@@ -606,6 +648,7 @@ pub fn measure(a: LoggedAction, w: &Windows<'_>) -> ActionOutcome {
     };
     let confidence = match outcome {
         "targets_vanished" => "low",
+        _ if moved.is_some() => "medium",
         _ if w.after_hours >= 7.0 * 24.0 => "high",
         _ if w.after_hours >= 24.0 => "medium",
         _ => "low",

@@ -24,14 +24,15 @@ fn stamp(ms: i64) -> String {
         .to_string()
 }
 
-/// Whether device `d` (0 shrinks, 1 carries on, 2 vanishes) reports at `t`.
+/// Whether device `d` (0 shrinks, 1 carries on, 2 vanishes, 3 moves to device 4, an H100 on
+/// its host) reports at `t`.
 fn reports(d: usize, t: i64) -> bool {
     if t < OCT10 {
-        return true;
+        return d != 4;
     }
     match d {
         0 => (2 * 3_600_000..6 * 3_600_000).contains(&t.rem_euclid(DAY)),
-        1 => true,
+        1 | 4 => true,
         _ => false,
     }
 }
@@ -41,23 +42,30 @@ fn reports(d: usize, t: i64) -> bool {
 fn plant(dir: &Path) -> usize {
     let mut rng = crate::common::Rng(38);
     let mut n = 0;
-    for d in 0..3usize {
+    for host in 0..4usize {
         let mut csv = String::from(
             "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n",
         );
         let mut t = SEP1 + rng.range(0, 60_000);
         while t < NOV1 {
-            if reports(d, t) {
-                let _ = writeln!(
-                    csv,
-                    "{}, 0, GPU-0000000{d}-aaaa-bbbb-cccc-dddddddddddd, NVIDIA A100-SXM4-80GB, 1 %, 0 MiB, 81920 MiB",
-                    stamp(t)
-                );
-                n += 1;
+            for d in [host, 4].into_iter().filter(|d| *d == host || host == 3) {
+                if reports(d, t) {
+                    let model = if d == 4 {
+                        "NVIDIA H100 80GB HBM3"
+                    } else {
+                        "NVIDIA A100-SXM4-80GB"
+                    };
+                    let _ = writeln!(
+                        csv,
+                        "{}, 0, GPU-0000000{d}-aaaa-bbbb-cccc-dddddddddddd, {model}, 1 %, 0 MiB, 81920 MiB",
+                        stamp(t)
+                    );
+                    n += 1;
+                }
             }
             t += 60_000 + rng.range(-3_000, 3_000);
         }
-        std::fs::write(dir.join(format!("node{d}.csv")), csv).expect("write");
+        std::fs::write(dir.join(format!("node{host}.csv")), csv).expect("write");
     }
     n
 }
@@ -171,8 +179,13 @@ fn the_review_finds_the_planted_actions_outcomes() {
     // The rate before: each device reported all September, so its cost per month is its
     // price × 730 h (less one minute's interval at the edges).
     let price = f(&raw["devices"][0]["usd_per_gpu_hour"]);
-    let (shrunk, same, gone) = (outcome(&ids[0]), outcome(&ids[1]), outcome(&ids[2]));
-    for a in [&shrunk, &same, &gone] {
+    let (shrunk, same, gone, moved) = (
+        outcome(&ids[0]),
+        outcome(&ids[1]),
+        outcome(&ids[2]),
+        outcome(&ids[3]),
+    );
+    for a in [&shrunk, &same, &gone, &moved] {
         assert!(
             (f(&a["before_monthly_usd"]) / (price * 730.0) - 1.0).abs() < 0.01,
             "{a}"
@@ -200,8 +213,39 @@ fn the_review_finds_the_planted_actions_outcomes() {
             .is_some_and(|d| d.contains("no telemetry")),
         "{gone}"
     );
+    // The work that moved to an H100 on its host costs what the H100 costs after.
+    let h100 = json(
+        &[
+            &["report", logs_s.as_str(), "--since", "2026-10-10"][..],
+            &common,
+        ]
+        .concat(),
+    );
+    let h100 = h100["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .find(|d| {
+            d["gpu"]
+                .as_str()
+                .is_some_and(|g| g.starts_with("GPU-00000004"))
+        })
+        .map(|d| f(&d["usd_per_gpu_hour"]))
+        .expect("the H100");
+    let expect = f(&moved["before_monthly_usd"]) - h100 * 730.0;
+    assert!(
+        (f(&moved["realized_monthly_usd"]) - expect).abs() < 0.01 * h100 * 730.0,
+        "{moved} (expected {expect})"
+    );
+    assert!(
+        moved["detected"]
+            .as_str()
+            .is_some_and(|d| d.contains("H100") && d.contains("moved")),
+        "{moved}"
+    );
+    assert_eq!(moved["confidence"], "medium");
     let total = f(&review["realized_monthly_usd"]);
-    let parts: f64 = [&shrunk, &same, &gone]
+    let parts: f64 = [&shrunk, &same, &gone, &moved]
         .iter()
         .map(|a| f(&a["realized_monthly_usd"]))
         .sum();
@@ -224,7 +268,14 @@ fn the_review_finds_the_planted_actions_outcomes() {
     let fleet = &review["fleet"].as_array().expect("fleet")[2];
     assert!((f(&fleet["spend_usd"]) - f(&oct["fleet"]["cost_usd"])).abs() < 1e-6);
     assert!((f(&fleet["gpu_hours"]) - f(&oct["fleet"]["gpu_hours"])).abs() < 1e-9);
-    assert_eq!(review["new_waste"].as_array().map(Vec::len), Some(0));
+    // New waste: the H100, idle from the day it appeared.
+    let waste = review["new_waste"].as_array().expect("new waste");
+    assert_eq!(waste.len(), 1, "{waste:?}");
+    assert!(
+        waste[0]["device"]
+            .as_str()
+            .is_some_and(|d| d.contains("GPU-00000004"))
+    );
     every_format_renders(&store_s);
 }
 
@@ -260,7 +311,7 @@ pub(crate) fn log_and_mark(logs_s: &str, store_s: &str, store: &Path) -> Vec<Str
             .expect("id")
             .to_owned()
     };
-    let ids: Vec<String> = (0..3).map(id_of).collect();
+    let ids: Vec<String> = (0..4).map(id_of).collect();
     for id in &ids {
         gw(&[
             "actions",
@@ -344,7 +395,7 @@ fn duckdb_totals(store: &Path, raw: &serde_json::Value) {
     };
     let text = String::from_utf8_lossy(&o.stdout);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
     for line in lines {
         let (host, hours) = line.split_once(' ').expect("host hours");
         let hours: f64 = hours.parse().expect("number");
