@@ -556,6 +556,37 @@ fn moved(w: &Windows<'_>, targets: &BTreeSet<&str>) -> Option<(String, Measure)>
     ))
 }
 
+/// What the telemetry shows happened to the targets: gone, idle share halved, fewer hours a
+/// day.
+fn detect(before: &Measure, after: &Measure, w: &Windows<'_>) -> Option<String> {
+    if after.seen == 0 && w.after.is_some() && before.seen > 0 {
+        return Some(format!(
+            "no telemetry from its {} target(s) since then",
+            before.seen
+        ));
+    }
+    if before.gpu_hours <= 0.0 || after.gpu_hours <= 0.0 {
+        return None;
+    }
+    let (s0, s1) = (
+        100.0 * before.idle_hours / before.gpu_hours,
+        100.0 * after.idle_hours / after.gpu_hours,
+    );
+    if s0 >= 10.0 && s1 <= s0 / 2.0 {
+        return Some(format!("idle share fell from {s0:.0} % to {s1:.0} %"));
+    }
+    let (h0, h1) = (
+        before.gpu_hours / w.before_hours,
+        after.gpu_hours / w.after_hours,
+    );
+    (h0 > 0.0 && h1 <= 0.8 * h0).then(|| {
+        format!(
+            "its GPUs ran {:.0} % fewer hours per day",
+            100.0 * (1.0 - h1 / h0)
+        )
+    })
+}
+
 /// The outcome of `a` measured over `w`.
 #[must_use]
 pub fn measure(a: LoggedAction, w: &Windows<'_>) -> ActionOutcome {
@@ -577,7 +608,6 @@ pub fn measure(a: LoggedAction, w: &Windows<'_>) -> ActionOutcome {
     } else {
         after.monthly(w.after_hours)
     };
-    let mut detected = None;
     // Targets gone, and devices of another model beside them: the work moved, and what it
     // costs there is the cost after.
     let moved = (after.seen == 0 && before.seen > 0)
@@ -587,30 +617,10 @@ pub fn measure(a: LoggedAction, w: &Windows<'_>) -> ActionOutcome {
         Some((_, m)) => m.monthly(w.after_hours),
         None => after_m,
     };
-    if let Some((why, _)) = &moved {
-        detected = Some(why.clone());
-    } else if after.seen == 0 && w.after.is_some() && before.seen > 0 {
-        detected = Some(format!(
-            "no telemetry from its {} target(s) since then",
-            before.seen
-        ));
-    } else if before.gpu_hours > 0.0 && after.gpu_hours > 0.0 {
-        let (s0, s1) = (
-            100.0 * before.idle_hours / before.gpu_hours,
-            100.0 * after.idle_hours / after.gpu_hours,
-        );
-        if s0 >= 10.0 && s1 <= s0 / 2.0 {
-            detected = Some(format!("idle share fell from {s0:.0} % to {s1:.0} %"));
-        }
-        let per_h = |m: &Measure, h: f64| m.gpu_hours / h;
-        let (h0, h1) = (per_h(&before, w.before_hours), per_h(&after, w.after_hours));
-        if h0 > 0.0 && h1 <= 0.8 * h0 && detected.is_none() {
-            detected = Some(format!(
-                "its GPUs ran {:.0} % fewer hours per day",
-                100.0 * (1.0 - h1 / h0)
-            ));
-        }
-    }
+    let detected = match &moved {
+        Some((why, _)) => Some(why.clone()),
+        None => detect(&before, &after, w),
+    };
     let mut other = Vec::new();
     if let (Some(b), Some(c)) = (
         rest_before.monthly(w.before_hours),
