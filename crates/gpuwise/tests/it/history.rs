@@ -213,37 +213,7 @@ fn the_review_finds_the_planted_actions_outcomes() {
             .is_some_and(|d| d.contains("no telemetry")),
         "{gone}"
     );
-    // The work that moved to an H100 on its host costs what the H100 costs after.
-    let h100 = json(
-        &[
-            &["report", logs_s.as_str(), "--since", "2026-10-10"][..],
-            &common,
-        ]
-        .concat(),
-    );
-    let h100 = h100["devices"]
-        .as_array()
-        .expect("devices")
-        .iter()
-        .find(|d| {
-            d["gpu"]
-                .as_str()
-                .is_some_and(|g| g.starts_with("GPU-00000004"))
-        })
-        .map(|d| f(&d["usd_per_gpu_hour"]))
-        .expect("the H100");
-    let expect = f(&moved["before_monthly_usd"]) - h100 * 730.0;
-    assert!(
-        (f(&moved["realized_monthly_usd"]) - expect).abs() < 0.01 * h100 * 730.0,
-        "{moved} (expected {expect})"
-    );
-    assert!(
-        moved["detected"]
-            .as_str()
-            .is_some_and(|d| d.contains("H100") && d.contains("moved")),
-        "{moved}"
-    );
-    assert_eq!(moved["confidence"], "medium");
+    moved_at_the_h100s_cost(&moved, &logs_s);
     let total = f(&review["realized_monthly_usd"]);
     let parts: f64 = [&shrunk, &same, &gone, &moved]
         .iter()
@@ -343,6 +313,34 @@ pub(crate) fn log_and_mark(logs_s: &str, store_s: &str, store: &Path) -> Vec<Str
     );
 
     ids
+}
+
+/// The work that moved to an H100 on its host costs what the H100 costs after.
+fn moved_at_the_h100s_cost(moved: &serde_json::Value, logs_s: &str) {
+    let h100 = json(&[&["report", logs_s, "--since", "2026-10-10"][..], &common].concat());
+    let h100 = h100["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .find(|d| {
+            d["gpu"]
+                .as_str()
+                .is_some_and(|g| g.starts_with("GPU-00000004"))
+        })
+        .map(|d| f(&d["usd_per_gpu_hour"]))
+        .expect("the H100");
+    let expect = f(&moved["before_monthly_usd"]) - h100 * 730.0;
+    assert!(
+        (f(&moved["realized_monthly_usd"]) - expect).abs() < 0.01 * h100 * 730.0,
+        "{moved} (expected {expect})"
+    );
+    assert!(
+        moved["detected"]
+            .as_str()
+            .is_some_and(|d| d.contains("H100") && d.contains("moved")),
+        "{moved}"
+    );
+    assert_eq!(moved["confidence"], "medium");
 }
 
 /// The review in table, Markdown and HTML names the month and the outcomes.
