@@ -317,7 +317,7 @@ pub(crate) fn log_and_mark(logs_s: &str, store_s: &str, store: &Path) -> Vec<Str
 
 /// The work that moved to an H100 on its host costs what the H100 costs after.
 fn moved_at_the_h100s_cost(moved: &serde_json::Value, logs_s: &str) {
-    let h100 = json(&[&["report", logs_s, "--since", "2026-10-10"][..], &common].concat());
+    let h100 = json(&[&["report", logs_s, "--since", "2026-10-10"][..], &COMMON].concat());
     let h100 = h100["devices"]
         .as_array()
         .expect("devices")
