@@ -169,7 +169,7 @@ pub struct Period {
 /// A group's figures in each period, oldest first, and how the reviewed one moved.
 #[derive(Clone, Debug, Serialize)]
 pub struct Trend {
-    /// `team`, `group`, `workload`, `gpu` or `pricing`.
+    /// `team`, `group`, `workload`, `gpu`, `pricing`, `cloud` or `region`.
     pub dimension: &'static str,
     /// The group's key.
     pub key: String,
@@ -235,7 +235,7 @@ pub struct Review {
     pub notes: Vec<String>,
 }
 
-fn keys(d: &DeviceRow, p: &PeriodInput<'_>) -> [(&'static str, String); 5] {
+fn keys(d: &DeviceRow, p: &PeriodInput<'_>) -> [(&'static str, String); 7] {
     [
         (
             "team",
@@ -257,6 +257,17 @@ fn keys(d: &DeviceRow, p: &PeriodInput<'_>) -> [(&'static str, String); 5] {
             "pricing",
             d.pricing
                 .map_or_else(|| "(unpriced)".to_owned(), str::to_owned),
+        ),
+        (
+            "cloud",
+            d.cloud.clone().unwrap_or_else(|| "(unknown)".to_owned()),
+        ),
+        (
+            "region",
+            match (&d.cloud, &d.region) {
+                (Some(c), Some(r)) => format!("{c} {r}"),
+                _ => "(unknown)".to_owned(),
+            },
         ),
     ]
 }

@@ -35,6 +35,19 @@ pub struct Quote {
     /// Pricing model (`on-demand`, `spot`, `1y`, `3y`) when known: the catalog's, or a rule's
     /// `pricing` (a rule with its own price and no `pricing`, or an owned cluster: unknown).
     pub pricing: Option<&'static str>,
+    /// Cloud of the price: the catalog row's, or a rule's `cloud` (`None`: not said).
+    pub cloud: Option<String>,
+    /// Region of the price, likewise.
+    pub region: Option<String>,
+}
+
+/// A rule's price and where it came from.
+struct RulePrice {
+    usd: f64,
+    source: String,
+    as_of: Option<String>,
+    cloud: Option<String>,
+    region: Option<String>,
 }
 
 /// Where devices without a price rule are priced: cloud, region, pricing model.
@@ -170,7 +183,13 @@ impl PriceBook {
 
     /// One rule: its price (with where it came from) and what it matches.
     fn compile(&self, rule: &PriceRule, name: &str) -> Result<Compiled, String> {
-        let (usd, mut source, as_of) = self.rule_price(rule, name)?;
+        let RulePrice {
+            usd,
+            mut source,
+            as_of,
+            cloud,
+            region,
+        } = self.rule_price(rule, name)?;
         let usd = gpuwise_catalog::check_gpu_hour_price(usd).map_err(|e| e.to_string())?;
         let looked_up = rule.usd_per_gpu_hour.is_none()
             && rule.usd_per_instance_hour.is_none()
@@ -227,18 +246,23 @@ impl PriceBook {
                 as_of,
                 fallback: None,
                 pricing,
+                cloud,
+                region,
             },
         })
     }
 
     /// A rule's $ per GPU-hour, its source text and as-of date: given directly, per instance
     /// and its GPUs, a catalog instance, or an overlay cluster, exactly one of them.
-    fn rule_price(
-        &self,
-        rule: &PriceRule,
-        name: &str,
-    ) -> Result<(f64, String, Option<String>), String> {
+    fn rule_price(&self, rule: &PriceRule, name: &str) -> Result<RulePrice, String> {
         let source = name.to_owned();
+        let given = |usd: f64, source: String| RulePrice {
+            usd,
+            source,
+            as_of: None,
+            cloud: rule.cloud.clone(),
+            region: rule.region.clone(),
+        };
         match (
             rule.usd_per_gpu_hour,
             rule.usd_per_instance_hour,
@@ -248,9 +272,9 @@ impl PriceBook {
             (Some(_), Some(_), ..) => {
                 Err("give `usd_per_gpu_hour` or `usd_per_instance_hour`, not both".into())
             }
-            (Some(p), None, ..) => Ok((p, source, None)),
+            (Some(p), None, ..) => Ok(given(p, source)),
             (None, Some(p), ..) => match rule.gpus_per_instance {
-                Some(n) if n > 0 => Ok((p / f64::from(n), source, None)),
+                Some(n) if n > 0 => Ok(given(p / f64::from(n), source)),
                 _ => Err("`usd_per_instance_hour` needs `gpus_per_instance` (at least 1)".into()),
             },
             (None, None, _, Some(cluster)) => {
@@ -266,11 +290,13 @@ impl PriceBook {
                     .on_demand_usd_per_hour
                     .ok_or_else(|| format!("cluster `{cluster}` has no price in the overlay"))?
                     / row.gpu_count;
-                Ok((
+                Ok(RulePrice {
                     usd,
-                    format!("{source}: {}", row.source),
-                    Some(row.as_of.clone()),
-                ))
+                    source: format!("{source}: {}", row.source),
+                    as_of: Some(row.as_of.clone()),
+                    cloud: Some(row.cloud.clone()),
+                    region: Some(row.region.clone()).filter(|r| !r.is_empty()),
+                })
             }
             (None, None, Some(instance), None) => self.instance_price(rule, instance, &source),
             (None, None, None, None) => Err(
@@ -286,7 +312,7 @@ impl PriceBook {
         rule: &PriceRule,
         instance: &str,
         source: &str,
-    ) -> Result<(f64, String, Option<String>), String> {
+    ) -> Result<RulePrice, String> {
         let pricing = match rule.pricing.as_deref() {
             Some(p) => Pricing::parse(p).map_err(|e| e.to_string())?,
             None => Pricing::OnDemand,
@@ -315,7 +341,13 @@ impl PriceBook {
             "{source}: {} {} {} {pricing} ${listed}/h ÷ {} GPUs ({}, {})",
             row.cloud, row.instance_type, row.region, row.gpu_count, row.source, row.as_of
         );
-        Ok((per_gpu, source, Some(row.as_of.clone())))
+        Ok(RulePrice {
+            usd: per_gpu,
+            source,
+            as_of: Some(row.as_of.clone()),
+            cloud: Some(row.cloud.clone()),
+            region: Some(row.region.clone()),
+        })
     }
 
     /// The price of one whole GPU-hour of this device, or `None` when nothing is known.
@@ -353,6 +385,8 @@ impl PriceBook {
             as_of: Some(q.as_of.clone()),
             fallback: q.note.clone(),
             pricing: Some(q.pricing.as_str()),
+            cloud: Some(q.cloud.clone()),
+            region: Some(q.region.clone()),
         })
     }
 }

@@ -406,6 +406,10 @@ pub struct DeviceRow {
     pub price_source: Option<String>,
     /// Pricing model of the price (`on-demand`, `spot`, `1y`, `3y`; `null`: unknown).
     pub pricing: Option<&'static str>,
+    /// Cloud of the price (the catalog row's, or the price rule's `cloud`; `null`: not known).
+    pub cloud: Option<String>,
+    /// Region of the price, likewise.
+    pub region: Option<String>,
 }
 
 /// One group.
@@ -1121,6 +1125,8 @@ fn device_row(
         held_idle_cost_usd: price.map(|pr| s.held_idle_hours * share * pr),
         price_source: priced.quote.as_ref().map(|q| q.source.clone()),
         pricing: priced.quote.as_ref().and_then(|q| q.pricing),
+        cloud: priced.quote.as_ref().and_then(|q| q.cloud.clone()),
+        region: priced.quote.as_ref().and_then(|q| q.region.clone()),
     }
 }
 

@@ -876,6 +876,12 @@ impl AppState {
                     let (Some((first, end)), Some(last)) = (live.tiles(), live.last_ms()) else {
                         return Err(Failure(StatusCode::NOT_FOUND, "no samples read yet".into()));
                     };
+                    // A window asked for reaches back into the history store; the default
+                    // (everything kept) is what the files hold.
+                    let first = match span {
+                        Span::All => first,
+                        _ => live.reach().map_or(first, |r| r.min(first)),
+                    };
                     let Some((a, b)) = window::tiles(span, first, end, last, tile) else {
                         return Err(Failure(
                             StatusCode::NOT_FOUND,

@@ -33,8 +33,27 @@ pub type Latest = std::sync::Arc<dyn Fn() -> gpuwise_core::EpochMs + Send + Sync
 /// refresh's problem.
 pub type AfterRefresh = dyn Fn(&Live) -> Result<(), String> + Send + Sync;
 
+/// Where windows reach back past the tiles the files still give (`serve --store`: the history
+/// store). A window that starts before the first tile read from the files takes that part
+/// from here, joined before the files' part.
+pub trait History: Send + Sync {
+    /// The start of the oldest data held (`None`: none).
+    fn first_ms(&self) -> Option<gpuwise_core::EpochMs>;
+    /// The profile of `[from, to)`, whole tiles.
+    ///
+    /// # Errors
+    /// What went wrong reading it, in words.
+    fn window(
+        &self,
+        from: gpuwise_core::EpochMs,
+        to: gpuwise_core::EpochMs,
+    ) -> Result<(Profile, IngestSummary), String>;
+}
+
 /// Everything read so far, per input.
 pub struct Live {
+    /// Where windows reach back past the files' tiles.
+    history: Option<std::sync::Arc<dyn History>>,
     /// Run after each refresh that read something.
     after: Option<std::sync::Arc<AfterRefresh>>,
     specs: Vec<String>,
@@ -221,6 +240,7 @@ impl Live {
         let retain_tiles =
             retain_ms.map(|r| i64::try_from(r.div_ceil(tile_ms)).unwrap_or(i64::MAX));
         let mut live = Self {
+            history: None,
             after: None,
             specs,
             opts,
@@ -250,6 +270,28 @@ impl Live {
         let r = f(self);
         self.after = Some(f);
         r
+    }
+
+    /// Let windows reach back into `h` before the first tile the files give.
+    pub fn with_history(&mut self, h: std::sync::Arc<dyn History>) {
+        self.history = Some(h);
+    }
+
+    /// The first tile a window may start at: the history's, when it reaches further back than
+    /// the files' tiles.
+    #[must_use]
+    pub fn reach(&self) -> Option<i64> {
+        let t = i64::try_from(self.tile_ms).unwrap_or(i64::MAX);
+        let own = self.tiles().map(|(a, _)| a);
+        let old = self
+            .history
+            .as_ref()
+            .and_then(|h| h.first_ms())
+            .map(|ms| ms.div_euclid(t));
+        match (own, old) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The options it reads with (the fold rules of its profiles among them).
@@ -504,6 +546,35 @@ impl Live {
     /// their order, each device-hour once; devices that inputs overlap on are read again from
     /// those inputs, limited to the window), and what reading counted.
     pub fn window(&self, from: i64, to: i64) -> Result<Window, IngestError> {
+        let t = i64::try_from(self.tile_ms).unwrap_or(i64::MAX);
+        let own_first = self.tiles().map_or(to, |(a, _)| a);
+        if let Some(h) = &self.history
+            && from < own_first
+        {
+            let split = own_first.min(to);
+            let (mut profile, mut summary) = h
+                .window(from.saturating_mul(t), split.saturating_mul(t))
+                .map_err(|message| IngestError::Format {
+                    file: "history store".to_owned(),
+                    message,
+                })?;
+            if split < to {
+                let rest = self.files_window(split, to)?;
+                profile.absorb(rest.profile, &self.opts.profile);
+                summary.inputs.extend(rest.summary.inputs);
+                summary.formats.extend(rest.summary.formats);
+                summary.lines += rest.summary.lines;
+                summary.samples = profile.samples();
+                summary.skipped += rest.summary.skipped;
+                summary.warnings.extend(rest.summary.warnings);
+            }
+            return Ok(Window { profile, summary });
+        }
+        self.files_window(from, to)
+    }
+
+    /// [`Live::window`] from the files' tiles alone.
+    fn files_window(&self, from: i64, to: i64) -> Result<Window, IngestError> {
         let st = &self.opts.profile;
         let mut profile = Profile::default();
         let mut tally = Tally::default();

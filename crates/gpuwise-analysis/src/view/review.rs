@@ -204,7 +204,9 @@ pub fn sections(r: &Review, top: usize) -> Vec<Section> {
     }
     out.extend(actions_section(r));
     out.extend(forecast_section(r));
-    for dim in ["team", "group", "workload", "gpu", "pricing"] {
+    for dim in [
+        "team", "group", "workload", "gpu", "pricing", "cloud", "region",
+    ] {
         let ts: Vec<&Trend> = r.trends.iter().filter(|t| t.dimension == dim).collect();
         if ts.is_empty() {
             continue;

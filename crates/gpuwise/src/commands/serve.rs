@@ -183,6 +183,38 @@ fn jobs_fn(
     })
 }
 
+/// `--store`: windows that start before the files' first tile take that part from the
+/// history store (whole tiles; hours the store lacks there stay empty).
+struct StoreHistory {
+    dir: std::path::PathBuf,
+    read: gpuwise_sources::ReadOptions,
+}
+
+impl gpuwise_server::live::History for StoreHistory {
+    fn first_ms(&self) -> Option<i64> {
+        gpuwise_store::Store::at(&self.dir)
+            .days()
+            .ok()?
+            .first()
+            .map(|d| d.start_ms)
+    }
+
+    fn window(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> Result<
+        (
+            gpuwise_core::profile::Profile,
+            gpuwise_core::report::IngestSummary,
+        ),
+        String,
+    > {
+        fleet::store::window(&self.dir, &[], &self.read, Some((from, to)), &|_| {})
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// `--store`: after each refresh, the completed tiles since the last write (and the one
 /// before it, for samples that came late) joined across inputs and written to the history
 /// store; the tile still running is left for a later refresh.
@@ -276,6 +308,10 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         if let Some(dir) = &args.fleet.store {
             live.after_refresh(keep_history(dir.clone(), clock.clone()))
                 .map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+            live.with_history(Arc::new(StoreHistory {
+                dir: dir.clone(),
+                read: live.settings().clone(),
+            }));
         }
         printer::info(&format!(
             "read {} in {:.1} s",

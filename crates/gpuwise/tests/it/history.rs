@@ -469,3 +469,101 @@ fn serve_keeps_its_tiles_in_the_store_as_files_grow() {
     }
     same("2026-10-31", "2026-11-02");
 }
+
+/// `serve --store` answers a window from before the files it keeps (`--retain`) from the
+/// store, joined to the files' part: the API's devices are the raw report's; the default view
+/// stays what the files hold.
+#[test]
+fn serve_reaches_back_into_the_store_for_older_windows() {
+    let (_tmp, logs_s, store_s) = planted();
+    let s = crate::serve::Served::start(
+        &[
+            &logs_s,
+            "--store",
+            &store_s,
+            "--tile",
+            "1h",
+            "--retain",
+            "7d",
+            "--cloud",
+            "aws",
+            "--refresh",
+            "1h",
+        ],
+        &[],
+    );
+    let (from, to) = ("2026-09-05T00:00:00Z", "2026-10-30T00:00:00Z");
+    let (code, body) = s.get(&format!("/api/report?start={from}&end={to}"));
+    assert_eq!(code, 200, "{body}");
+    let api: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let raw = json(
+        &[
+            &["report", logs_s.as_str(), "--since", from, "--until", to][..],
+            &COMMON,
+        ]
+        .concat(),
+    );
+    assert_eq!(api["devices"], raw["devices"]);
+    let (_, body) = s.get("/api/report");
+    let kept: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let first = kept["window"]["start"].as_str().expect("start");
+    assert!(
+        first >= "2026-10-24",
+        "the default view is the files' {first}"
+    );
+}
+
+/// The bad journals of the corpus (`tests/data/bad/journal/`): each refused with its file and
+/// line named, exit 2; a last line cut short by a crash is left out with a warning.
+#[test]
+fn the_bad_journal_corpus_is_refused_by_line() {
+    for (file, want) in [
+        (
+            "mark-unknown.jsonl",
+            "line 2: a mark for action ffffffffffff",
+        ),
+        ("not-json.jsonl", "line 2: not a JSON object"),
+        ("not-an-object.jsonl", "line 1: not a JSON object"),
+        ("missing-field.jsonl", "line 1: no `predicted_monthly_usd`"),
+        ("unknown-type.jsonl", "line 2: an entry of type `forgotten`"),
+        ("bad-date.jsonl", "line 2: `done_ms` is not an integer"),
+    ] {
+        let dir = tempfile::tempdir().expect("tmp");
+        std::fs::copy(
+            crate::common::data(&format!("bad/journal/{file}")),
+            dir.path().join("actions.jsonl"),
+        )
+        .expect("copy");
+        let o = cmd()
+            .args(["actions", "--store", &dir.path().display().to_string()])
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{file}: {err}");
+        assert!(
+            err.contains("actions.jsonl") && err.contains(want),
+            "{file}: {err}"
+        );
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::copy(
+        crate::common::data("bad/journal/torn-tail.jsonl"),
+        dir.path().join("actions.jsonl"),
+    )
+    .expect("copy");
+    let o = cmd()
+        .args([
+            "actions",
+            "--store",
+            &dir.path().display().to_string(),
+            "-f",
+            "json",
+        ])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("line 2 was cut short"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["actions"][0]["state"], "open");
+}
