@@ -185,6 +185,40 @@ pub struct Trend {
     pub above_idle_target: bool,
 }
 
+/// One group's jobs in one period: `gpuwise jobs`'s group figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct JobFigures {
+    /// Jobs (runs).
+    pub runs: usize,
+    /// Of them, ended as meant.
+    pub succeeded: usize,
+    /// Their cost (priced jobs).
+    pub cost_usd: f64,
+    /// Cost of the ended runs over their number.
+    pub cost_per_run_usd: Option<f64>,
+    /// Cost of the ended runs, the unsuccessful ones included, over the successful ones.
+    pub cost_per_successful_run_usd: Option<f64>,
+    /// Per 1,000 requests served.
+    pub cost_per_1k_requests_usd: Option<f64>,
+    /// Mean wait in the queue.
+    pub mean_queue_wait_s: Option<f64>,
+    /// Mean run time.
+    pub mean_run_s: Option<f64>,
+    /// Queue wait over queue wait plus run time.
+    pub queue_share_pct: Option<f64>,
+}
+
+/// A group's jobs in each period, oldest first.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobTrend {
+    /// `team`, `account`, `partition` or `experiment`.
+    pub dimension: String,
+    /// The group.
+    pub key: String,
+    /// Per period (`null`: no jobs then).
+    pub periods: Vec<Option<JobFigures>>,
+}
+
 /// A device whose idle cost is new this period.
 #[derive(Clone, Debug, Serialize)]
 pub struct NewWaste {
@@ -229,6 +263,9 @@ pub struct Review {
     pub realized_monthly_usd: f64,
     /// Predicted saving per month of the same actions.
     pub predicted_monthly_usd: f64,
+    /// Jobs and runs per group and period, where job records were given (`gpuwise jobs`'s
+    /// figures over each period).
+    pub jobs: Vec<JobTrend>,
     /// The month-end forecast against budgets, where the reviewed month is the current one.
     pub forecast: Option<serde_json::Value>,
     /// What the figures rest on.
@@ -345,6 +382,7 @@ pub fn build(periods: &[PeriodInput<'_>], targets: Targets, actions: Vec<ActionO
         realized_monthly_usd: done.iter().filter_map(|a| a.realized_monthly_usd).sum(),
         predicted_monthly_usd: done.iter().map(|a| a.predicted_monthly_usd).sum(),
         actions,
+        jobs: Vec::new(),
         forecast: None,
         notes: vec![
             format!("Monthly rates are per {MONTH_HOURS} hours."),

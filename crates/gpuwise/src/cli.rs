@@ -148,6 +148,10 @@ pub(crate) struct ReviewArgs {
     /// Workload hints (TOML; kinds and interruptible work, docs/advise.md).
     #[arg(long, value_name = "FILE")]
     pub workloads: Option<PathBuf>,
+    /// Job records (as `gpuwise jobs` takes them) for cost per run, per successful run, per
+    /// 1,000 requests and queue wait per period; the join needs the periods' telemetry files.
+    #[command(flatten)]
+    pub jobs: JobSources,
     /// Output format.
     #[arg(
         long,

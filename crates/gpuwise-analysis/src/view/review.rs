@@ -203,6 +203,7 @@ pub fn sections(r: &Review, top: usize) -> Vec<Section> {
         });
     }
     out.extend(actions_section(r));
+    out.extend(jobs_section(r));
     out.extend(forecast_section(r));
     for dim in [
         "team", "group", "workload", "gpu", "pricing", "cloud", "region",
@@ -250,6 +251,48 @@ fn actions_section(r: &Review) -> Option<Section> {
                 })
                 .collect(),
         })
+}
+
+/// Jobs and runs: per group, the cost per successful run in each period, then this period's
+/// unit costs and queue share.
+fn jobs_section(r: &Review) -> Option<Section> {
+    if r.jobs.is_empty() {
+        return None;
+    }
+    let n = r.periods.len().min(13);
+    let mut headers = vec!["GROUP"];
+    headers.extend_from_slice(&trend_headers(n)[1..=n]);
+    headers.extend_from_slice(&["RUNS", "OK", "$/RUN", "$/1K REQ", "QUEUE"]);
+    let rows = r
+        .jobs
+        .iter()
+        .map(|t| {
+            let mut row = vec![format!("{}: {}", t.dimension, t.key)];
+            let skip = t.periods.len().saturating_sub(n);
+            for f in &t.periods[skip..] {
+                row.push(money(
+                    f.as_ref().and_then(|f| f.cost_per_successful_run_usd),
+                ));
+            }
+            let now = t.periods.last().cloned().flatten().unwrap_or_default();
+            row.push(now.runs.to_string());
+            row.push(now.succeeded.to_string());
+            row.push(money(now.cost_per_run_usd));
+            row.push(money(now.cost_per_1k_requests_usd));
+            row.push(pct(now.queue_share_pct));
+            row
+        })
+        .collect();
+    Some(Section {
+        title: "Jobs and runs".into(),
+        note: Some(
+            "per period: cost per successful run (the failed runs' cost counted against the successes); this period: runs, successes, cost per run, per 1,000 requests, queue wait's share of wait plus run".into(),
+        ),
+        headers,
+        right: (1..=n + 5).collect(),
+        optional: (1..n).collect(),
+        rows,
+    })
 }
 
 /// The month-end forecast against budgets, where there is one.

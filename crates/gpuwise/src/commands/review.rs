@@ -190,6 +190,9 @@ pub(crate) fn run(args: &ReviewArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let mut r = review::build(&inputs, Targets::default(), actions);
+    if args.jobs.any() {
+        r.jobs = jobs(args, &s.read, &analysis, &spans, s.now_ms)?;
+    }
     if (last.start_ms..last.end_ms).contains(&s.now_ms)
         && let Some(Some((rep, h))) = reports.last()
     {
@@ -270,6 +273,74 @@ fn outcomes(
         out.push(review::measure(a.clone(), &w));
     }
     Ok(out)
+}
+
+/// `gpuwise jobs` over each period (its telemetry files, the job records given), as the
+/// review's trends per team, account, partition and experiment.
+fn jobs(
+    args: &ReviewArgs,
+    read: &ReadOptions,
+    analysis: &Analysis,
+    spans: &[Span],
+    now_ms: i64,
+) -> anyhow::Result<Vec<review::JobTrend>> {
+    anyhow::ensure!(
+        !args.fleet.inputs.is_empty(),
+        "the review's job figures tie samples to jobs: give the periods' telemetry files too (the store keeps accumulators, not samples)"
+    );
+    let mut fleet = args.fleet.clone();
+    fleet.store = None;
+    let mut trends: BTreeMap<(String, String), Vec<Option<review::JobFigures>>> = BTreeMap::new();
+    for (i, span) in spans.iter().enumerate() {
+        let mut read = read.clone();
+        read.range = Some((span.start_ms, span.end_ms.min(ceil_hour(now_ms))));
+        let settings = crate::fleet::Settings {
+            read,
+            analysis: analysis.settings().clone(),
+            now_ms,
+        };
+        let req = crate::jobs_join::Request {
+            sources: &args.jobs,
+            fleet: &fleet,
+            settings: gpuwise_jobs::JobSettings {
+                idle_below_pct: settings.read.profile.idle_threshold_pct,
+                ..gpuwise_jobs::JobSettings::default()
+            },
+            progress: false,
+        };
+        let r = match crate::jobs_join::run(&req, settings) {
+            Ok(r) => r,
+            // A period without telemetry has no jobs to show.
+            Err(e) if e.to_string().contains("no samples") => continue,
+            Err(e) => return Err(e),
+        };
+        for by in ["team", "account", "partition", "experiment"] {
+            for g in r.groups.get(by).into_iter().flatten() {
+                let slots = trends
+                    .entry((by.to_owned(), g.key.clone()))
+                    .or_insert_with(|| vec![None; spans.len()]);
+                slots[i] = Some(review::JobFigures {
+                    runs: g.jobs,
+                    succeeded: g.succeeded,
+                    cost_usd: g.cost_usd,
+                    cost_per_run_usd: g.cost_per_run_usd,
+                    cost_per_successful_run_usd: g.cost_per_successful_run_usd,
+                    cost_per_1k_requests_usd: g.cost_per_1k_requests_usd,
+                    mean_queue_wait_s: g.mean_queue_wait_s,
+                    mean_run_s: g.mean_run_s,
+                    queue_share_pct: g.queue_share_pct,
+                });
+            }
+        }
+    }
+    Ok(trends
+        .into_iter()
+        .map(|((dimension, key), periods)| review::JobTrend {
+            dimension,
+            key,
+            periods,
+        })
+        .collect())
 }
 
 /// The month-end forecast of the period's report against the budgets, as the review shows it.

@@ -567,3 +567,73 @@ fn the_bad_journal_corpus_is_refused_by_line() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     assert_eq!(v["actions"][0]["state"], "open");
 }
+
+/// With job records, the review carries `gpuwise jobs`'s figures per group and period: the
+/// month's equal the jobs report over that month; a month without telemetry has none.
+#[test]
+fn the_review_carries_the_jobs_figures_of_each_period() {
+    let p = crate::jobs::planted(9);
+    let store = p.path().join("store").display().to_string();
+    gw(&["rollup", &p.fleet, "--store", &store, "--no-progress"]);
+    let r = json(&[
+        "review",
+        "--month",
+        "2026-10",
+        "--history",
+        "1",
+        "--store",
+        &store,
+        &p.fleet,
+        "--sacct",
+        &p.sacct,
+        "--cloud",
+        "aws",
+        "-f",
+        "json",
+    ]);
+    let j = json(&[
+        "jobs",
+        &p.fleet,
+        "--sacct",
+        &p.sacct,
+        "--since",
+        "2026-10-01",
+        "--until",
+        "2026-11-01",
+        "--cloud",
+        "aws",
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    let groups = j["groups"]["account"].as_array().expect("accounts");
+    assert!(!groups.is_empty());
+    for g in groups {
+        let t = r["jobs"]
+            .as_array()
+            .expect("jobs")
+            .iter()
+            .find(|t| t["dimension"] == "account" && t["key"] == g["key"])
+            .unwrap_or_else(|| panic!("account {} in the review", g["key"]));
+        assert!(t["periods"][0].is_null(), "September has no telemetry: {t}");
+        let oct = &t["periods"][1];
+        for k in [
+            "cost_per_run_usd",
+            "cost_per_successful_run_usd",
+            "queue_share_pct",
+            "mean_run_s",
+        ] {
+            assert_eq!(oct[k], g[k], "{k} of {}", g["key"]);
+        }
+        assert_eq!(oct["runs"], g["jobs"]);
+    }
+    let text = String::from_utf8_lossy(
+        &gw(&[
+            "review", "--month", "2026-10", "--store", &store, &p.fleet, "--sacct", &p.sacct,
+            "--cloud", "aws",
+        ])
+        .stdout,
+    )
+    .into_owned();
+    assert!(text.contains("Jobs and runs"), "{text}");
+}
