@@ -35,6 +35,7 @@ seed focus tests/data/bad/bills/* tests/data/bills/* "$shared"/fixtures/focus/*.
 seed pack tests/data/bad/pack/*.csv "$shared"/packing/alibaba-gpu-v2023/openb_node_list_gpu_node.csv "$shared"/packing/alibaba-gpu-v2023/openb_pod_list_gpuspec25.csv "$shared"/jobs/microsoft-itp-2021/raw/cluster10.csv
 seed inputs tests/data/bad/spot/* tests/data/bad/traffic/* tests/data/bad/jobs/* tests/data/plan/* "$shared"/spot/parcae-p3-32node/*.csv "$shared"/spot/skypilot-spot-traces/preemption/1-node/aws-04-22-2023/us-west-2a_v100_1.json
 seed jobs tests/data/bad/slurm/*
+seed history tests/data/bad/journal/*
 mkdir -p fuzz/corpus/names
 for n in node-a.csv.gz node.csv.1 node.csv-20260105.gz 10.0.0.1.csv "dcgm-2026-01-05T10:00:00Z.prom" "nœud-1767607200.prom"; do
   printf '%s' "$n" > "fuzz/corpus/names/$(printf '%s' "$n" | md5sum | cut -c1-12)"
@@ -49,7 +50,7 @@ if ! grep -q "Finished" fuzz/build.log; then
   echo "fuzz: the targets do not build"; exit 1
 fi
 status=0
-for t in smi dmon dcgm csv prometheus names focus pack inputs jobs; do
+for t in smi dmon dcgm csv prometheus names focus pack inputs jobs history; do
   if cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- -max_total_time="$seconds" -max_len=65536 >"fuzz/$t.log" 2>&1; then
     echo "fuzz: $t: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "fuzz/$t.log" | tail -1)s, no crash"
   else

@@ -59,6 +59,19 @@ impl SparseBins {
         self.weights.iter().sum()
     }
 
+    /// Keys strictly ascending below `key_end`, one weight each, the total at most `cap`
+    /// (a decoded histogram must hold together before it is merged).
+    fn is_consistent(&self, key_end: u32, cap: u64) -> bool {
+        self.keys.len() == self.weights.len()
+            && self.keys.windows(2).all(|w| w[0] < w[1])
+            && self.keys.last().is_none_or(|k| *k < key_end)
+            && self
+                .weights
+                .iter()
+                .try_fold(0u64, |a, w| a.checked_add(*w))
+                .is_some_and(|t| t <= cap)
+    }
+
     /// The smallest key at which at least `q` of the weight lies at or below it.
     #[allow(
         clippy::cast_precision_loss,
@@ -142,6 +155,19 @@ impl Default for UtilHist {
 pub const UTIL_BINS: usize = 1001;
 
 impl UtilHist {
+    /// Whether a decoded histogram holds together, its weight at most `cap` ms.
+    #[must_use]
+    pub fn is_consistent(&self, cap: u64) -> bool {
+        #[allow(clippy::cast_possible_truncation)]
+        let end = UTIL_BINS as u32;
+        let whole = self
+            .whole
+            .iter()
+            .try_fold(0u64, |a, w| a.checked_add(*w))
+            .is_some_and(|t| t <= cap);
+        whole && self.fractional.is_consistent(end, cap)
+    }
+
     /// Add `ms` milliseconds at `pct` percent (`0..=100`).
     #[allow(clippy::cast_possible_truncation)]
     pub fn add(&mut self, pct: f32, ms: u64) {
@@ -272,6 +298,12 @@ impl Eq for LogHist {}
 const LOG_GAMMA: f64 = 0.009_950_330_853_168_083; // ln(1.01)
 
 impl LogHist {
+    /// Whether a decoded histogram holds together, its weight at most `cap` ms.
+    #[must_use]
+    pub fn is_consistent(&self, cap: u64) -> bool {
+        self.bins.is_consistent(u32::MAX, cap)
+    }
+
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     fn key(v: f64) -> u32 {
         if v <= 1.0 {

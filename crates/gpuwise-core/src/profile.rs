@@ -731,6 +731,114 @@ impl DeviceAcc {
         taken
     }
 
+    /// Whether a decoded accumulator holds together for samples spanning at most `span_ms`:
+    /// times in order and inside the span, counts and times small enough that joining a year
+    /// of them cannot overflow, histograms sorted and weighed within the covered time, readings
+    /// finite. A damaged store cell that fails this is refused, never joined (it could make a
+    /// timeline the size of the damage, or a sum wrap).
+    #[must_use]
+    pub fn is_consistent(&self, span_ms: u64) -> bool {
+        // 2^40 ms is 35 years; 2^40 counts are a trillion samples: a year of pieces joined
+        // stays far inside u64.
+        const CAP: u64 = 1 << 40;
+        let span = i64::try_from(span_ms.min(CAP)).unwrap_or(i64::MAX);
+        let (first, last) = (self.first_ts, self.last_ts());
+        let plausible = |t: EpochMs| (-(1i64 << 45)..(1i64 << 45)).contains(&t);
+        let finite = |v: Option<f32>| v.is_none_or(|x| x.is_finite() && x >= 0.0);
+        let sample_ok = |s: &Sample| {
+            plausible(s.ts_ms)
+                && [
+                    s.util_pct,
+                    s.sm_active_pct,
+                    s.sm_occupancy_pct,
+                    s.tensor_active_pct,
+                    s.dram_active_pct,
+                    s.mem_bw_util_pct,
+                    s.mem_used_mib,
+                    s.mem_total_mib,
+                    s.power_w,
+                    s.power_limit_w,
+                ]
+                .into_iter()
+                .all(finite)
+        };
+        let times = plausible(first) && plausible(last) && first <= last && last - first <= span;
+        let counts = [
+            self.samples,
+            self.reordered,
+            self.duplicates,
+            self.outliers,
+            self.overlaps,
+            self.overlap_samples,
+            self.overlap_ms,
+            self.covered_ms,
+            self.gaps,
+            self.gap_ms,
+            self.below_ms,
+            self.below_held_ms,
+        ]
+        .iter()
+        .chain(self.band_below_ms.iter())
+        .chain(self.interval_sum_ms.iter())
+        .all(|c| *c <= CAP);
+        let covered = self.covered_ms;
+        let weighted = [
+            self.util,
+            self.sm,
+            self.occupancy,
+            self.tensor,
+            self.dram,
+            self.mem_bw,
+            self.mem,
+            self.power,
+        ]
+        .iter()
+        .all(|w| w.ms <= covered && w.sum <= u128::from(w.ms) * 100 * 1_000_000_000);
+        let hists = self
+            .util_hist
+            .as_ref()
+            .is_none_or(|h| h.is_consistent(covered))
+            && self.mem_hist.is_consistent(covered);
+        let intervals = self
+            .interval_log2
+            .iter()
+            .map(|c| u64::from(*c))
+            .sum::<u64>()
+            <= self.samples;
+        let tl = &self.timeline;
+        let hours = i64::try_from(tl.cells.len()).unwrap_or(i64::MAX);
+        let timeline = tl.cells.is_empty()
+            || (tl.base_hour >= first.div_euclid(HOUR_MS) - 1
+                && tl.base_hour + hours <= last.div_euclid(HOUR_MS) + 2
+                && tl.cells.iter().all(|c| {
+                    i64::from(c.covered_ms) <= HOUR_MS
+                        && c.util_ms <= c.covered_ms
+                        && c.util_sum <= u64::from(c.util_ms) * 10_000
+                }));
+        let episodes = self.idle.episodes.len() as u64 <= self.samples + 2
+            && self
+                .idle
+                .episodes
+                .iter()
+                .chain(self.idle.head.iter())
+                .chain(self.idle.open.iter())
+                .all(|e| e.dur_ms <= CAP && e.held_ms <= e.dur_ms && plausible(e.start_ms));
+        let readings = [
+            self.mem_peak,
+            self.mem_total,
+            self.power_peak,
+            self.power_limit,
+        ]
+        .into_iter()
+        .all(finite)
+            && self
+                .util_range
+                .is_none_or(|(a, b)| a.is_finite() && b.is_finite() && a <= b)
+            && sample_ok(&self.last)
+            && self.pending.as_ref().is_none_or(sample_ok);
+        times && counts && weighted && hists && intervals && timeline && episodes && readings
+    }
+
     /// The plain totals of this accumulator, for a store's queryable columns (the state itself
     /// is what joins; these are what another engine reads without it).
     #[must_use]
@@ -2430,6 +2538,21 @@ mod tests {
     }
 
     proptest! {
+        /// Every tile piece a real read makes holds together by the rule a store applies to a
+        /// decoded one (so the check refuses damage, never data).
+        #[test]
+        fn every_tile_piece_read_holds_together(samples in arb_samples()) {
+            let p = build_tiled(&samples, Some(3_600_000), None);
+            for (_, piece) in p.tile_pieces() {
+                prop_assert!(piece.acc.is_consistent(2 * 3_600_000), "{piece:?}");
+            }
+            let whole = build_tiled(&samples, None, None);
+            for (_, (_, acc)) in whole.joined() {
+                let span = u64::try_from(acc.last_ts() - acc.first_ts()).unwrap_or(0);
+                prop_assert!(acc.is_consistent(span), "{acc:?}");
+            }
+        }
+
         /// Every percentile lies between the smallest and the largest reading it summarises.
         #[test]
         fn percentiles_lie_between_the_minimum_and_the_maximum(samples in arb_samples()) {

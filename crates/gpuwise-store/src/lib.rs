@@ -509,6 +509,14 @@ fn merge_rows(old: Vec<Row>, fresh: Vec<Row>) -> (Vec<Row>, usize, usize) {
     (by.into_values().collect(), changed, kept)
 }
 
+/// Whether a decoded piece of a tile of `tile_ms` holds together enough to be joined (see
+/// `DeviceAcc::is_consistent`; the sample after the tile, which the tile's last interval
+/// reaches, is the only one past it).
+#[must_use]
+pub fn plausible(piece: &TilePiece, tile_ms: u64) -> bool {
+    piece.acc.is_consistent(tile_ms.saturating_mul(2))
+}
+
 /// UTC midnight at or before `ms`.
 #[must_use]
 pub fn day_of(ms: i64) -> i64 {

@@ -291,6 +291,16 @@ pub(crate) fn read(path: &Path, fold: Option<&Fold>) -> Result<Vec<Row>, StoreEr
         for ((start, len), state) in starts.into_iter().zip(lens).zip(states) {
             let cell: Cell = postcard::from_bytes(state.data())
                 .map_err(|e| broken(path, format!("a state cell: {e}")))?;
+            let tile_ms = u64::try_from(len).unwrap_or(0);
+            if !crate::plausible(&cell.piece, tile_ms) {
+                return Err(broken(
+                    path,
+                    format!(
+                        "the state cell of {} at {start} does not hold together (damaged?)",
+                        cell.piece.key
+                    ),
+                ));
+            }
             rows.push(Row {
                 tile_start_ms: start,
                 tile_ms: u64::try_from(len).map_err(|_| broken(path, "a negative tile_ms"))?,
