@@ -461,6 +461,13 @@ fn new_waste(periods: &[PeriodInput<'_>]) -> Vec<NewWaste> {
 }
 
 fn data_days(r: &Report) -> f64 {
+    data_hours(r) / 24.0
+}
+
+/// Hours from a report's first sample to its last: what a window's costs are normalised by
+/// (a window the telemetry covers only partly is not read as a drop in cost).
+#[must_use]
+pub fn data_hours(r: &Report) -> f64 {
     let ms = |v: &Option<String>| {
         v.as_deref()
             .and_then(|t| t.parse::<jiff::Timestamp>().ok())
@@ -468,7 +475,7 @@ fn data_days(r: &Report) -> f64 {
     };
     match (ms(&r.window.start), ms(&r.window.end)) {
         #[allow(clippy::cast_precision_loss)]
-        (Some(a), Some(b)) => (b - a) as f64 / 86_400_000.0,
+        (Some(a), Some(b)) if b > a => (b - a) as f64 / 3_600_000.0,
         _ => 0.0,
     }
 }

@@ -2014,16 +2014,7 @@ impl Profile {
     /// Put a stored piece into tile `tile` (one piece per device and tile: a second piece of
     /// the same device and tile is joined as a later input's would be).
     pub fn add_tile_piece(&mut self, tile: i64, piece: TilePiece, st: &ProfileSettings) {
-        let TilePiece {
-            key,
-            hosts,
-            info,
-            acc,
-        } = piece;
-        self.tiles
-            .entry(tile)
-            .or_default()
-            .add_piece(0, key, hosts, &info, acc, st);
+        self.tiles.entry(tile).or_default().add_stored(piece, st);
     }
 
     /// Drop the tiles before `tile` (retention).

@@ -312,14 +312,12 @@ pub(crate) fn read(path: &Path, fold: Option<&Fold>) -> Result<Vec<Row>, StoreEr
     Ok(rows)
 }
 
-fn read_i64(
-    col: parquet::errors::Result<ColumnReader>,
+/// Every value of a required column of `T` in a row group of `n` rows.
+fn read_column<T: parquet::data_type::DataType>(
+    mut r: parquet::column::reader::ColumnReaderImpl<T>,
     n: usize,
     path: &Path,
-) -> Result<Vec<i64>, StoreError> {
-    let Ok(ColumnReader::Int64ColumnReader(mut r)) = col else {
-        return Err(broken(path, "an INT64 column of another type"));
-    };
+) -> Result<Vec<T::T>, StoreError> {
     let mut v = Vec::with_capacity(n);
     while v.len() < n {
         let (records, _, _) = r
@@ -332,22 +330,24 @@ fn read_i64(
     Ok(v)
 }
 
+fn read_i64(
+    col: parquet::errors::Result<ColumnReader>,
+    n: usize,
+    path: &Path,
+) -> Result<Vec<i64>, StoreError> {
+    match col {
+        Ok(ColumnReader::Int64ColumnReader(r)) => read_column(r, n, path),
+        _ => Err(broken(path, "an INT64 column of another type")),
+    }
+}
+
 fn read_bytes(
     col: parquet::errors::Result<ColumnReader>,
     n: usize,
     path: &Path,
 ) -> Result<Vec<ByteArray>, StoreError> {
-    let Ok(ColumnReader::ByteArrayColumnReader(mut r)) = col else {
-        return Err(broken(path, "a BYTE_ARRAY column of another type"));
-    };
-    let mut v = Vec::with_capacity(n);
-    while v.len() < n {
-        let (records, _, _) = r
-            .read_records(n - v.len(), None, None, &mut v)
-            .map_err(|e| broken(path, e))?;
-        if records == 0 {
-            break;
-        }
+    match col {
+        Ok(ColumnReader::ByteArrayColumnReader(r)) => read_column(r, n, path),
+        _ => Err(broken(path, "a BYTE_ARRAY column of another type")),
     }
-    Ok(v)
 }

@@ -101,6 +101,20 @@ fn same(
     );
 }
 
+/// A store at `dir` holding `data` in hourly tiles.
+fn stored(data: &[(DeviceKey, Vec<Sample>)], dir: &std::path::Path) -> Store {
+    let store = Store::at(dir);
+    store
+        .write(
+            &build(data, Some(3_600_000), None),
+            3_600_000,
+            i64::MAX,
+            &ProfileSettings::default(),
+        )
+        .expect("write");
+    store
+}
+
 fn stats(p: Profile) -> Vec<gpuwise_core::profile::DeviceProfile> {
     p.finish(&ProfileSettings::default(), &jiff::tz::TimeZone::UTC)
 }
@@ -144,17 +158,8 @@ fn any_run_of_hours_from_the_store_is_the_profile_of_the_raw_samples() {
 #[test]
 fn compacted_days_answer_whole_days_exactly_and_a_rewrite_keeps_the_fuller_piece() {
     let st = ProfileSettings::default();
-    let data = samples(7);
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = Store::at(dir.path());
-    store
-        .write(
-            &build(&data, Some(3_600_000), None),
-            3_600_000,
-            i64::MAX,
-            &st,
-        )
-        .expect("write");
+    let (data, dir) = (samples(7), tempfile::tempdir().expect("tmp"));
+    let store = stored(&data, dir.path());
     let before: u64 = store.days().expect("days").iter().map(|d| d.bytes).sum();
     assert_eq!(store.compact(T0 + 2 * 24 * HOUR, &st).expect("compact"), 2);
     let after: u64 = store.days().expect("days").iter().map(|d| d.bytes).sum();
@@ -219,17 +224,8 @@ fn compacted_days_answer_whole_days_exactly_and_a_rewrite_keeps_the_fuller_piece
 #[test]
 fn a_crash_leaves_whole_files_and_bad_files_are_named() {
     let st = ProfileSettings::default();
-    let data = samples(3);
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = Store::at(dir.path());
-    store
-        .write(
-            &build(&data, Some(3_600_000), None),
-            3_600_000,
-            i64::MAX,
-            &st,
-        )
-        .expect("write");
+    let (data, dir) = (samples(3), tempfile::tempdir().expect("tmp"));
+    let store = stored(&data, dir.path());
     let days = store.days().expect("days");
     // A writer killed mid-write leaves its temporary file: readers do not see it.
     let tmp = days[0]

@@ -54,6 +54,22 @@ pub(crate) fn progress(enabled: bool) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
+/// Run `read` with a byte counter that [`progress`] shows while it runs (on a terminal only),
+/// then clear it.
+pub(crate) fn reading<T>(enabled: bool, read: impl FnOnce(&(dyn Fn(u64) + Sync)) -> T) -> T {
+    let bar = progress(enabled);
+    let counter = |n: u64| {
+        if let Some(b) = &bar {
+            b.inc(n);
+        }
+    };
+    let out = read(&counter);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    out
+}
+
 /// How to run this program again, for hints: `gpuwise` when it was started by that name (it is
 /// on PATH), else the path it was started by (`target/release/gpuwise` after `cargo run`),
 /// relative to the working directory when it is below it — so a printed hint runs as printed.

@@ -206,21 +206,6 @@ pub(crate) fn run(args: &ReviewArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Hours from a report's first sample to its last: what a window's costs are normalised by
-/// (a window the telemetry covers only partly is not read as a drop in cost).
-fn data_hours(r: &Report) -> f64 {
-    let ms = |v: &Option<String>| {
-        v.as_deref()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .map(jiff::Timestamp::as_millisecond)
-    };
-    match (ms(&r.window.start), ms(&r.window.end)) {
-        #[allow(clippy::cast_precision_loss)]
-        (Some(a), Some(b)) if b > a => (b - a) as f64 / HOUR_MS as f64,
-        _ => 0.0,
-    }
-}
-
 fn ceil_hour(ms: i64) -> i64 {
     ms.div_euclid(HOUR_MS) * HOUR_MS + HOUR_MS
 }
@@ -266,9 +251,9 @@ fn outcomes(
         let after = cache.get(&after_span).and_then(Option::as_ref);
         let w = Windows {
             before,
-            before_hours: data_hours(before),
+            before_hours: review::data_hours(before),
             after,
-            after_hours: after.map_or(0.0, data_hours),
+            after_hours: after.map_or(0.0, review::data_hours),
         };
         out.push(review::measure(a.clone(), &w));
     }

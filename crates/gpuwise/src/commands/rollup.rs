@@ -38,16 +38,9 @@ pub(crate) fn run(args: &RollupArgs) -> anyhow::Result<ExitCode> {
     let inputs = gpuwise_sources::expand(&args.fleet.inputs)?;
     let mut read = s.read.clone();
     read.tile_ms = Some(tile_ms);
-    let bar = printer::progress(!args.out.no_progress);
-    let counter = |n: u64| {
-        if let Some(b) = &bar {
-            b.inc(n);
-        }
-    };
-    let ingested = gpuwise_sources::read_all(&inputs, &read, &counter)?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    let ingested = printer::reading(!args.out.no_progress, |counter| {
+        gpuwise_sources::read_all(&inputs, &read, counter)
+    })?;
     for w in ingested.tally.warnings() {
         printer::warn(&format!("{}: {}", w.kind, w.message));
     }

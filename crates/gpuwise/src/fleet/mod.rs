@@ -540,16 +540,9 @@ pub(crate) fn from_files(
     progress: bool,
 ) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
     let inputs: Vec<Input> = gpuwise_sources::expand(specs)?;
-    let bar = printer::progress(progress);
-    let counter = |n: u64| {
-        if let Some(b) = &bar {
-            b.inc(n);
-        }
-    };
-    let ingested = gpuwise_sources::read_all(&inputs, read, &counter)?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    let ingested = printer::reading(progress, |counter| {
+        gpuwise_sources::read_all(&inputs, read, counter)
+    })?;
     if ingested.profile.is_empty() {
         let why: Vec<String> = ingested
             .tally
@@ -602,16 +595,9 @@ pub(crate) fn from_store(
     } else {
         gpuwise_sources::expand(specs)?
     };
-    let bar = printer::progress(progress && !inputs.is_empty());
-    let counter = |n: u64| {
-        if let Some(b) = &bar {
-            b.inc(n);
-        }
-    };
-    let (profile, summary) = store::window(dir, &inputs, read, read.range, &counter)?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    let (profile, summary) = printer::reading(progress && !inputs.is_empty(), |counter| {
+        store::window(dir, &inputs, read, read.range, counter)
+    })?;
     if profile.is_empty() {
         return Err(store::empty(dir, !inputs.is_empty()));
     }

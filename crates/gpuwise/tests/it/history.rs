@@ -252,19 +252,21 @@ fn the_review_finds_the_planted_actions_outcomes() {
 /// September's advice logged (twice: the second adds nothing), and each device's action
 /// marked done on October 10; the actions' ids by device.
 pub(crate) fn log_and_mark(logs_s: &str, store_s: &str, store: &Path) -> Vec<String> {
-    // September's advice, logged; each device's action marked done on October 10.
-    gw(&[
-        "advise",
-        logs_s,
-        "--store",
-        store_s,
-        "--until",
-        "2026-10-01",
-        "--cloud",
-        "aws",
-        "--log",
-        "--no-progress",
-    ]);
+    let log = || {
+        gw(&[
+            "advise",
+            logs_s,
+            "--store",
+            store_s,
+            "--until",
+            "2026-10-01",
+            "--cloud",
+            "aws",
+            "--log",
+            "--no-progress",
+        ])
+    };
+    log();
     let listed = json(&["actions", "--store", store_s, "-f", "json"]);
     let actions = listed["actions"].as_array().expect("actions");
     let id_of = |d: usize| -> String {
@@ -295,18 +297,7 @@ pub(crate) fn log_and_mark(logs_s: &str, store_s: &str, store: &Path) -> Vec<Str
     }
     // Logging the same advice again adds nothing.
     let before = std::fs::read_to_string(store.join("actions.jsonl")).expect("journal");
-    gw(&[
-        "advise",
-        logs_s,
-        "--store",
-        store_s,
-        "--until",
-        "2026-10-01",
-        "--cloud",
-        "aws",
-        "--log",
-        "--no-progress",
-    ]);
+    log();
     assert_eq!(
         before,
         std::fs::read_to_string(store.join("actions.jsonl")).expect("journal")
