@@ -696,7 +696,7 @@ fn pull_raw(
     queries: &mut QueryLog,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<DeviceProfile>, PromError> {
-    let r = raw(client, q, s, Some((keys, label)), None)?;
+    let r = raw(client, q, s, Some((keys, label)), None, None)?;
     queries.extend(r.queries);
     warnings.extend(r.tally.warnings().into_iter().map(|w| w.message));
     Ok(r.profile.finish(&q.profile, &q.tz))
@@ -1702,9 +1702,13 @@ pub fn raw(
     step_ms: i64,
     only: Only<'_>,
     tap: Option<gpuwise_core::profile::SharedTap>,
+    tile_ms: Option<u64>,
 ) -> Result<Raw, PromError> {
     let (text, queries) = raw_exposition(client, q, step_ms, only)?;
     let mut b = gpuwise_core::profile::ProfileBuilder::new(q.profile.clone()).with_tap(tap);
+    if let Some(t) = tile_ms {
+        b = b.with_tiles(t);
+    }
     let mut tally = gpuwise_sources::diag::Tally::default();
     let origin = gpuwise_sources::Origin {
         file: "prometheus",

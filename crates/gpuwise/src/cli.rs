@@ -1115,13 +1115,8 @@ pub(crate) struct FleetArgs {
     #[command(flatten)]
     pub prom: PromArgs,
     /// History store (`gpuwise rollup`): whole hours it holds come from it, the rest from
-    /// the inputs.
-    #[arg(
-        long,
-        env = "GPUWISE_STORE",
-        value_name = "DIR",
-        conflicts_with = "prometheus"
-    )]
+    /// the inputs or --prometheus (raw samples).
+    #[arg(long, env = "GPUWISE_STORE", value_name = "DIR")]
     pub store: Option<PathBuf>,
     #[command(flatten)]
     pub read: ReadArgs,

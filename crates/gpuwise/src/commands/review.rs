@@ -13,7 +13,7 @@ use gpuwise_analysis::{Analysis, Report};
 use gpuwise_core::HOUR_MS;
 use gpuwise_ledger::check::Policy;
 use gpuwise_render::{Format, RenderOptions};
-use gpuwise_sources::{Input, ReadOptions};
+use gpuwise_sources::ReadOptions;
 use jiff::civil::Date;
 
 use crate::cli::ReviewArgs;
@@ -77,7 +77,7 @@ fn periods(args: &ReviewArgs) -> anyhow::Result<Vec<Span>> {
 /// What every window of the review is read with.
 struct Reader<'a> {
     dir: &'a Path,
-    inputs: &'a [Input],
+    rest: &'a store::Rest<'a>,
     read: &'a ReadOptions,
     analysis: &'a Analysis,
 }
@@ -87,7 +87,7 @@ impl Reader<'_> {
     /// interruptible hints.
     fn report(&self, from: i64, to: i64) -> anyhow::Result<Option<(Report, Hinted)>> {
         let (profile, summary) =
-            store::window(self.dir, self.inputs, self.read, Some((from, to)), &|_| {})?;
+            store::window(self.dir, self.rest, self.read, Some((from, to)), &|_| {})?;
         if profile.is_empty() {
             return Ok(None);
         }
@@ -145,14 +145,10 @@ pub(crate) fn run(args: &ReviewArgs) -> anyhow::Result<ExitCode> {
     let s = crate::fleet::resolve(&args.fleet.read, &args.fleet.analysis, &cfg, &asks)?;
     let analysis = Analysis::new(s.analysis);
     let dir = store::dir(args.fleet.store.as_deref())?;
-    let inputs = if args.fleet.inputs.is_empty() {
-        Vec::new()
-    } else {
-        gpuwise_sources::expand(&args.fleet.inputs)?
-    };
+    let rest = store::Rest::of(&args.fleet)?;
     let reader = Reader {
         dir: &dir,
-        inputs: &inputs,
+        rest: &rest,
         read: &s.read,
         analysis: &analysis,
     };
@@ -164,7 +160,7 @@ pub(crate) fn run(args: &ReviewArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         reports.iter().any(Option::is_some),
         "{}",
-        store::empty(&dir, !inputs.is_empty())
+        store::empty(&dir, rest.any())
     );
     let last = spans.last().ok_or_else(|| anyhow!("no period"))?;
     let actions = outcomes(

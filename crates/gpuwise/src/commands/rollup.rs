@@ -14,12 +14,8 @@ use crate::{duration, printer};
 pub(crate) fn run(args: &RollupArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(args.out.config.as_deref())?;
     anyhow::ensure!(
-        args.fleet.prom.prometheus.is_none(),
-        "rollup reads telemetry files (a Prometheus store keeps its own history: query it with --prometheus)"
-    );
-    anyhow::ensure!(
-        !args.fleet.inputs.is_empty(),
-        "rollup needs telemetry files to roll up (INPUT…)"
+        !args.fleet.inputs.is_empty() || args.fleet.prom.prometheus.is_some(),
+        "rollup needs telemetry to roll up: files (INPUT…) or --prometheus URL"
     );
     let tile_ms = duration::parse_positive_ms("tile", &args.tile).map_err(|e| anyhow!(e))?;
     anyhow::ensure!(
@@ -35,22 +31,36 @@ pub(crate) fn run(args: &RollupArgs) -> anyhow::Result<ExitCode> {
         &crate::fleet::Asks::default(),
     )?;
     let dir = crate::fleet::store::dir(args.fleet.store.as_deref())?;
-    let inputs = gpuwise_sources::expand(&args.fleet.inputs)?;
     let mut read = s.read.clone();
     read.tile_ms = Some(tile_ms);
-    let ingested = printer::reading(!args.out.no_progress, |counter| {
-        gpuwise_sources::read_all(&inputs, &read, counter)
-    })?;
-    for w in ingested.tally.warnings() {
+    let (profile, tally, inputs) = if args.fleet.prom.prometheus.is_some() {
+        // The store's raw samples over its window (--last, --start, --end): only samples
+        // join exactly, so never the pushdown.
+        let (from, to) =
+            crate::fleet::prom_window(&args.fleet.prom, args.fleet.read.start.as_deref(), &read)?;
+        let (profile, summary) = crate::fleet::prom_raw(&args.fleet.prom, from, to, &read)?;
+        for w in &summary.warnings {
+            printer::warn(&format!("{}: {}", w.kind, w.message));
+        }
+        let mut tally = gpuwise_sources::Tally::default();
+        tally.samples = summary.samples;
+        (profile, tally, 1)
+    } else {
+        let inputs = gpuwise_sources::expand(&args.fleet.inputs)?;
+        let ingested = printer::reading(!args.out.no_progress, |counter| {
+            gpuwise_sources::read_all(&inputs, &read, counter)
+        })?;
+        (ingested.profile, ingested.tally, inputs.len())
+    };
+    for w in tally.warnings() {
         printer::warn(&format!("{}: {}", w.kind, w.message));
     }
     anyhow::ensure!(
-        !ingested.profile.is_empty(),
-        "no samples in {} input(s): nothing to roll up",
-        inputs.len()
+        !profile.is_empty(),
+        "no samples in {inputs} input(s): nothing to roll up"
     );
     let store = Store::at(&dir);
-    let written = store.write(&ingested.profile, tile_ms, s.now_ms, &read.profile)?;
+    let written = store.write(&profile, tile_ms, s.now_ms, &read.profile)?;
     let ago = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<i64>> {
         v.as_ref()
             .map(|v| {
@@ -72,8 +82,8 @@ pub(crate) fn run(args: &RollupArgs) -> anyhow::Result<ExitCode> {
         args,
         &dir,
         &Done {
-            inputs: inputs.len(),
-            tally: &ingested.tally,
+            inputs,
+            tally: &tally,
             written: &written,
             removed,
             compacted,

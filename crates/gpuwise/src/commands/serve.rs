@@ -210,8 +210,14 @@ impl gpuwise_server::live::History for StoreHistory {
         ),
         String,
     > {
-        fleet::store::window(&self.dir, &[], &self.read, Some((from, to)), &|_| {})
-            .map_err(|e| e.to_string())
+        fleet::store::window(
+            &self.dir,
+            &fleet::store::Rest::None,
+            &self.read,
+            Some((from, to)),
+            &|_| {},
+        )
+        .map_err(|e| e.to_string())
     }
 }
 

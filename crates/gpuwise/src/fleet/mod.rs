@@ -7,7 +7,9 @@
 mod prom;
 pub(crate) mod store;
 
-pub(crate) use prom::{kube_points, pull as prom_pull, window as prom_window};
+pub(crate) use prom::{
+    kube_points, pull as prom_pull, raw_window as prom_raw, window as prom_window,
+};
 
 use anyhow::{anyhow, bail};
 use gpuwise_advise::{AdviseSettings, Hints};
@@ -584,22 +586,17 @@ pub(crate) fn from_files(
 /// and the profiles.
 pub(crate) fn from_store(
     dir: &std::path::Path,
-    specs: &[String],
+    rest: &store::Rest<'_>,
     read: &ReadOptions,
     analysis: &Analysis,
     now_ms: i64,
     progress: bool,
 ) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
-    let inputs: Vec<Input> = if specs.is_empty() {
-        Vec::new()
-    } else {
-        gpuwise_sources::expand(specs)?
-    };
-    let (profile, summary) = printer::reading(progress && !inputs.is_empty(), |counter| {
-        store::window(dir, &inputs, read, read.range, counter)
+    let (profile, summary) = printer::reading(progress && rest.any(), |counter| {
+        store::window(dir, rest, read, read.range, counter)
     })?;
     if profile.is_empty() {
-        return Err(store::empty(dir, !inputs.is_empty()));
+        return Err(store::empty(dir, rest.any()));
     }
     let profiles = analysis.profiles(profile);
     let report = analysis.report(&profiles, summary, now_ms);
@@ -618,7 +615,13 @@ pub(crate) fn read(
     let s = resolve(&a.read, &a.analysis, cfg, asks)?;
     let analysis = Analysis::new(s.analysis);
     let (report, profiles) = if let Some(dir) = &a.store {
-        from_store(dir, &a.inputs, &s.read, &analysis, s.now_ms, progress)?
+        let rest = store::Rest::of(a)?;
+        let mut read = s.read.clone();
+        if a.prom.prometheus.is_some() {
+            // With a Prometheus store the window is its --start/--end/--last.
+            read.range = Some(prom_window(&a.prom, a.read.start.as_deref(), &s.read)?);
+        }
+        from_store(dir, &rest, &read, &analysis, s.now_ms, progress)?
     } else if a.prom.prometheus.is_some() {
         prom::build(
             &a.prom,

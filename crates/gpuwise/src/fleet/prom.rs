@@ -180,6 +180,44 @@ pub(crate) fn window(
     Ok((q.start_ms, q.end_ms))
 }
 
+/// The raw samples of `[from, to)` from the store as accumulators (in tiles when
+/// `read.tile_ms` is set): what the history store joins to its own hours, and what `rollup
+/// --prometheus` folds. Raw, never the pushdown: only samples join exactly.
+pub(crate) fn raw_window(
+    p: &PromArgs,
+    from: i64,
+    to: i64,
+    read: &ReadOptions,
+) -> anyhow::Result<(gpuwise_core::profile::Profile, IngestSummary)> {
+    let given = p
+        .prometheus
+        .as_deref()
+        .ok_or_else(|| anyhow!("--prometheus URL is needed"))?;
+    let c = client(p, given)?;
+    let url = c.url().to_owned();
+    let mut q = query(p, None, read)?;
+    q.start_ms = from;
+    q.end_ms = to;
+    let step = match q.step_ms {
+        Some(s) => s,
+        None => pushdown::scrape_interval(&c, &q)
+            .with_context(|| format!("finding the scrape interval at {url}"))?,
+    };
+    let raw = pushdown::raw(&c, &q, step, None, None, read.tile_ms)
+        .with_context(|| format!("reading raw samples from {url}"))?;
+    let summary = IngestSummary {
+        inputs: vec![url],
+        formats: vec!["prometheus (raw)".to_owned()],
+        lines: 0,
+        samples: raw.profile.samples(),
+        skipped: raw.tally.skipped(),
+        warnings: raw.tally.warnings(),
+        pulled: None,
+        overlap: OverlapSummary::default(),
+    };
+    Ok((raw.profile, summary))
+}
+
 /// kube-state-metrics' series in the store (`gpuwise jobs --kube`): each metric's last value
 /// in the window, per series (the `--selector` is for GPU metrics and is not applied).
 pub(crate) fn kube_points(
@@ -278,7 +316,7 @@ pub(crate) fn pull(
             None => pushdown::scrape_interval(&c, &q)
                 .with_context(|| format!("finding the scrape interval at {url}"))?,
         };
-        let raw = pushdown::raw(&c, &q, step, None, read.tap.clone())
+        let raw = pushdown::raw(&c, &q, step, None, read.tap.clone(), None)
             .with_context(|| format!("reading raw samples from {url}"))?;
         let warnings = raw.tally.warnings();
         (

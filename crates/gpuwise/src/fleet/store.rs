@@ -72,11 +72,74 @@ fn gaps(from: i64, to: i64, covered: &[(i64, i64)]) -> Vec<(i64, i64)> {
     out
 }
 
+/// Where the hours the store does not hold come from: telemetry files, a Prometheus-compatible
+/// store (raw samples: only samples join exactly), or nowhere.
+pub(crate) enum Rest<'a> {
+    /// Nothing: the store's hours alone.
+    None,
+    /// Files.
+    Files(Vec<Input>),
+    /// A Prometheus-compatible store.
+    Prometheus(&'a crate::cli::PromArgs),
+}
+
+impl<'a> Rest<'a> {
+    /// The fleet flags' inputs or `--prometheus`.
+    pub(crate) fn of(a: &'a crate::cli::FleetArgs) -> anyhow::Result<Self> {
+        Ok(if a.prom.prometheus.is_some() {
+            Rest::Prometheus(&a.prom)
+        } else if a.inputs.is_empty() {
+            Rest::None
+        } else {
+            Rest::Files(gpuwise_sources::expand(&a.inputs)?)
+        })
+    }
+
+    /// Whether anything but the store is read.
+    pub(crate) fn any(&self) -> bool {
+        !matches!(self, Rest::None)
+    }
+
+    /// The profile of `[a, b)` from it (`None`: nothing to read).
+    fn read(
+        &self,
+        a: i64,
+        b: i64,
+        read: &ReadOptions,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> anyhow::Result<Option<(Profile, IngestSummary)>> {
+        Ok(match self {
+            Rest::None => None,
+            Rest::Prometheus(p) => Some(crate::fleet::prom_raw(p, a, b, read)?),
+            Rest::Files(inputs) => {
+                let mut opts = read.clone();
+                opts.range = Some((a, b));
+                let ingested = gpuwise_sources::read_all(inputs, &opts, progress)?;
+                let summary = IngestSummary {
+                    inputs: ingested.formats.iter().map(|(n, _)| n.clone()).collect(),
+                    formats: ingested
+                        .formats
+                        .iter()
+                        .map(|(_, f)| f.name().to_owned())
+                        .collect(),
+                    lines: ingested.tally.lines,
+                    samples: ingested.tally.samples,
+                    skipped: ingested.tally.skipped(),
+                    warnings: ingested.tally.warnings(),
+                    pulled: None,
+                    overlap: OverlapSummary::default(),
+                };
+                Some((ingested.profile, summary))
+            }
+        })
+    }
+}
+
 /// The window `[from, to)` (whole hours; a window that cuts an hour is widened to it, and
-/// said) from the store at `dir`, and from `inputs` for the hours the store does not hold.
+/// said) from the store at `dir`, and from `rest` for the hours the store does not hold.
 pub(crate) fn window(
     dir: &Path,
-    inputs: &[Input],
+    rest: &Rest<'_>,
     read: &ReadOptions,
     range: Option<(i64, i64)>,
     progress: &(dyn Fn(u64) + Sync),
@@ -113,26 +176,27 @@ pub(crate) fn window(
     };
     let mut pieces: Vec<(i64, Profile)> =
         loaded.pieces.into_iter().map(|(a, _, p)| (a, p)).collect();
-    if !inputs.is_empty() {
-        for (a, b) in gaps(from, to, &covered) {
-            let mut opts = read.clone();
-            opts.range = Some((a.max(since), b.min(until)));
-            let ingested = gpuwise_sources::read_all(inputs, &opts, progress)?;
-            summary.lines += ingested.tally.lines;
-            summary.samples += ingested.tally.samples;
-            summary.skipped += ingested.tally.skipped();
-            summary.warnings.extend(ingested.tally.warnings());
-            for (name, f) in &ingested.formats {
-                if !summary.inputs.contains(name) {
-                    summary.inputs.push(name.clone());
-                }
-                let f = f.name().to_owned();
-                if !summary.formats.contains(&f) {
-                    summary.formats.push(f);
-                }
+    for (a, b) in gaps(from, to, &covered) {
+        // The gap's part of the window asked for (the store's part is whole hours; a bound
+        // that is ±∞ stays one).
+        let Some((profile, got)) = rest.read(a.max(since), b.min(until), read, progress)? else {
+            break;
+        };
+        summary.lines += got.lines;
+        summary.samples += got.samples;
+        summary.skipped += got.skipped;
+        summary.warnings.extend(got.warnings);
+        for name in got.inputs {
+            if !summary.inputs.contains(&name) {
+                summary.inputs.push(name);
             }
-            pieces.push((a, ingested.profile));
         }
+        for f in got.formats {
+            if !summary.formats.contains(&f) {
+                summary.formats.push(f);
+            }
+        }
+        pieces.push((a, profile));
     }
     // Each piece is later than the one before for every device: they join exactly.
     pieces.sort_by_key(|(a, _)| *a);

@@ -373,8 +373,46 @@ fn pushdown_and_raw_match_the_files() {
     );
 
     auto_takes_the_cheaper_path(&fx);
+    the_history_store_joins_prometheus(&fx, &raw);
     serve_asks_the_store(&fx, &pushed);
     secrets_selector_and_errors(fx);
+}
+
+/// `rollup --prometheus` folds four days of the store's raw samples into a history store;
+/// `report --store --prometheus` over the week takes those days from it and the rest raw from
+/// Prometheus: the devices are the whole week's raw report's.
+fn the_history_store_joins_prometheus(fx: &Fixture, raw: &serde_json::Value) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().display().to_string();
+    let o = run(&[
+        "rollup",
+        "--prometheus",
+        &fx.url,
+        "--start",
+        "2026-01-05T00:00:00Z",
+        "--end",
+        "2026-01-09T00:00:00Z",
+        "--store",
+        &store,
+        "-f",
+        "json",
+        "--no-progress",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let rolled: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert_eq!(rolled["store_days"], 4, "{rolled}");
+    let mut a = vec!["report", "--store", &store, "--prometheus", &fx.url];
+    a.extend_from_slice(&WINDOW);
+    a.extend_from_slice(&["--format", "json", "--no-progress"]);
+    let o = run(&a);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let joined: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    assert_eq!(joined["devices"], raw["devices"]);
+    let formats = joined["ingest"]["formats"].to_string();
+    assert!(
+        formats.contains("gpuwise-store") && formats.contains("prometheus (raw)"),
+        "{formats}"
+    );
 }
 
 /// Without `--path`, the cost model picks: the week of 12 GPUs is pushed down, one hour of it
