@@ -144,9 +144,43 @@ fn whole_hours_from_the_store_are_the_raw_report_and_duckdb_reads_the_same() {
         .output()
         .expect("runs");
     assert!(String::from_utf8_lossy(&cut.stderr).contains("whole hours"));
-    // The store's rows plus the logs for the hours it lacks (after a retention that dropped
-    // September) are the raw report too.
     duckdb_totals(Path::new(&store_s), &raw_gpu_hours(&logs_s));
+    // The allocation from the store is the one from the logs.
+    let alloc =
+        |src: &[&str]| json(&[&["allocate"][..], src, &window, &common].concat())["months"].clone();
+    assert_eq!(alloc(&["--store", &store_s]), alloc(&[&logs_s]));
+    // After a retention that dropped the days before September 22 (70 days back from the
+    // run's time, 2026-12-01), the store's hours plus the logs for the hours it lacks are the
+    // raw report still.
+    gw(&[
+        "rollup",
+        &logs_s,
+        "--store",
+        &store_s,
+        "--retain",
+        "70d",
+        "--no-progress",
+    ]);
+    let first = std::fs::read_dir(Path::new(&store_s).join("tiles"))
+        .expect("tiles")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .min()
+        .expect("a day");
+    assert_eq!(first, "day=2026-09-22");
+    let both = json(
+        &[
+            &["report", "--store", store_s.as_str(), logs_s.as_str()][..],
+            &window,
+            &common,
+        ]
+        .concat(),
+    );
+    assert_eq!(both["devices"], raw["devices"]);
+    assert!(
+        both["ingest"]["formats"]
+            .to_string()
+            .contains("gpuwise-store")
+    );
 }
 
 #[test]
