@@ -1110,7 +1110,8 @@ pub(crate) struct AdviseArgs {
 #[derive(Debug, Args, Clone)]
 pub(crate) struct FleetArgs {
     /// Files, directories, globs, or `-` for stdin (.gz and .zst are decompressed).
-    #[arg(required_unless_present_any = ["prometheus", "store"], value_name = "INPUT")]
+    /// (One of INPUT, --prometheus or --store is needed; `review` reads the default store.)
+    #[arg(value_name = "INPUT")]
     pub inputs: Vec<String>,
     #[command(flatten)]
     pub prom: PromArgs,

@@ -45,6 +45,7 @@ impl JobSources {
 
 /// The jobs report of the window `s.read.range` (or the store's window), with `s` resolved.
 pub(crate) fn run(req: &Request<'_>, mut s: fleet::Settings) -> anyhow::Result<JobsReport> {
+    fleet::require_source(req.fleet)?;
     anyhow::ensure!(
         req.fleet.store.is_none(),
         "jobs ties samples to jobs: the history store (--store) keeps hourly accumulators, not samples; give the telemetry files or --prometheus"

@@ -258,6 +258,10 @@ fn keep_history(
 pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(args.config.as_deref())?;
     anyhow::ensure!(
+        !args.fleet.inputs.is_empty() || args.fleet.prom.prometheus.is_some(),
+        "serve reads telemetry files (INPUT…) or --prometheus URL (--store keeps their history)"
+    );
+    anyhow::ensure!(
         args.fleet.read.since.is_none() && args.fleet.read.until.is_none(),
         "serve takes its window per request (?last=7d, ?start=…&end=…), not --since/--until"
     );

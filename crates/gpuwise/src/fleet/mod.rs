@@ -603,6 +603,15 @@ pub(crate) fn from_store(
     Ok((report, profiles))
 }
 
+/// That the flags name somewhere to read the fleet from: files, `--prometheus` or `--store`.
+pub(crate) fn require_source(a: &crate::cli::FleetArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !a.inputs.is_empty() || a.prom.prometheus.is_some() || a.store.is_some(),
+        "nothing to read: give telemetry files (INPUT…), --prometheus URL or --store DIR"
+    );
+    Ok(())
+}
+
 /// Everything a command that reads the fleet starts from: the settings, resolved once from the
 /// flags and `cfg` (the config file, read once by the command), and the fleet read into a
 /// report with its profiles.
@@ -612,6 +621,7 @@ pub(crate) fn read(
     asks: &Asks,
     progress: bool,
 ) -> anyhow::Result<Fleet> {
+    require_source(a)?;
     let s = resolve(&a.read, &a.analysis, cfg, asks)?;
     let analysis = Analysis::new(s.analysis);
     let (report, profiles) = if let Some(dir) = &a.store {

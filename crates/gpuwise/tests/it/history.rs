@@ -662,3 +662,44 @@ fn the_review_carries_the_jobs_figures_of_each_period() {
     .into_owned();
     assert!(text.contains("Jobs and runs"), "{text}");
 }
+
+/// Without `--store`, `rollup`, `advise --log`, `actions` and `review` use the user's data
+/// directory (`$XDG_DATA_HOME/gpuwise/store`); a command with nothing to read says what it
+/// needs.
+#[test]
+fn the_default_store_is_the_users_and_nothing_to_read_is_said() {
+    let data = tempfile::tempdir().expect("tmp");
+    let with_home = |args: &[&str]| {
+        cmd()
+            .env("XDG_DATA_HOME", data.path())
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let logs = crate::common::data("smi/two-gpus.csv");
+    let o = with_home(&["rollup", &logs, "-f", "json", "--no-progress"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let dir = data.path().join("gpuwise/store");
+    assert_eq!(v["store"], dir.display().to_string());
+    assert!(dir.join("tiles").is_dir());
+    let o = with_home(&["review", "--month", "2026-01", "-f", "json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = with_home(&["report"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("INPUT…), --prometheus URL or --store DIR"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
