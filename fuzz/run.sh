@@ -42,7 +42,7 @@ for n in node-a.csv.gz node.csv.1 node.csv-20260105.gz 10.0.0.1.csv "dcgm-2026-0
 done
 # The build takes minutes on two cores: say what it is doing, one line per crate.
 echo "fuzz: building the targets (sanitizer build of every reader)…"
-if ! cargo +nightly fuzz build --release 2>&1 | tee fuzz/build.log | grep --line-buffered -E '^ *(Compiling|Finished)' | sed -u 's/^ */fuzz: build: /'; then
+if ! cargo +nightly fuzz build --release --debug-assertions 2>&1 | tee fuzz/build.log | grep --line-buffered -E '^ *(Compiling|Finished)' | sed -u 's/^ */fuzz: build: /'; then
   :
 fi
 if ! grep -q "Finished" fuzz/build.log; then
@@ -51,7 +51,7 @@ if ! grep -q "Finished" fuzz/build.log; then
 fi
 status=0
 for t in smi dmon dcgm csv prometheus names focus pack inputs jobs history; do
-  if cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- -max_total_time="$seconds" -max_len=65536 >"fuzz/$t.log" 2>&1; then
+  if cargo +nightly fuzz run --release --debug-assertions "$t" "fuzz/corpus/$t" -- -max_total_time="$seconds" -max_len=65536 >"fuzz/$t.log" 2>&1; then
     echo "fuzz: $t: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "fuzz/$t.log" | tail -1)s, no crash"
   else
     echo "fuzz: $t: CRASH (fuzz/artifacts/$t/):"; tail -30 "fuzz/$t.log"; status=1

@@ -552,7 +552,9 @@ impl DeviceAcc {
 
     /// The interval after `self.last`, `gap` ms long.
     fn step(&mut self, gap: u64, st: &ProfileSettings) {
-        let bucket = (63 - gap.leading_zeros() as usize).min(INTERVAL_BUCKETS - 1);
+        // ⌊log2(gap)⌋; a gap of 0 (never made by a read: equal timestamps are duplicates)
+        // counts in the first bucket rather than underflowing.
+        let bucket = (gap.checked_ilog2().unwrap_or(0) as usize).min(INTERVAL_BUCKETS - 1);
         self.interval_log2[bucket] = self.interval_log2[bucket].saturating_add(1);
         self.interval_sum_ms[bucket] = self.interval_sum_ms[bucket].saturating_add(gap);
         if gap > st.max_gap_ms {
@@ -762,7 +764,12 @@ impl DeviceAcc {
                 .into_iter()
                 .all(finite)
         };
-        let times = plausible(first) && plausible(last) && first <= last && last - first <= span;
+        // A held sample is one more than the maximum gap after the last: strictly later.
+        let order = first <= self.last.ts_ms
+            && self.pending.is_none_or(|p| p.ts_ms > self.last.ts_ms)
+            && self.samples >= 1;
+        let times =
+            plausible(first) && plausible(last) && first <= last && last - first <= span && order;
         let counts = [
             self.samples,
             self.reordered,

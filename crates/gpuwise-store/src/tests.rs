@@ -284,3 +284,30 @@ fn the_journal_keeps_every_line_and_reports_a_torn_tail() {
     let err = journal::read(dir.path()).expect_err("broken").to_string();
     assert!(err.contains("line 2"), "{err}");
 }
+
+/// A state cell the fuzzer made (CI, 2026-11-27): a held sample at the last sample's own time.
+/// Joined, it underflowed the interval bucket (⌊log2 0⌋); it is now refused as inconsistent,
+/// and a zero interval would count in the first bucket anyway.
+const FUZZED_CELL: &[u8] = &[
+    51, 114, 101, 123, 114, 101, 0, 0, 2, 8, 8, 8, 8, 45, 0, 0, 0, 0, 0, 0, 0, 76, 0, 0, 0, 0, 5,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 90, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 229, 229, 229, 229, 34, 44, 34, 105, 100, 34,
+    58, 34, 97, 49, 98, 99, 111, 109, 109, 101, 110, 100,
+];
+
+#[test]
+fn a_fuzzed_state_cell_is_refused_and_joins_without_a_panic_anyway() {
+    let st = ProfileSettings::default();
+    let piece = postcard::from_bytes::<TilePiece>(FUZZED_CELL).expect("it decodes");
+    assert!(!plausible(&piece, 86_400_000), "refused: {piece:?}");
+    // Joined regardless (as before the check), the zero interval no longer underflows.
+    let mut p = Profile::default();
+    p.add_stored(piece.clone(), &st);
+    p.add_stored(piece, &st);
+    let _ = p.finish(&st, &jiff::tz::TimeZone::UTC);
+}
