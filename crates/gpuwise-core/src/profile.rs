@@ -746,24 +746,6 @@ impl DeviceAcc {
         let span = i64::try_from(span_ms.min(CAP)).unwrap_or(i64::MAX);
         let (first, last) = (self.first_ts, self.last_ts());
         let plausible = |t: EpochMs| (-(1i64 << 45)..(1i64 << 45)).contains(&t);
-        let finite = |v: Option<f32>| v.is_none_or(|x| x.is_finite() && x >= 0.0);
-        let sample_ok = |s: &Sample| {
-            plausible(s.ts_ms)
-                && [
-                    s.util_pct,
-                    s.sm_active_pct,
-                    s.sm_occupancy_pct,
-                    s.tensor_active_pct,
-                    s.dram_active_pct,
-                    s.mem_bw_util_pct,
-                    s.mem_used_mib,
-                    s.mem_total_mib,
-                    s.power_w,
-                    s.power_limit_w,
-                ]
-                .into_iter()
-                .all(finite)
-        };
         // A held sample is one more than the maximum gap after the last: strictly later.
         let order = first <= self.last.ts_ms
             && self.pending.is_none_or(|p| p.ts_ms > self.last.ts_ms)
@@ -830,7 +812,38 @@ impl DeviceAcc {
                 .chain(self.idle.head.iter())
                 .chain(self.idle.open.iter())
                 .all(|e| e.dur_ms <= CAP && e.held_ms <= e.dur_ms && plausible(e.start_ms));
-        let readings = [
+        times
+            && counts
+            && weighted
+            && hists
+            && intervals
+            && timeline
+            && episodes
+            && self.readings_are_finite()
+    }
+
+    /// Whether every reading it holds (peaks, the range, the boundary samples) is finite and
+    /// not negative, and the boundary samples' times plausible.
+    fn readings_are_finite(&self) -> bool {
+        let finite = |v: Option<f32>| v.is_none_or(|x| x.is_finite() && x >= 0.0);
+        let sample_ok = |s: &Sample| {
+            (-(1i64 << 45)..(1i64 << 45)).contains(&s.ts_ms)
+                && [
+                    s.util_pct,
+                    s.sm_active_pct,
+                    s.sm_occupancy_pct,
+                    s.tensor_active_pct,
+                    s.dram_active_pct,
+                    s.mem_bw_util_pct,
+                    s.mem_used_mib,
+                    s.mem_total_mib,
+                    s.power_w,
+                    s.power_limit_w,
+                ]
+                .into_iter()
+                .all(finite)
+        };
+        [
             self.mem_peak,
             self.mem_total,
             self.power_peak,
@@ -842,8 +855,7 @@ impl DeviceAcc {
                 .util_range
                 .is_none_or(|(a, b)| a.is_finite() && b.is_finite() && a <= b)
             && sample_ok(&self.last)
-            && self.pending.as_ref().is_none_or(sample_ok);
-        times && counts && weighted && hists && intervals && timeline && episodes && readings
+            && self.pending.as_ref().is_none_or(sample_ok)
     }
 
     /// The plain totals of this accumulator, for a store's queryable columns (the state itself
