@@ -323,21 +323,38 @@ pub fn slurm_duration_ms(text: &str) -> Option<u64> {
         }
         whole.parse().ok()
     };
+    // Checked: a duration too long for milliseconds in 64 bits is not one (it wrapped to a
+    // wrong number in release builds; the fuzzer found it).
+    let hms = |h: u64, m: u64, s: u64| {
+        h.checked_mul(3600)?
+            .checked_add(m.checked_mul(60)?)?
+            .checked_add(s)
+    };
     let seconds = match (fields.as_slice(), days > 0) {
-        ([h, m, s], _) => num(h)? * 3600 + num(m)? * 60 + num(s)?,
+        ([h, m, s], _) => hms(num(h)?, num(m)?, num(s)?)?,
         // With days, `1-02` is days and hours and `1-02:03` adds minutes.
-        ([h], true) => num(h)? * 3600,
-        ([h, m], true) => num(h)? * 3600 + num(m)? * 60,
-        ([m, s], false) => num(m)? * 60 + num(s)?,
-        ([m], false) => num(m)? * 60,
+        ([h], true) => hms(num(h)?, 0, 0)?,
+        ([h, m], true) => hms(num(h)?, num(m)?, 0)?,
+        ([m, s], false) => hms(0, num(m)?, num(s)?)?,
+        ([m], false) => hms(0, num(m)?, 0)?,
         _ => return None,
     };
-    Some((days * 86_400 + seconds) * 1000)
+    days.checked_mul(86_400)?
+        .checked_add(seconds)?
+        .checked_mul(1000)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_too_long_for_milliseconds_is_none_not_a_wrapped_number() {
+        assert_eq!(slurm_duration_ms("1-02:03:04"), Some(93_784_000));
+        assert_eq!(slurm_duration_ms("99999999999999999:00:00"), None);
+        assert_eq!(slurm_duration_ms("9999999999999-00:00:00"), None);
+        assert_eq!(slurm_duration_ms("0:18446744073709552"), None);
+    }
 
     #[test]
     fn node_lists_expand_with_their_padding() {
