@@ -533,6 +533,27 @@ impl Fleet {
     }
 }
 
+/// What reading `inputs` (by these names) counted, as the report's ingest summary.
+pub(crate) fn summary_of(
+    inputs: Vec<String>,
+    ingested: &gpuwise_sources::Ingested,
+) -> IngestSummary {
+    IngestSummary {
+        inputs,
+        formats: ingested
+            .formats
+            .iter()
+            .map(|(_, f)| f.name().to_owned())
+            .collect(),
+        lines: ingested.tally.lines,
+        samples: ingested.tally.samples,
+        skipped: ingested.tally.skipped(),
+        warnings: ingested.tally.warnings(),
+        pulled: None,
+        overlap: OverlapSummary::default(),
+    }
+}
+
 /// Read inputs and build the report; the profiles come back too (the advice reads them).
 pub(crate) fn from_files(
     specs: &[String],
@@ -563,20 +584,7 @@ pub(crate) fn from_files(
             }
         );
     }
-    let summary = IngestSummary {
-        inputs: inputs.iter().map(|i| i.name.clone()).collect(),
-        formats: ingested
-            .formats
-            .iter()
-            .map(|(_, f)| f.name().to_owned())
-            .collect(),
-        lines: ingested.tally.lines,
-        samples: ingested.tally.samples,
-        skipped: ingested.tally.skipped(),
-        warnings: ingested.tally.warnings(),
-        pulled: None,
-        overlap: OverlapSummary::default(),
-    };
+    let summary = summary_of(inputs.iter().map(|i| i.name.clone()).collect(), &ingested);
     let profiles = analysis.profiles(ingested.profile);
     let report = analysis.report(&profiles, summary, now_ms);
     Ok((report, profiles))

@@ -115,20 +115,8 @@ impl<'a> Rest<'a> {
                 let mut opts = read.clone();
                 opts.range = Some((a, b));
                 let ingested = gpuwise_sources::read_all(inputs, &opts, progress)?;
-                let summary = IngestSummary {
-                    inputs: ingested.formats.iter().map(|(n, _)| n.clone()).collect(),
-                    formats: ingested
-                        .formats
-                        .iter()
-                        .map(|(_, f)| f.name().to_owned())
-                        .collect(),
-                    lines: ingested.tally.lines,
-                    samples: ingested.tally.samples,
-                    skipped: ingested.tally.skipped(),
-                    warnings: ingested.tally.warnings(),
-                    pulled: None,
-                    overlap: OverlapSummary::default(),
-                };
+                let names = ingested.formats.iter().map(|(n, _)| n.clone()).collect();
+                let summary = crate::fleet::summary_of(names, &ingested);
                 Some((ingested.profile, summary))
             }
         })
