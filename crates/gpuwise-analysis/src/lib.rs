@@ -84,8 +84,12 @@ impl Analysis {
     /// What each device runs, where the workload hints say.
     pub fn with_workloads(&self, profiles: &mut [DeviceProfile]) {
         for p in profiles.iter_mut() {
-            p.info.workload = self.settings.hints.find(p).and_then(|h| h.kind);
+            self.with_workload(p);
         }
+    }
+
+    fn with_workload(&self, p: &mut DeviceProfile) {
+        p.info.workload = self.settings.hints.find(p).and_then(|h| h.kind);
     }
 
     /// The report of `profiles` read as `summary` says, at `now_ms`.
@@ -93,6 +97,28 @@ impl Analysis {
     pub fn report(
         &self,
         profiles: &[DeviceProfile],
+        summary: IngestSummary,
+        now_ms: EpochMs,
+    ) -> Report {
+        self.report_from(profiles, summary, now_ms)
+    }
+
+    /// The report straight from `profile`, for a caller with no other use for the devices'
+    /// summaries: each device is summarized, reported and dropped in turn, so they are never
+    /// all held (the same report as [`Analysis::report`] of [`Analysis::profiles`]).
+    #[must_use]
+    pub fn report_of(&self, profile: Profile, summary: IngestSummary, now_ms: EpochMs) -> Report {
+        let s = &self.settings;
+        let devices = profile.finish_each(&s.report.profile, &s.tz).map(|mut p| {
+            self.with_workload(&mut p);
+            p
+        });
+        self.report_from(devices, summary, now_ms)
+    }
+
+    fn report_from<P: std::borrow::Borrow<DeviceProfile>>(
+        &self,
+        profiles: impl IntoIterator<Item = P>,
         summary: IngestSummary,
         now_ms: EpochMs,
     ) -> Report {

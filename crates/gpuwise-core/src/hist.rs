@@ -99,55 +99,186 @@ impl SparseBins {
 ///
 /// Quantiles are exact to the bin (0.1 %), which is finer than any GPU utilization counter
 /// reports (nvidia-smi and DCGM `GPU_UTIL` are integers). Whole percents — what nvidia-smi and
-/// `GPU_UTIL` report — go to a dense array of 101 bins (808 bytes, one add per sample); the
-/// fractional bins that DCGM's profiling ratios fill are stored sparsely. 1,001 dense bins
-/// would cost 8 KB a device, which 100k devices cannot afford.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// `GPU_UTIL` report — go to dense bins over the span a device's readings touched (one add per
+/// sample); the fractional bins that DCGM's profiling ratios fill are stored sparsely. 1,001
+/// dense bins would cost 8 KB a device, which 100k devices cannot afford.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UtilHist {
     #[serde(with = "dense_as_pairs")]
-    whole: Box<[u64; 101]>,
+    whole: WholeBins,
     fractional: SparseBins,
 }
 
-/// The dense whole-percent bins stored as (bin, weight) pairs of the bins with weight: an hour
-/// of one device fills a handful of the 101, and a store holds millions of hours (serde has no
-/// impl for arrays longer than 32 either).
-mod dense_as_pairs {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+/// The whole-percent bins `lo..lo + len` of a utilization histogram: the span a device's
+/// readings touched (an idle GPU fills one of the 101, a busy one a few dozen around its mean),
+/// in `u32` milliseconds until a bin passes 49.7 days, then in `u64`. All 101 bins in `u64`
+/// took 808 bytes a device, a third of a device's whole state.
+#[derive(Clone, Debug, Default)]
+struct WholeBins {
+    lo: usize,
+    bins: Bins,
+}
 
-    #[allow(clippy::borrowed_box)]
-    pub(super) fn serialize<S: Serializer>(v: &Box<[u64; 101]>, s: S) -> Result<S::Ok, S::Error> {
-        #[allow(clippy::cast_possible_truncation)]
-        let pairs: Vec<(u8, u64)> = v
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| **w > 0)
-            .map(|(i, w)| (i as u8, *w))
-            .collect();
-        pairs.serialize(s)
-    }
+#[derive(Clone, Debug)]
+enum Bins {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Box<[u64; 101]>, D::Error> {
-        let pairs = Vec::<(u8, u64)>::deserialize(d)?;
-        let mut out = Box::new([0u64; 101]);
-        for (i, w) in pairs {
-            let slot = out
-                .get_mut(usize::from(i))
-                .ok_or_else(|| serde::de::Error::custom(format!("utilization bin {i} past 100")))?;
-            *slot = w;
-        }
-        Ok(out)
+impl Default for Bins {
+    fn default() -> Self {
+        Bins::Narrow(Vec::new())
     }
 }
 
-impl Default for UtilHist {
-    fn default() -> Self {
-        Self {
-            whole: Box::new([0; 101]),
-            fractional: SparseBins::default(),
+impl PartialEq for WholeBins {
+    fn eq(&self, other: &Self) -> bool {
+        // The span and the width are how the bins are held, not what they hold.
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for WholeBins {}
+
+impl WholeBins {
+    fn len(&self) -> usize {
+        match &self.bins {
+            Bins::Narrow(v) => v.len(),
+            Bins::Wide(v) => v.len(),
         }
+    }
+
+    /// The weight of bin `i` (0 outside the span).
+    fn get(&self, i: usize) -> u64 {
+        let Some(k) = i.checked_sub(self.lo) else {
+            return 0;
+        };
+        match &self.bins {
+            Bins::Narrow(v) => v.get(k).map_or(0, |w| u64::from(*w)),
+            Bins::Wide(v) => v.get(k).copied().unwrap_or(0),
+        }
+    }
+
+    /// (bin, weight) of the bins with weight, ascending.
+    fn iter(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        (self.lo..self.lo + self.len())
+            .map(|i| (i, self.get(i)))
+            .filter(|(_, w)| *w > 0)
+    }
+
+    fn total(&self) -> Option<u64> {
+        self.iter().try_fold(0u64, |a, (_, w)| a.checked_add(w))
+    }
+
+    #[inline]
+    fn add(&mut self, i: usize, ms: u64) {
+        if let Bins::Narrow(v) = &mut self.bins
+            && let Some(slot) = i.checked_sub(self.lo).and_then(|k| v.get_mut(k))
+            && let Some(sum) = u32::try_from(ms).ok().and_then(|m| slot.checked_add(m))
+        {
+            *slot = sum;
+            return;
+        }
+        self.add_slow(i, ms);
+    }
+
+    #[allow(clippy::cast_possible_truncation)]
+    fn add_slow(&mut self, i: usize, ms: u64) {
+        self.cover(i, i);
+        let k = i - self.lo;
+        if let Bins::Narrow(v) = &self.bins
+            && u64::from(v[k])
+                .checked_add(ms)
+                .and_then(|sum| u32::try_from(sum).ok())
+                .is_none()
+        {
+            self.bins = Bins::Wide(v.iter().map(|w| u64::from(*w)).collect());
+        }
+        match &mut self.bins {
+            // Checked above: the sum fits.
+            Bins::Narrow(v) => v[k] += ms as u32,
+            Bins::Wide(v) => v[k] += ms,
+        }
+    }
+
+    /// Widen the span to hold bins `from..=to`, exactly (no spare capacity).
+    fn cover(&mut self, from: usize, to: usize) {
+        let len = self.len();
+        let (lo, hi) = if len == 0 {
+            (from, to)
+        } else {
+            (self.lo.min(from), (self.lo + len - 1).max(to))
+        };
+        let (front, back) = (self.lo - lo.min(self.lo), hi + 1 - lo);
+        let front = if len == 0 { 0 } else { front };
+        match &mut self.bins {
+            Bins::Narrow(v) => grow(v, front, back),
+            Bins::Wide(v) => grow(v, front, back),
+        }
+        self.lo = lo;
+    }
+
+    fn merge(&mut self, other: &WholeBins) {
+        if other.len() == 0 {
+            return;
+        }
+        self.cover(other.lo, other.lo + other.len() - 1);
+        for (i, w) in other.iter() {
+            self.add(i, w);
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match &self.bins {
+            Bins::Narrow(v) => v.capacity() * 4,
+            Bins::Wide(v) => v.capacity() * 8,
+        }
+    }
+}
+
+/// `front` zeros put before `v`, then zeros after it up to `len` in all, allocated exactly.
+fn grow<T: Copy + Default>(v: &mut Vec<T>, front: usize, len: usize) {
+    if front == 0 && len <= v.len() {
+        return;
+    }
+    let mut out = Vec::with_capacity(len);
+    out.resize(front, T::default());
+    out.extend_from_slice(v);
+    out.resize(len, T::default());
+    *v = out;
+}
+
+/// The whole-percent bins stored as (bin, weight) pairs of the bins with weight: an hour of one
+/// device fills a handful of the 101, and a store holds millions of hours.
+mod dense_as_pairs {
+    use super::WholeBins;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &WholeBins, s: S) -> Result<S::Ok, S::Error> {
+        #[allow(clippy::cast_possible_truncation)]
+        let pairs: Vec<(u8, u64)> = v.iter().map(|(i, w)| (i as u8, w)).collect();
+        pairs.serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<WholeBins, D::Error> {
+        let pairs = Vec::<(u8, u64)>::deserialize(d)?;
+        let mut out = WholeBins::default();
+        let mut last = None;
+        for (i, w) in pairs {
+            if i > 100 {
+                return Err(serde::de::Error::custom(format!(
+                    "utilization bin {i} past 100"
+                )));
+            }
+            if last.is_some_and(|l| l >= i) {
+                return Err(serde::de::Error::custom(format!(
+                    "utilization bin {i} out of order"
+                )));
+            }
+            last = Some(i);
+            out.add(usize::from(i), w);
+        }
+        Ok(out)
     }
 }
 
@@ -160,11 +291,7 @@ impl UtilHist {
     pub fn is_consistent(&self, cap: u64) -> bool {
         #[allow(clippy::cast_possible_truncation)]
         let end = UTIL_BINS as u32;
-        let whole = self
-            .whole
-            .iter()
-            .try_fold(0u64, |a, w| a.checked_add(*w))
-            .is_some_and(|t| t <= cap);
+        let whole = self.whole.total().is_some_and(|t| t <= cap);
         whole && self.fractional.is_consistent(end, cap)
     }
 
@@ -173,7 +300,7 @@ impl UtilHist {
     pub fn add(&mut self, pct: f32, ms: u64) {
         let bin = Self::bin(pct);
         if bin.is_multiple_of(10) {
-            self.whole[bin / 10] += ms;
+            self.whole.add(bin / 10, ms);
         } else {
             self.fractional.add(bin as u32, ms);
         }
@@ -193,7 +320,8 @@ impl UtilHist {
     fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
         let mut out = Vec::with_capacity(101 + self.fractional.keys.len());
         let mut frac = self.fractional.iter().peekable();
-        for (w, &v) in (0u32..).zip(self.whole.iter()) {
+        for w in 0u32..101 {
+            let v = self.whole.get(w as usize);
             if v > 0 {
                 out.push((w * 10, v));
             }
@@ -210,16 +338,14 @@ impl UtilHist {
 
     /// Add all of `other`.
     pub fn merge(&mut self, other: &UtilHist) {
-        for (a, b) in self.whole.iter_mut().zip(other.whole.iter()) {
-            *a += b;
-        }
+        self.whole.merge(&other.whole);
         self.fractional.merge(&other.fractional);
     }
 
     /// Total weight.
     #[must_use]
     pub fn total(&self) -> u64 {
-        self.whole.iter().sum::<u64>() + self.fractional.total()
+        self.whole.iter().map(|(_, w)| w).sum::<u64>() + self.fractional.total()
     }
 
     /// The smallest value `v` such that at least `q` of the weight is at or below `v`
@@ -254,20 +380,10 @@ impl UtilHist {
         self.iter().last().map(|(k, _)| f64::from(k) / 10.0)
     }
 
-    /// Weight per whole percent (101 buckets, `[0, 0.5)` → 0 … `[99.5, 100]` → 100), for charts.
-    #[must_use]
-    pub fn by_percent(&self) -> Vec<u64> {
-        let mut out = vec![0u64; 101];
-        for (k, w) in self.iter() {
-            out[(k as usize + 5) / 10] += w;
-        }
-        out
-    }
-
     /// Bytes held on the heap (for the memory budget per device).
     #[must_use]
     pub fn heap_bytes(&self) -> usize {
-        std::mem::size_of::<[u64; 101]>()
+        self.whole.heap_bytes()
             + self.fractional.keys.capacity() * 4
             + self.fractional.weights.capacity() * 8
     }
@@ -353,6 +469,61 @@ mod tests {
     use super::*;
 
     #[test]
+    fn whole_bins_widen_past_u32_and_merge_exactly() {
+        // One bin past 49.7 days of milliseconds: widened to u64, nothing lost.
+        let mut big = UtilHist::default();
+        big.add(0.0, u64::from(u32::MAX));
+        big.add(0.0, 5);
+        big.add(100.0, 7);
+        assert_eq!(big.total(), u64::from(u32::MAX) + 12);
+        assert!(matches!(big.whole.bins, Bins::Wide(_)));
+        // Spans that lie apart, joined either way round, equal the sequential fold.
+        let (mut a, mut b, mut seq) = (
+            UtilHist::default(),
+            UtilHist::default(),
+            UtilHist::default(),
+        );
+        for (pct, ms) in [(40.0, 3), (42.0, 1), (41.0, 2)] {
+            a.add(pct, ms);
+            seq.add(pct, ms);
+        }
+        for (pct, ms) in [(3.0, 9), (97.0, 4), (40.0, 1)] {
+            b.add(pct, ms);
+            seq.add(pct, ms);
+        }
+        let mut ab = a.clone();
+        ab.merge(&b);
+        let mut ba = b.clone();
+        ba.merge(&a);
+        assert_eq!(ab, seq);
+        assert_eq!(ba, seq);
+        assert_eq!(
+            ab.whole.iter().collect::<Vec<_>>(),
+            [(3, 9), (40, 4), (41, 2), (42, 1), (97, 4)]
+        );
+        assert_eq!(ab.whole.len(), 95, "the span 3..=97, exactly");
+        assert_eq!(ab.quantile(0.5), Some(40.0));
+        // The stored form is the nonzero pairs, and reads back equal (wide or narrow).
+        for h in [&ab, &big] {
+            let json = serde_json::to_string(h).expect("encodes");
+            let back: UtilHist = serde_json::from_str(&json).expect("decodes");
+            assert_eq!(&back, h);
+        }
+        assert!(
+            serde_json::from_str::<UtilHist>(
+                r#"{"whole":[[101,1]],"fractional":{"keys":[],"weights":[]}}"#
+            )
+            .is_err()
+        );
+        assert!(
+            serde_json::from_str::<UtilHist>(
+                r#"{"whole":[[5,1],[4,1]],"fractional":{"keys":[],"weights":[]}}"#
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
     fn util_quantiles_are_exact_to_the_bin() {
         let mut h = UtilHist::default();
         h.add(10.0, 90);
@@ -363,7 +534,6 @@ mod tests {
         assert_eq!(h.max(), Some(80.0));
         assert_eq!(h.total(), 100);
         assert_eq!(UtilHist::default().quantile(0.5), None);
-        assert_eq!(h.by_percent()[10], 90);
     }
 
     #[test]

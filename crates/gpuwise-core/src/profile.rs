@@ -39,24 +39,59 @@ use crate::settings::ProfileSettings;
 use crate::HOUR_MS;
 
 /// Time-weighted sum of a non-negative quantity, in hundredths of its unit × milliseconds.
+///
+/// The sum is `u64` where readings are bounded small — percentages, and power up to
+/// [`MAX_POWER_W`](crate::sample::MAX_POWER_W): centuries of readings fit — and `u128` for
+/// memory, where a TiB for six years would pass `u64`. (All `u128` took 32 bytes each with its
+/// alignment, 128 bytes a device more.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Weighted {
+pub struct Weighted<S = u64> {
     /// Milliseconds with a reading.
     pub ms: u64,
     /// Σ value × 100 × ms.
-    pub sum: u128,
+    pub sum: S,
 }
 
-impl Weighted {
+/// The sum of a [`Weighted`]: `u64` or `u128`.
+pub trait WeightSum: Copy + Default + Eq + std::ops::AddAssign + Into<u128> {
+    /// `centi` (a reading in hundredths) × `ms`.
+    fn product(centi: u64, ms: u64) -> Self;
+    /// The sum as a float.
+    fn as_f64(self) -> f64;
+}
+
+impl WeightSum for u64 {
+    fn product(centi: u64, ms: u64) -> Self {
+        centi * ms
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    fn as_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl WeightSum for u128 {
+    fn product(centi: u64, ms: u64) -> Self {
+        u128::from(centi) * u128::from(ms)
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    fn as_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl<S: WeightSum> Weighted<S> {
     /// `v` is non-negative (sanitized), so `+ 0.5` then truncation rounds to nearest without
     /// a libm call in this per-sample path.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     fn add(&mut self, v: f32, ms: u64) {
         self.ms += ms;
-        self.sum += u128::from((f64::from(v) * 100.0 + 0.5) as u64) * u128::from(ms);
+        self.sum += S::product((f64::from(v) * 100.0 + 0.5) as u64, ms);
     }
 
-    fn merge(&mut self, o: &Weighted) {
+    fn merge(&mut self, o: &Self) {
         self.ms += o.ms;
         self.sum += o.sum;
     }
@@ -65,7 +100,12 @@ impl Weighted {
     #[must_use]
     #[allow(clippy::cast_precision_loss)]
     pub fn mean(&self) -> Option<f64> {
-        (self.ms > 0).then(|| self.sum as f64 / 100.0 / self.ms as f64)
+        (self.ms > 0).then(|| self.sum.as_f64() / 100.0 / self.ms as f64)
+    }
+
+    /// Whether a decoded sum could come from readings of at most `max` over its time.
+    fn within(&self, covered_ms: u64, max: u64) -> bool {
+        self.ms <= covered_ms && self.sum.into() <= u128::from(self.ms) * 100 * u128::from(max)
     }
 }
 
@@ -97,6 +137,12 @@ impl Timeline {
         }
         let i = (hour - self.base_hour) as usize;
         if i >= self.cells.len() {
+            // Grown by an eighth, not doubled: a day's timeline is 24 cells, not 32, in
+            // every one of 100,000 devices (amortized growth all the same).
+            let need = i + 1 - self.cells.len();
+            if need > self.cells.capacity() - self.cells.len() {
+                self.cells.reserve_exact(need.max(self.cells.len() / 8));
+            }
             self.cells.resize(i + 1, HourCell::default());
         }
         &mut self.cells[i]
@@ -283,8 +329,8 @@ pub struct DeviceAcc {
     first_ts: EpochMs,
     last: Sample,
     /// A sample more than the maximum gap after `last`, waiting for the next sample to confirm
-    /// it (see [`DeviceAcc::push`]).
-    pending: Option<Sample>,
+    /// it (see [`DeviceAcc::push`]). Boxed: rare, and a sample is 88 bytes.
+    pending: Option<Box<Sample>>,
     samples: u64,
     reordered: u64,
     duplicates: u64,
@@ -309,7 +355,7 @@ pub struct DeviceAcc {
     tensor: Weighted,
     dram: Weighted,
     mem_bw: Weighted,
-    mem: Weighted,
+    mem: Weighted<u128>,
     mem_hist: LogHist,
     mem_peak: Option<f32>,
     mem_total: Option<f32>,
@@ -318,13 +364,86 @@ pub struct DeviceAcc {
     power_limit: Option<f32>,
     idle: IdleState,
     timeline: Timeline,
-    /// Count of gaps between samples by ⌊log2(ms)⌋, and their sum in ms, for the sampling
-    /// interval: the mean gap of the bucket that holds the median, exact for a steady interval
-    /// (a bucket's geometric middle was off by up to √2: 0.72 s for a 1 s log).
-    /// (Counts are `u32`: 4 billion gaps of one size is 136 years at 1 s; the sums need `u64`.
-    /// Together they take the 384 bytes the counts alone took before.)
-    interval_log2: [u32; INTERVAL_BUCKETS],
-    interval_sum_ms: [u64; INTERVAL_BUCKETS],
+    /// The gaps between samples by ⌊log2(ms)⌋, for the sampling interval.
+    intervals: Intervals,
+}
+
+/// Count of gaps between samples by ⌊log2(ms)⌋, and their sum in ms, for the sampling
+/// interval: the mean gap of the bucket that holds the median, exact for a steady interval (a
+/// bucket's geometric middle was off by up to √2: 0.72 s for a 1 s log). Only the buckets that
+/// have gaps, ascending: a steady log fills one or two of the 32, and two dense arrays took
+/// 384 bytes a device. (Counts are `u32`: 4 billion gaps of one size is 136 years at 1 s; the
+/// sums need `u64`.) Serialized as the two dense arrays it replaced, so stored accumulators
+/// read the same.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Intervals(Vec<(u8, u32, u64)>);
+
+impl Intervals {
+    #[allow(clippy::cast_possible_truncation)]
+    fn add(&mut self, bucket: usize, count: u32, sum_ms: u64) {
+        let b = bucket.min(INTERVAL_BUCKETS - 1) as u8;
+        match self.0.iter().position(|e| e.0 >= b) {
+            Some(i) if self.0[i].0 == b => {
+                let e = &mut self.0[i];
+                e.1 = e.1.saturating_add(count);
+                e.2 = e.2.saturating_add(sum_ms);
+            }
+            Some(i) => self.0.insert(i, (b, count, sum_ms)),
+            None => self.0.push((b, count, sum_ms)),
+        }
+    }
+
+    fn merge(&mut self, other: &Intervals) {
+        for &(b, n, sum) in &other.0 {
+            self.add(usize::from(b), n, sum);
+        }
+    }
+
+    fn count(&self) -> u64 {
+        self.0.iter().map(|e| u64::from(e.1)).sum()
+    }
+
+    /// The mean gap of the bucket that holds the median, in seconds.
+    #[allow(clippy::cast_precision_loss)]
+    fn median_s(&self) -> Option<f64> {
+        let total = self.count();
+        let mut acc = 0u64;
+        for &(_, n, sum) in &self.0 {
+            acc += u64::from(n);
+            if n > 0 && acc * 2 >= total {
+                return Some(sum as f64 / f64::from(n) / 1000.0);
+            }
+        }
+        None
+    }
+
+    fn dense(&self) -> ([u32; INTERVAL_BUCKETS], [u64; INTERVAL_BUCKETS]) {
+        let (mut counts, mut sums) = ([0; INTERVAL_BUCKETS], [0; INTERVAL_BUCKETS]);
+        for &(b, n, sum) in &self.0 {
+            counts[usize::from(b)] = n;
+            sums[usize::from(b)] = sum;
+        }
+        (counts, sums)
+    }
+}
+
+impl Serialize for Intervals {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.dense().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Intervals {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (counts, sums) = <([u32; INTERVAL_BUCKETS], [u64; INTERVAL_BUCKETS])>::deserialize(d)?;
+        let mut out = Intervals::default();
+        for (b, (n, sum)) in counts.into_iter().zip(sums).enumerate() {
+            if n > 0 || sum > 0 {
+                out.add(b, n, sum);
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// Buckets of the interval estimate: gaps up to 2^32 ms (49 days) each have their own; longer
@@ -404,8 +523,7 @@ impl DeviceAcc {
             power_limit: first.power_limit_w,
             idle: IdleState::default(),
             timeline: Timeline::default(),
-            interval_log2: [0; INTERVAL_BUCKETS],
-            interval_sum_ms: [0; INTERVAL_BUCKETS],
+            intervals: Intervals::default(),
         }
     }
 
@@ -454,7 +572,7 @@ impl DeviceAcc {
     /// Timestamp of the last sample (including one held for confirmation).
     #[must_use]
     pub fn last_ts(&self) -> EpochMs {
-        self.pending.map_or(self.last.ts_ms, |p| p.ts_ms)
+        self.pending.as_ref().map_or(self.last.ts_ms, |p| p.ts_ms)
     }
 
     /// Fold the next sample in.
@@ -480,7 +598,7 @@ impl DeviceAcc {
             }
         }
         let mut taken = Taken::Sample;
-        if let Some(p) = self.pending {
+        if let Some(p) = self.pending.as_deref().copied() {
             if s.ts_ms <= self.last.ts_ms {
                 // Behind the confirmed samples too: it says nothing about the held one.
                 if s.ts_ms == self.last.ts_ms {
@@ -520,7 +638,7 @@ impl DeviceAcc {
         }
         #[allow(clippy::cast_sign_loss)]
         if gap as u64 > st.max_gap_ms {
-            self.pending = Some(*s);
+            self.pending = Some(Box::new(*s));
             return Ok(taken);
         }
         self.confirm(s, st);
@@ -555,8 +673,7 @@ impl DeviceAcc {
         // ⌊log2(gap)⌋; a gap of 0 (never made by a read: equal timestamps are duplicates)
         // counts in the first bucket rather than underflowing.
         let bucket = (gap.checked_ilog2().unwrap_or(0) as usize).min(INTERVAL_BUCKETS - 1);
-        self.interval_log2[bucket] = self.interval_log2[bucket].saturating_add(1);
-        self.interval_sum_ms[bucket] = self.interval_sum_ms[bucket].saturating_add(gap);
+        self.intervals.add(bucket, 1, gap);
         if gap > st.max_gap_ms {
             self.gaps += 1;
             self.gap_ms += gap;
@@ -622,9 +739,9 @@ impl DeviceAcc {
         add(tensor, s.tensor_active_pct);
         add(dram, s.dram_active_pct);
         add(mem_bw, s.mem_bw_util_pct);
-        add(mem, s.mem_used_mib);
         add(power, s.power_w);
         if let Some(m) = s.mem_used_mib {
+            mem.add(m, dt);
             mem_hist.add(f64::from(m), dt);
         }
         timeline.add(s.ts_ms, dt, s.util_pct);
@@ -652,7 +769,7 @@ impl DeviceAcc {
         {
             // A lone sample far after this one, with nothing after it yet: held, as the
             // sequential fold would hold it (an outlier before it was dropped either way).
-            self.pending = Some(later.last);
+            self.pending = Some(Box::new(later.last));
             self.outliers += later.outliers;
             self.overlaps += later.overlaps;
             self.overlap_samples += later.overlap_samples;
@@ -712,24 +829,11 @@ impl DeviceAcc {
         self.power_peak = max_opt(self.power_peak, later.power_peak);
         self.power_limit = max_opt(self.power_limit, later.power_limit);
         self.timeline.merge(&later.timeline);
-        for (a, b) in self
-            .interval_log2
-            .iter_mut()
-            .zip(later.interval_log2.iter())
-        {
-            *a = a.saturating_add(*b);
-        }
-        for (a, b) in self
-            .interval_sum_ms
-            .iter_mut()
-            .zip(later.interval_sum_ms.iter())
-        {
-            *a = a.saturating_add(*b);
-        }
+        self.intervals.merge(&later.intervals);
         if later.last.ts_ms >= self.last.ts_ms {
             self.last = later.last;
         }
-        self.pending = later.pending;
+        self.pending.clone_from(&later.pending);
         taken
     }
 
@@ -748,7 +852,10 @@ impl DeviceAcc {
         let plausible = |t: EpochMs| (-(1i64 << 45)..(1i64 << 45)).contains(&t);
         // A held sample is one more than the maximum gap after the last: strictly later.
         let order = first <= self.last.ts_ms
-            && self.pending.is_none_or(|p| p.ts_ms > self.last.ts_ms)
+            && self
+                .pending
+                .as_ref()
+                .is_none_or(|p| p.ts_ms > self.last.ts_ms)
             && self.samples >= 1;
         let times =
             plausible(first) && plausible(last) && first <= last && last - first <= span && order;
@@ -768,7 +875,7 @@ impl DeviceAcc {
         ]
         .iter()
         .chain(self.band_below_ms.iter())
-        .chain(self.interval_sum_ms.iter())
+        .chain(self.intervals.0.iter().map(|e| &e.2))
         .all(|c| *c <= CAP);
         let covered = self.covered_ms;
         let weighted = [
@@ -778,22 +885,21 @@ impl DeviceAcc {
             self.tensor,
             self.dram,
             self.mem_bw,
-            self.mem,
-            self.power,
         ]
         .iter()
-        .all(|w| w.ms <= covered && w.sum <= u128::from(w.ms) * 100 * 1_000_000_000);
+        .all(|w| w.within(covered, 100))
+            && self
+                .power
+                .within(covered, u64::from(crate::sample::MAX_POWER_W))
+            && self
+                .mem
+                .within(covered, u64::from(crate::sample::MAX_MEMORY_MIB));
         let hists = self
             .util_hist
             .as_ref()
             .is_none_or(|h| h.is_consistent(covered))
             && self.mem_hist.is_consistent(covered);
-        let intervals = self
-            .interval_log2
-            .iter()
-            .map(|c| u64::from(*c))
-            .sum::<u64>()
-            <= self.samples;
+        let intervals = self.intervals.count() <= self.samples;
         let tl = &self.timeline;
         let hours = i64::try_from(tl.cells.len()).unwrap_or(i64::MAX);
         let timeline = tl.cells.is_empty()
@@ -855,7 +961,7 @@ impl DeviceAcc {
                 .util_range
                 .is_none_or(|(a, b)| a.is_finite() && b.is_finite() && a <= b)
             && sample_ok(&self.last)
-            && self.pending.as_ref().is_none_or(sample_ok)
+            && self.pending.as_deref().is_none_or(sample_ok)
     }
 
     /// The plain totals of this accumulator, for a store's queryable columns (the state itself
@@ -866,7 +972,7 @@ impl DeviceAcc {
             samples: self.samples(),
             covered_ms: self.covered_ms,
             util_ms: self.util.ms,
-            util_sum: self.util.sum,
+            util_sum: u128::from(self.util.sum),
             util_mean_pct: self.util.mean(),
             idle_ms: self.below_ms,
             held_idle_ms: self.below_held_ms,
@@ -946,11 +1052,6 @@ impl DeviceAcc {
             gap_hours: ms_to_h(self.gap_ms),
             sampling_interval_s: self.median_interval_s(),
             util,
-            util_by_percent_hours: self
-                .util_hist
-                .as_ref()
-                .map(|h| h.by_percent().into_iter().map(ms_to_h).collect())
-                .unwrap_or_default(),
             util_band_hours: band_hours(&self.band_below_ms, self.util.ms),
             sm_active_pct: self.sm.mean(),
             sm_occupancy_pct: self.occupancy.mean(),
@@ -983,18 +1084,7 @@ impl DeviceAcc {
     /// (within a factor of 2 of the median; exact when the interval is steady).
     #[allow(clippy::cast_precision_loss)]
     fn median_interval_s(&self) -> Option<f64> {
-        let total: u64 = self.interval_log2.iter().map(|&n| u64::from(n)).sum();
-        if total == 0 {
-            return None;
-        }
-        let mut acc = 0u64;
-        for (&n, sum) in self.interval_log2.iter().zip(&self.interval_sum_ms) {
-            acc += u64::from(n);
-            if acc * 2 >= total {
-                return Some(*sum as f64 / f64::from(n) / 1000.0);
-            }
-        }
-        None
+        self.intervals.median_s()
     }
 }
 
@@ -1108,8 +1198,6 @@ pub struct DeviceStats {
     pub sampling_interval_s: Option<f64>,
     /// Utilization statistics, `None` without a utilization signal.
     pub util: Option<UtilStats>,
-    /// Hours at each whole percent of utilization (101 entries), for charts.
-    pub util_by_percent_hours: Vec<f64>,
     /// Hours in each utilization band ([`crate::settings::UTIL_BAND_EDGES_PCT`]).
     pub util_band_hours: [f64; 5],
     /// Mean SM activity.
@@ -1624,7 +1712,7 @@ struct Device {
     /// The key it was first seen under.
     key: DeviceKey,
     /// Every host it was reported under, with its samples (a UUID seen under two hosts).
-    hosts: BTreeMap<String, u64>,
+    hosts: Hosts,
     info: DeviceInfo,
     /// The pieces joined so far, in time order.
     acc: DeviceAcc,
@@ -1637,6 +1725,39 @@ struct Device {
     samples_before_rebuild: u64,
     /// The first two inputs found to overlap on this device (for `--strict`).
     overlap_sources: Option<(SourceId, SourceId)>,
+}
+
+/// The hosts a device was reported under, with its samples under each, sorted by host: nearly
+/// always one, so a vector (a one-entry `BTreeMap` allocates a whole node of eleven slots,
+/// about 370 bytes a device).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Hosts(Vec<(String, u64)>);
+
+impl Hosts {
+    fn one(host: String, samples: u64) -> Self {
+        Self(vec![(host, samples)])
+    }
+
+    fn from_map(map: BTreeMap<String, u64>) -> Self {
+        Self(map.into_iter().collect())
+    }
+
+    fn to_map(&self) -> BTreeMap<String, u64> {
+        self.0.iter().cloned().collect()
+    }
+
+    fn add(&mut self, host: String, samples: u64) {
+        match self.0.binary_search_by(|(h, _)| h.as_str().cmp(&host)) {
+            Ok(i) => self.0[i].1 += samples,
+            Err(i) => self.0.insert(i, (host, samples)),
+        }
+    }
+
+    fn add_all(&mut self, other: Hosts) {
+        for (h, n) in other.0 {
+            self.add(h, n);
+        }
+    }
 }
 
 /// The profile of a fleet: one accumulator per device, fed with pieces (one per block or
@@ -1658,7 +1779,9 @@ struct Device {
 /// [`Profile::window`] joins a run of tiles into one untiled profile.
 #[derive(Clone, Debug, Default)]
 pub struct Profile {
-    devices: BTreeMap<Identity, Device>,
+    /// Boxed: a B-tree node holds eleven entries and is often half full, so the devices' ~1 KB
+    /// each would be paid nearly twice over inline.
+    devices: BTreeMap<Identity, Box<Device>>,
     tiles: BTreeMap<i64, Profile>,
 }
 
@@ -1702,7 +1825,7 @@ pub struct Rebuilding {
     devices: BTreeMap<Identity, Joining>,
 }
 
-type Part = (BTreeMap<String, u64>, DeviceInfo, DeviceAcc);
+type Part = (Hosts, DeviceInfo, DeviceAcc);
 
 #[derive(Debug, Default)]
 struct Joining {
@@ -1732,9 +1855,7 @@ impl Rebuilding {
                     Some((h, i, a)) => {
                         a.merge(&acc, st);
                         i.merge(&info);
-                        for (host, n) in hosts {
-                            *h.entry(host).or_default() += n;
-                        }
+                        h.add_all(hosts);
                     }
                 }
             }
@@ -1753,7 +1874,7 @@ impl Profile {
         acc: DeviceAcc,
         st: &ProfileSettings,
     ) -> Taken {
-        let hosts = BTreeMap::from([(key.host.clone(), acc.samples())]);
+        let hosts = Hosts::one(key.host.clone(), acc.samples());
         self.add_piece(source, key, hosts, &info, acc, st)
     }
 
@@ -1761,7 +1882,7 @@ impl Profile {
         &mut self,
         source: SourceId,
         key: DeviceKey,
-        hosts: BTreeMap<String, u64>,
+        hosts: Hosts,
         info: &DeviceInfo,
         acc: DeviceAcc,
         st: &ProfileSettings,
@@ -1773,7 +1894,7 @@ impl Profile {
         };
         match self.devices.entry(Identity::of(&key)) {
             std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(Device {
+                v.insert(Box::new(Device {
                     hosts,
                     key,
                     info: info.clone(),
@@ -1782,7 +1903,7 @@ impl Profile {
                     tangled: false,
                     samples_before_rebuild: 0,
                     overlap_sources: None,
-                });
+                }));
                 Taken::Sample
             }
             std::collections::btree_map::Entry::Occupied(mut o) => {
@@ -1909,9 +2030,7 @@ impl Profile {
                 continue;
             };
             for (h, i, a) in it {
-                for (host, n) in h {
-                    *hosts.entry(host).or_default() += n;
-                }
+                hosts.add_all(h);
                 info.merge(&i);
                 acc.merge(&a, st);
             }
@@ -1995,7 +2114,7 @@ impl Profile {
                     *tile,
                     TilePiece {
                         key: d.key.clone(),
-                        hosts: d.hosts.clone(),
+                        hosts: d.hosts.to_map(),
                         info,
                         acc: d.acc.clone(),
                     },
@@ -2013,7 +2132,7 @@ impl Profile {
             info,
             acc,
         } = piece;
-        self.add_piece(0, key, hosts, &info, acc, st);
+        self.add_piece(0, key, Hosts::from_map(hosts), &info, acc, st);
     }
 
     /// This (untiled) profile's devices as tile `tile` of a tiled profile.
@@ -2077,14 +2196,31 @@ impl Profile {
     /// Summarize each device.
     #[must_use]
     pub fn finish(self, st: &ProfileSettings, tz: &jiff::tz::TimeZone) -> Vec<DeviceProfile> {
-        self.joined()
-            .into_iter()
-            .map(|(key, (info, acc))| DeviceProfile {
+        self.finish_each(st, tz).collect()
+    }
+
+    /// Summarize each device, in display-key order, as the iterator is driven: each
+    /// accumulator is freed as its summary is made, so a consumer that keeps only what it
+    /// derives (the report) never holds every summary, nor summaries beside accumulators.
+    pub fn finish_each<'a>(
+        self,
+        st: &'a ProfileSettings,
+        tz: &'a jiff::tz::TimeZone,
+    ) -> impl ExactSizeIterator<Item = DeviceProfile> + 'a {
+        let mut devices: Vec<(DeviceKey, Box<Device>)> = self
+            .devices
+            .into_values()
+            .map(|d| (d.display_key(), d))
+            .collect();
+        devices.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        devices.into_iter().map(move |(_, d)| {
+            let (key, info, acc) = d.displayed();
+            DeviceProfile {
                 stats: acc.finish(st, tz),
                 key,
                 info,
-            })
-            .collect()
+            }
+        })
     }
 
     /// The joined accumulator of each device (for tests and tools), under its display key: the
@@ -2094,31 +2230,48 @@ impl Profile {
         self.devices
             .into_values()
             .map(|d| {
-                let mut key = d.key;
-                if let Some((host, _)) = d
-                    .hosts
-                    .iter()
-                    .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-                {
-                    key.host.clone_from(host);
-                }
-                let mut info = d.info;
-                if d.hosts.len() > 1 {
-                    info.other_hosts = d
-                        .hosts
-                        .keys()
-                        .filter(|h| **h != key.host)
-                        .cloned()
-                        .collect();
-                }
-                info.unresolved_overlap = d.tangled;
-                (key, (info, d.acc))
+                let (key, info, acc) = d.displayed();
+                (key, (info, acc))
             })
             .collect()
     }
 }
 
 impl Device {
+    /// The key it is shown under: the host it was reported under most.
+    fn display_key(&self) -> DeviceKey {
+        let mut key = self.key.clone();
+        if let Some((host, _)) = self
+            .hosts
+            .0
+            .iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+        {
+            key.host.clone_from(host);
+        }
+        key
+    }
+
+    /// The device under its display key (the host it was reported under most), its metadata
+    /// (the other hosts; whether an overlap stayed unresolved) and its accumulator.
+    fn displayed(self: Box<Self>) -> (DeviceKey, DeviceInfo, DeviceAcc) {
+        let key = self.display_key();
+        let d = *self;
+        let mut info = d.info;
+        if d.hosts.0.len() > 1 {
+            info.other_hosts = d
+                .hosts
+                .0
+                .iter()
+                .map(|(h, _)| h)
+                .filter(|h| **h != key.host)
+                .cloned()
+                .collect();
+        }
+        info.unresolved_overlap = d.tangled;
+        (key, info, d.acc)
+    }
+
     fn note_extent(&mut self, e: Extent) {
         match self.extents.iter_mut().rev().find(|x| x.source == e.source) {
             Some(x) => x.last = x.last.max(e.last),
@@ -2129,7 +2282,7 @@ impl Device {
     fn add(
         &mut self,
         e: Extent,
-        hosts: BTreeMap<String, u64>,
+        hosts: Hosts,
         info: &DeviceInfo,
         acc: DeviceAcc,
         st: &ProfileSettings,
@@ -2150,8 +2303,8 @@ impl Device {
                 // Wholly inside what an earlier input covers: counted, not added (its host is
                 // still one this GPU was reported under).
                 self.acc.add_overlap(acc.samples(), acc.covered_ms());
-                for h in hosts.into_keys() {
-                    self.hosts.entry(h).or_default();
+                for (h, _) in hosts.0 {
+                    self.hosts.add(h, 0);
                 }
                 self.overlap_sources.get_or_insert((by, e.source));
                 return taken;
@@ -2172,11 +2325,9 @@ impl Device {
         taken
     }
 
-    fn merge_meta(&mut self, hosts: BTreeMap<String, u64>, info: &DeviceInfo) {
+    fn merge_meta(&mut self, hosts: Hosts, info: &DeviceInfo) {
         self.info.merge(info);
-        for (h, n) in hosts {
-            *self.hosts.entry(h).or_default() += n;
-        }
+        self.hosts.add_all(hosts);
     }
 
     /// Whether the inputs before `e` (in first-sample order) cover all of it. Extents are sorted

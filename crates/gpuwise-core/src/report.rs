@@ -600,9 +600,15 @@ fn rfc3339(ms: EpochMs) -> Option<String> {
 /// Join profiles, diagnoses and prices into a report: each device is priced, noted and turned
 /// into its row, then added to the fleet's totals; the totals become the fleet, group,
 /// timeline and hour-of-week figures, and the notes become warnings.
+///
+/// `profiles` are taken one at a time, in key order, and not kept: a caller that has no other
+/// use for them hands them over as they are made ([`Profile::finish_each`]), and no fleet's
+/// summaries are ever all held at once.
+///
+/// [`Profile::finish_each`]: crate::profile::Profile::finish_each
 #[must_use]
-pub fn build(
-    profiles: &[DeviceProfile],
+pub fn build<P: std::borrow::Borrow<DeviceProfile>>(
+    profiles: impl IntoIterator<Item = P>,
     prices: &PriceBook,
     teams: &TeamMap,
     opts: &ReportOptions,
@@ -610,8 +616,10 @@ pub fn build(
 ) -> Report {
     let mut notes = Notes::default();
     let mut totals = Totals::default();
-    let mut devices = Vec::with_capacity(profiles.len());
+    let profiles = profiles.into_iter();
+    let mut devices = Vec::with_capacity(profiles.size_hint().0);
     for p in profiles {
+        let p = p.borrow();
         let priced = Priced::of(p, prices);
         notes.observe(p, &priced, opts);
         let row = device_row(p, &priced, teams, opts);
@@ -645,16 +653,7 @@ pub fn build(
             end: end.and_then(rfc3339),
             timezone: opts.tz_name.clone(),
         },
-        settings: Settings {
-            idle_threshold_pct: opts.profile.idle_threshold_pct,
-            #[allow(clippy::cast_precision_loss)]
-            min_idle_episode_min: opts.profile.min_idle_episode_ms as f64 / 60_000.0,
-            held_idle_min_mib: opts.profile.held_idle_min_mib,
-            #[allow(clippy::cast_precision_loss)]
-            max_gap_s: opts.profile.max_gap_ms as f64 / 1000.0,
-            diagnose: opts.diagnose.clone(),
-            group_by: opts.group_by.name(),
-        },
+        settings: Settings::of(opts),
         fleet: Fleet {
             devices: fleet.devices,
             gpu_hours: fleet.gpu_hours,
@@ -707,6 +706,21 @@ pub fn build(
             ..ingest
         },
         warnings,
+    }
+}
+
+impl Settings {
+    fn of(opts: &ReportOptions) -> Self {
+        Settings {
+            idle_threshold_pct: opts.profile.idle_threshold_pct,
+            #[allow(clippy::cast_precision_loss)]
+            min_idle_episode_min: opts.profile.min_idle_episode_ms as f64 / 60_000.0,
+            held_idle_min_mib: opts.profile.held_idle_min_mib,
+            #[allow(clippy::cast_precision_loss)]
+            max_gap_s: opts.profile.max_gap_ms as f64 / 1000.0,
+            diagnose: opts.diagnose.clone(),
+            group_by: opts.group_by.name(),
+        }
     }
 }
 
@@ -1133,7 +1147,8 @@ fn device_row(
 /// Most wasteful first: idle cost, then cost, then idle hours, then id (stable output). An
 /// unpriced device sorts as if its dollars were 0 (its figures stay unknown in the row).
 fn sort_by_waste(devices: &mut [DeviceRow]) {
-    devices.sort_by(|a, b| {
+    // Unstable: the ids make the order total, and a stable sort's scratch space was 8 MB.
+    devices.sort_unstable_by(|a, b| {
         b.idle_cost_usd
             .unwrap_or(0.0)
             .total_cmp(&a.idle_cost_usd.unwrap_or(0.0))

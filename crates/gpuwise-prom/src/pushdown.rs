@@ -1421,23 +1421,15 @@ fn plausible(a: &mut Acc, window_samples: f64, step_ms: i64) -> Result<Vec<Strin
     Ok(dropped)
 }
 
-/// Hours in the bands (UTIL_BAND_EDGES_PCT) from the store's counts, also placed at each
-/// band's first percent for the charts' histogram.
-fn bands(a: &Acc, sh: f64) -> (Vec<f64>, [f64; 5]) {
-    let mut by_pct = vec![0.0; 101];
-    let mut band_hours = [0.0; 5];
+/// Hours in the bands (UTIL_BAND_EDGES_PCT) from the store's counts.
+fn bands(a: &Acc, sh: f64) -> [f64; 5] {
     let cum = [a.below[0], a.below[1], a.below[2], a.below[3], a.n];
     let mut prev = 0.0;
-    let firsts = std::iter::once(0.0).chain(UTIL_BAND_EDGES_PCT);
-    for (i, first) in firsts.enumerate() {
-        band_hours[i] = (cum[i] - prev).max(0.0) * sh;
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        {
-            by_pct[first as usize] = band_hours[i];
-        }
-        prev = cum[i];
-    }
-    (by_pct, band_hours)
+    cum.map(|c| {
+        let h = (c - prev).max(0.0) * sh;
+        prev = c;
+        h
+    })
 }
 
 /// The hourly timeline and the idle episodes at hourly resolution (a run of hours with idle
@@ -1494,7 +1486,7 @@ fn finish(key: DeviceKey, mut a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfi
         .first
         .map_or(q.start_ms, |t| (t * 1000.0).round() as EpochMs);
     let last = a.last.map_or(q.end_ms, |t| (t * 1000.0).round() as EpochMs);
-    let (by_pct, band_hours) = bands(&a, sh);
+    let band_hours = bands(&a, sh);
     let (hourly, episodes) = hours_and_episodes(&a, s, sh);
     // The quantiles come from the grid's points and the maximum from the raw samples, which
     // hold every point's value: a percentile is never above the maximum.
@@ -1532,7 +1524,6 @@ fn finish(key: DeviceKey, mut a: Acc, s: i64, sh: f64, q: &Query) -> DeviceProfi
             gap_hours: (span - observed).max(0.0),
             sampling_interval_s: Some(s as f64 / 1000.0),
             util,
-            util_by_percent_hours: by_pct,
             util_band_hours: band_hours,
             sm_active_pct: a.sm,
             sm_occupancy_pct: a.occ,

@@ -78,7 +78,15 @@ pub(crate) fn run(req: &Request<'_>, mut s: fleet::Settings) -> anyhow::Result<J
         analysis.report(&profiles, summary, s.now_ms)
     } else {
         let progress = req.progress;
-        fleet::from_files(&req.fleet.inputs, &s.read, &analysis, s.now_ms, progress)?.0
+        fleet::from_files(
+            &req.fleet.inputs,
+            &s.read,
+            &analysis,
+            s.now_ms,
+            progress,
+            true,
+        )?
+        .0
     };
     s.read.tap = None;
     let join = Arc::try_unwrap(tap)

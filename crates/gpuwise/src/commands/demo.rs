@@ -78,8 +78,14 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let now = settings.now_ms;
     let read = settings.read;
     let analysis = Analysis::new(settings.analysis);
-    let (mut rep, profiles) =
-        crate::fleet::from_files(&[data.display().to_string()], &read, &analysis, now, true)?;
+    let (mut rep, profiles) = crate::fleet::from_files(
+        &[data.display().to_string()],
+        &read,
+        &analysis,
+        now,
+        true,
+        false,
+    )?;
     let plain = rep.clone();
     let advice = analysis.advice(&rep, &profiles);
     Analysis::with_advice_kpis(&mut rep, &advice);

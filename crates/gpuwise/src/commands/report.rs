@@ -18,6 +18,7 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let asks = Asks {
         workloads: args.advise_opts.workloads.as_deref(),
         advise: args.advise.then_some(&args.advise_opts),
+        report_only: !args.advise,
         ..Asks::default()
     };
     let Fleet {

@@ -276,6 +276,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         advise: Some(&args.advise),
         alloc: Some(&args.alloc),
         budget,
+        report_only: false,
     };
     let settings = fleet::resolve(&args.fleet.read, &args.fleet.analysis, &cfg, &asks)?;
     let opts = options(args, &cfg)?;

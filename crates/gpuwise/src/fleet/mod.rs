@@ -16,7 +16,7 @@ use gpuwise_advise::{AdviseSettings, Hints};
 use gpuwise_analysis::{Analysis, Budget};
 use gpuwise_catalog::Pricing;
 use gpuwise_core::price::{PriceBook, PriceContext};
-use gpuwise_core::profile::DeviceProfile;
+use gpuwise_core::profile::{DeviceProfile, Profile};
 use gpuwise_core::report::{
     GroupBy, IngestSummary, OverlapSummary, Report, ReportOptions, TeamMap,
 };
@@ -51,6 +51,9 @@ pub(crate) struct Asks<'a> {
     pub alloc: Option<&'a AllocateOpts>,
     /// Monthly budgets (a policy's `[budget]`).
     pub budget: Option<Budget>,
+    /// The command needs only the report: the devices' summaries are not kept beside it (the
+    /// [`Fleet`]'s `profiles` are then empty), so a large fleet never holds them all.
+    pub report_only: bool,
 }
 
 fn tz(name: &str) -> anyhow::Result<jiff::tz::TimeZone> {
@@ -561,6 +564,7 @@ pub(crate) fn from_files(
     analysis: &Analysis,
     now_ms: i64,
     progress: bool,
+    report_only: bool,
 ) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
     let inputs: Vec<Input> = gpuwise_sources::expand(specs)?;
     let ingested = printer::reading(progress, |counter| {
@@ -585,9 +589,30 @@ pub(crate) fn from_files(
         );
     }
     let summary = summary_of(inputs.iter().map(|i| i.name.clone()).collect(), &ingested);
-    let profiles = analysis.profiles(ingested.profile);
+    Ok(report_and_profiles(
+        analysis,
+        ingested.profile,
+        summary,
+        now_ms,
+        report_only,
+    ))
+}
+
+/// The report of `profile`, and its devices' summaries unless only the report is asked for.
+fn report_and_profiles(
+    analysis: &Analysis,
+    profile: Profile,
+    summary: IngestSummary,
+    now_ms: i64,
+    report_only: bool,
+) -> (Report, Vec<DeviceProfile>) {
+    if report_only {
+        let report = rayon::scope(|_| analysis.report_of(profile, summary, now_ms));
+        return (report, Vec::new());
+    }
+    let profiles = analysis.profiles(profile);
     let report = analysis.report(&profiles, summary, now_ms);
-    Ok((report, profiles))
+    (report, profiles)
 }
 
 /// The window from the store, and from the inputs for the hours it does not hold; the report
@@ -599,6 +624,7 @@ pub(crate) fn from_store(
     analysis: &Analysis,
     now_ms: i64,
     progress: bool,
+    report_only: bool,
 ) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
     let (profile, summary) = printer::reading(progress && rest.any(), |counter| {
         store::window(dir, rest, read, read.range, counter)
@@ -606,9 +632,13 @@ pub(crate) fn from_store(
     if profile.is_empty() {
         return Err(store::empty(dir, rest.any()));
     }
-    let profiles = analysis.profiles(profile);
-    let report = analysis.report(&profiles, summary, now_ms);
-    Ok((report, profiles))
+    Ok(report_and_profiles(
+        analysis,
+        profile,
+        summary,
+        now_ms,
+        report_only,
+    ))
 }
 
 /// That the flags name somewhere to read the fleet from: files, `--prometheus` or `--store`.
@@ -639,7 +669,15 @@ pub(crate) fn read(
             // With a Prometheus store the window is its --start/--end/--last.
             read.range = Some(prom_window(&a.prom, a.read.start.as_deref(), &s.read)?);
         }
-        from_store(dir, &rest, &read, &analysis, s.now_ms, progress)?
+        from_store(
+            dir,
+            &rest,
+            &read,
+            &analysis,
+            s.now_ms,
+            progress,
+            asks.report_only,
+        )?
     } else if a.prom.prometheus.is_some() {
         prom::build(
             &a.prom,
@@ -649,7 +687,14 @@ pub(crate) fn read(
             s.now_ms,
         )?
     } else {
-        from_files(&a.inputs, &s.read, &analysis, s.now_ms, progress)?
+        from_files(
+            &a.inputs,
+            &s.read,
+            &analysis,
+            s.now_ms,
+            progress,
+            asks.report_only,
+        )?
     };
     Ok(Fleet {
         analysis,
