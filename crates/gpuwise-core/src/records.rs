@@ -154,6 +154,39 @@ impl<R: BufRead> RecordLimit<R> {
     }
 }
 
+impl<R: BufRead> RecordLimit<R> {
+    /// Append whole records to `block` (a dropped one as its newlines) until it holds at least
+    /// `target` bytes or the input ends; `false` when the input had nothing more. Blocks cut
+    /// this way end on a record's end, so each can be parsed on its own.
+    ///
+    /// # Errors
+    /// The reader's, and a first record (the header) longer than the limit.
+    pub fn fill_block(&mut self, block: &mut Vec<u8>, target: usize) -> std::io::Result<bool> {
+        let mut any = false;
+        loop {
+            if self.blank_lines > 0 || self.pos < self.record.len() {
+                any = true;
+                block.resize(
+                    block.len() + usize::try_from(self.blank_lines).unwrap_or(0),
+                    b'\n',
+                );
+                self.blank_lines = 0;
+                block.extend_from_slice(&self.record[self.pos..]);
+                self.pos = self.record.len();
+            }
+            if block.len() >= target || !self.next_record()? {
+                return Ok(any);
+            }
+        }
+    }
+
+    /// The line the next record starts on (1-based).
+    #[must_use]
+    pub fn line(&self) -> u64 {
+        self.line_no
+    }
+}
+
 impl<R: BufRead> Read for RecordLimit<R> {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         while self.blank_lines == 0 && self.pos == self.record.len() {

@@ -138,6 +138,35 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// Append the charges and names of `later` (the same resource in rows read after these).
+    fn append(&mut self, later: Resource) {
+        for (field, new) in [
+            (&mut self.resource_id, later.resource_id),
+            (&mut self.resource_name, later.resource_name),
+            (&mut self.region, later.region),
+            (&mut self.team, later.team),
+        ] {
+            if new.is_some() {
+                *field = new;
+            }
+        }
+        let skus: Vec<Option<u32>> = later
+            .skus
+            .into_iter()
+            .map(|id| {
+                let i = self.skus.iter().position(|s| *s == id).unwrap_or_else(|| {
+                    self.skus.push(id);
+                    self.skus.len() - 1
+                });
+                Some(u32::try_from(i).unwrap_or(u32::MAX))
+            })
+            .collect();
+        self.charges.extend(later.charges.into_iter().map(|mut c| {
+            c.sku = c.sku.and_then(|i| skus.get(i as usize).copied().flatten());
+            c
+        }));
+    }
+
     /// Sort the charges by period and drop identical ones; how many were dropped.
     fn fold_duplicates(&mut self) -> u64 {
         self.charges.sort_by(|a, b| {
@@ -236,39 +265,60 @@ impl Types {
 }
 
 /// What a row's instance type says.
-enum Kind {
+enum Kind<'r> {
     Gpu {
-        itype: String,
+        itype: &'r str,
         gpus: f64,
         from: &'static str,
     },
     /// Not GPU compute; the instance type when the row names one.
-    NotGpu(Option<String>),
-    Unknown(String),
+    NotGpu(Option<&'r str>),
+    Unknown(&'r str),
     /// The bill says 0 GPUs for a type the catalog knows with some.
     ZeroGpus {
-        itype: String,
+        itype: &'r str,
         catalog: f64,
     },
+}
+
+impl Types {
+    /// GPUs per instance of type `t` (any case), without a copy when it is lower case.
+    fn gpus_of(&self, t: &str) -> Option<f64> {
+        if t.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.gpus.get(&t.to_ascii_lowercase()).copied()
+        } else {
+            self.gpus.get(t).copied()
+        }
+    }
+}
+
+/// Put `v` in `field` unless it holds it already (no copy per row of the same resource).
+fn set(field: &mut Option<String>, v: Option<&str>) {
+    if let Some(v) = v
+        && field.as_deref() != Some(v)
+    {
+        *field = Some(v.to_owned());
+    }
 }
 
 /// A word of a charge description shaped like an AWS instance type (`c5.2xlarge`,
 /// `m4.10xlarge`): letters and digits, a dot, then a size ending in `large`, `metal` or
 /// `xlarge` — only to name what was taken as not GPU compute.
-fn instance_word(d: &str) -> Option<String> {
-    d.split_whitespace().find_map(|w| {
-        let (fam, size) = w.split_once('.')?;
-        let ok = !fam.is_empty()
-            && fam.chars().all(|c| c.is_ascii_alphanumeric())
-            && fam.starts_with(|c: char| c.is_ascii_lowercase())
-            && (size.ends_with("large") || size.starts_with("metal"));
-        ok.then(|| w.to_owned())
+fn instance_word(d: &str) -> Option<&str> {
+    d.split_whitespace().find(|w| {
+        w.split_once('.').is_some_and(|(fam, size)| {
+            !fam.is_empty()
+                && fam.chars().all(|c| c.is_ascii_alphanumeric())
+                && fam.starts_with(|c: char| c.is_ascii_lowercase())
+                && (size.ends_with("large") || size.starts_with("metal"))
+        })
     })
 }
 
 /// Folds rows into a [`Bill`].
 pub struct BillBuilder<'a> {
-    types: Types,
+    /// Shared by the builders of one bill's parts ([`BillBuilder::fork`]).
+    types: std::sync::Arc<Types>,
     join: &'a JoinKey,
     team_tag: &'a str,
     bill: Bill,
@@ -280,7 +330,7 @@ impl<'a> BillBuilder<'a> {
     #[must_use]
     pub fn new(catalog: &Catalog, join: &'a JoinKey, team_tag: &'a str) -> Self {
         Self {
-            types: Types::new(catalog),
+            types: std::sync::Arc::new(Types::new(catalog)),
             join,
             team_tag,
             bill: Bill::default(),
@@ -288,18 +338,18 @@ impl<'a> BillBuilder<'a> {
         }
     }
 
-    fn kind(&self, row: &BillRow) -> Kind {
-        let known = |t: &str| self.types.gpus.get(&t.to_ascii_lowercase()).copied();
-        let named = row.instance_type.clone().or_else(|| {
-            row.description.as_deref().and_then(|d| {
+    fn kind<'r>(&self, row: &BillRow<'r>) -> Kind<'r> {
+        let known = |t: &str| self.types.gpus_of(t);
+        let named = row.instance_type.or_else(|| {
+            row.description.and_then(|d| {
                 d.split_whitespace()
                     .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
                     .find(|w| known(w).is_some())
-                    .map(|w| (w.to_owned(), "ChargeDescription"))
+                    .map(|w| (w, "ChargeDescription"))
             })
         });
         match (named, row.gpu_count) {
-            (Some((t, _)), Some(0.0)) => match known(&t) {
+            (Some((t, _)), Some(0.0)) => match known(t) {
                 Some(c) if c > 0.0 => Kind::ZeroGpus {
                     itype: t,
                     catalog: c,
@@ -312,44 +362,53 @@ impl<'a> BillBuilder<'a> {
                 gpus: g,
                 from: "bill",
             },
-            (Some((t, _)), None) => match known(&t) {
+            (Some((t, _)), None) => match known(t) {
                 Some(g) if g > 0.0 => Kind::Gpu {
                     itype: t,
                     gpus: g,
                     from: "catalog",
                 },
                 Some(_) => Kind::NotGpu(Some(t)),
-                None if self.types.families.contains(&family(&t)) => Kind::Unknown(t),
+                None if self.types.families.contains(&family(t)) => Kind::Unknown(t),
                 None => Kind::NotGpu(Some(t)),
             },
             (None, Some(g)) => Kind::Gpu {
-                itype: "(unnamed)".to_owned(),
+                itype: "(unnamed)",
                 gpus: g,
                 from: "bill",
             },
-            (None, None) => match row.description.as_deref().and_then(instance_word) {
-                Some(t) if self.types.families.contains(&family(&t)) => Kind::Unknown(t),
+            (None, None) => match row.description.and_then(instance_word) {
+                Some(t) if self.types.families.contains(&family(t)) => Kind::Unknown(t),
                 t => Kind::NotGpu(t),
             },
         }
     }
 
-    fn key(&self, row: &BillRow) -> Option<String> {
+    fn key<'r>(&self, row: &BillRow<'r>) -> Option<&'r str> {
         match self.join {
-            JoinKey::Name => row.resource_name.clone(),
-            JoinKey::Id => row.resource_id.clone(),
-            JoinKey::Tag(k) => row.tags.get(k).cloned(),
+            JoinKey::Name => row.resource_name,
+            JoinKey::Id => row.resource_id,
+            JoinKey::Tag(k) => row
+                .tags
+                .binary_search_by(|(t, _)| t.as_str().cmp(k))
+                .ok()
+                .map(|i| row.tags[i].1.as_str()),
         }
     }
 
     /// The instance type, GPUs per instance and their source of a GPU compute row; `None`
     /// (counted) for any other.
-    fn gpu_compute(&mut self, row: &BillRow) -> Option<(String, f64, &'static str)> {
+    fn gpu_compute<'r>(&mut self, row: &BillRow<'r>) -> Option<(&'r str, f64, &'static str)> {
         match self.kind(row) {
             Kind::NotGpu(t) => {
                 self.bill.not_gpu_rows += 1;
                 if let Some(t) = t {
-                    *self.bill.not_gpu_types.entry(t).or_default() += 1;
+                    match self.bill.not_gpu_types.get_mut(t) {
+                        Some(n) => *n += 1,
+                        None => {
+                            self.bill.not_gpu_types.insert(t.to_owned(), 1);
+                        }
+                    }
                 }
                 None
             }
@@ -375,10 +434,21 @@ impl<'a> BillBuilder<'a> {
         }
     }
 
+    /// Count a row's currency (upper case), without a copy for one seen before.
+    fn count_currency(&mut self, c: &str) {
+        if c.bytes().any(|b| b.is_ascii_lowercase()) {
+            *self.currencies.entry(c.to_ascii_uppercase()).or_default() += 1;
+        } else if let Some(n) = self.currencies.get_mut(c) {
+            *n += 1;
+        } else {
+            self.currencies.insert(c.to_owned(), 1);
+        }
+    }
+
     /// Take one row.
-    pub fn add(&mut self, row: BillRow) {
+    pub fn add(&mut self, row: BillRow<'_>) {
         self.bill.rows += 1;
-        *self.currencies.entry(row.currency.clone()).or_default() += 1;
+        self.count_currency(row.currency);
         if !row.charge_category.eq_ignore_ascii_case("usage") {
             self.bill.not_usage_rows += 1;
             return;
@@ -424,31 +494,32 @@ impl<'a> BillBuilder<'a> {
         self.bill.gpu_rows += 1;
         let w = self.bill.window.get_or_insert((row.start_ms, row.end_ms));
         *w = (w.0.min(row.start_ms), w.1.max(row.end_ms));
-        let r = self.bill.resources.entry(key).or_insert_with(|| Resource {
-            instance_type: itype,
-            gpus_from: from,
-            ..Resource::default()
-        });
-        // The latest row that names them wins (moved, not cloned: this runs per row).
-        if row.resource_id.is_some() {
-            r.resource_id = row.resource_id;
+        if !self.bill.resources.contains_key(key) {
+            self.bill.resources.insert(
+                key.to_owned(),
+                Resource {
+                    instance_type: itype.to_owned(),
+                    gpus_from: from,
+                    ..Resource::default()
+                },
+            );
         }
-        if row.resource_name.is_some() {
-            r.resource_name = row.resource_name;
-        }
-        if row.region.is_some() {
-            r.region = row.region;
-        }
-        let mut tags = row.tags;
+        let Some(r) = self.bill.resources.get_mut(key) else {
+            return;
+        };
+        // The latest row that names them wins (copied only when it changes: this runs per row).
+        set(&mut r.resource_id, row.resource_id);
+        set(&mut r.resource_name, row.resource_name);
+        set(&mut r.region, row.region);
         // A tag value that cannot name a team (blank, or `(untagged)` itself) is no tag.
-        if let Some(t) = tags.remove(self.team_tag)
-            && gpuwise_core::teams::usable_team(&t).is_ok()
+        if let Some(t) = row.tag(self.team_tag)
+            && gpuwise_core::teams::usable_team(t).is_ok()
         {
-            r.team = Some(t);
+            set(&mut r.team, Some(t));
         }
         let sku = row.sku_price_id.map(|id| {
             let i = r.skus.iter().position(|s| *s == id).unwrap_or_else(|| {
-                r.skus.push(id);
+                r.skus.push(id.to_owned());
                 r.skus.len() - 1
             });
             u32::try_from(i).unwrap_or(u32::MAX)
@@ -463,13 +534,63 @@ impl<'a> BillBuilder<'a> {
             list: row.list_cost,
             spot: row
                 .pricing_category
-                .as_deref()
                 .is_some_and(|p| p.eq_ignore_ascii_case("dynamic")),
             sku,
         });
         if r.charges.len() >= r.compact_at {
             self.bill.duplicates += r.fold_duplicates();
             r.compact_at = (2 * r.charges.len()).max(1024);
+        }
+    }
+
+    /// An empty builder with the same catalog and keys, for a part of the bill read apart (a
+    /// block of a CSV file, a row group of a Parquet file) and joined with [`BillBuilder::merge`].
+    #[must_use]
+    pub fn fork(&self) -> Self {
+        Self {
+            types: std::sync::Arc::clone(&self.types),
+            join: self.join,
+            team_tag: self.team_tag,
+            bill: Bill::default(),
+            currencies: BTreeMap::new(),
+        }
+    }
+
+    /// Join `later`, a fork that read the rows after all of this one's: the same bill as one
+    /// builder taking every row in order (the latest row that names a resource's id, name,
+    /// region or team wins; a skip reason keeps its first example; charges are put in order
+    /// and their duplicates counted at [`BillBuilder::finish`]).
+    pub fn merge(&mut self, later: BillBuilder<'_>) {
+        let (b, l) = (&mut self.bill, later.bill);
+        b.rows += l.rows;
+        b.gpu_rows += l.gpu_rows;
+        b.not_gpu_rows += l.not_gpu_rows;
+        b.not_usage_rows += l.not_usage_rows;
+        b.duplicates += l.duplicates;
+        b.overlapping += l.overlapping;
+        for (t, n) in l.not_gpu_types {
+            *b.not_gpu_types.entry(t).or_default() += n;
+        }
+        for (k, n) in l.joinable_by {
+            *b.joinable_by.entry(k).or_default() += n;
+        }
+        for (reason, (n, example)) in l.skips.by_reason {
+            b.skips.by_reason.entry(reason).or_insert((0, example)).0 += n;
+        }
+        b.window = match (b.window, l.window) {
+            (Some(x), Some(y)) => Some((x.0.min(y.0), x.1.max(y.1))),
+            (x, y) => x.or(y),
+        };
+        for (c, n) in later.currencies {
+            *self.currencies.entry(c).or_default() += n;
+        }
+        for (key, r) in l.resources {
+            match b.resources.entry(key) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(r);
+                }
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut().append(r),
+            }
         }
     }
 
@@ -554,6 +675,64 @@ mod tests {
         assert!("host".parse::<JoinKey>().is_err());
     }
 
+    /// A bill read in blocks of any size, each into a fork, joined in order, is the bill read
+    /// in one piece: rows, skips with their first examples, resources, charges, duplicates.
+    #[test]
+    fn blocks_read_apart_and_merged_are_the_whole_bill() {
+        use crate::focus::{CsvBlocks, read_csv};
+        use proptest::prelude::*;
+        let catalog = Catalog::builtin();
+        let join = JoinKey::Name;
+        let head = "BilledCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,\
+                    ConsumedQuantity,ConsumedUnit,ResourceName,ResourceId,SkuPriceId,Tags,\
+                    x_InstanceType,RegionId\n";
+        let row = |i: u32, kind: u32| -> String {
+            let (host, hour) = (i % 5, i / 5);
+            let t0 = format!("2026-01-01T{:02}:00:00Z", hour % 24);
+            let t1 = format!("2026-01-01T{:02}:59:59Z", hour % 24);
+            match kind {
+                // A GPU hour; teams change over time; a quoted cell with a comma and a newline.
+                0..=5 => format!(
+                    "32.77,USD,Usage,{t0},{t1},1,Hours,host-{host},i-{host},sku-{},\"{{\"\"team\"\":\"\"t{}\"\"}}\",p4d.24xlarge,\"us-east-1\"\n",
+                    hour % 2,
+                    (host + hour / 7) % 3
+                ),
+                6 => format!("0.01,USD,Usage,{t0},{t1},1,GB-Hours,vol-{host},,,,,\n"),
+                7 => format!("1,USD,Tax,{t0},{t1},,,,,,,,\"a,\nb\"\n"),
+                8 => format!("abc,USD,Usage,{t0},{t1},1,Hours,host-{host},,,,p4d.24xlarge,\n"),
+                9 => "1,USD,Usage\n".to_owned(),
+                // The first row again: a duplicate.
+                _ => "32.77,USD,Usage,2026-01-01T00:00:00Z,2026-01-01T00:59:59Z,1,Hours,host-0,i-0,sku-0,\"{\"\"team\"\":\"\"t0\"\"}\",p4d.24xlarge,\"us-east-1\"\n".to_owned(),
+            }
+        };
+        proptest!(ProptestConfig::with_cases(64), |(kinds in proptest::collection::vec(0u32..12, 0..200), target in 1usize..600)| {
+            let mut text = head.to_owned();
+            for (i, k) in kinds.iter().enumerate() {
+                text.push_str(&row(u32::try_from(i).expect("small"), *k));
+            }
+            let mut whole = BillBuilder::new(&catalog, &join, "team");
+            let t1 = read_csv(text.as_bytes(), "b.csv", &mut |r| whole.add(r)).expect("reads");
+            let mut joined = BillBuilder::new(&catalog, &join, "team");
+            let mut blocks = CsvBlocks::open(text.as_bytes(), "b.csv").expect("header");
+            let header = blocks.header().clone();
+            let mut t2 = header.tally();
+            while let Some(block) = blocks.next_block(target).expect("block") {
+                let mut fork = joined.fork();
+                t2.add(header.read_block(&block, "b.csv", &mut |r| fork.add(r)).expect("reads"));
+                joined.merge(fork);
+            }
+            t2.add(blocks.finish());
+            prop_assert_eq!(&t1, &t2);
+            let (a, b) = (whole.finish().expect("usd"), joined.finish().expect("usd"));
+            // The input makes what is compared: GPU rows of every host seen, skips, duplicates.
+            let gpu = kinds.iter().filter(|k| **k <= 5 || **k >= 10).count() as u64;
+            prop_assert_eq!(a.gpu_rows, gpu);
+            prop_assert_eq!(t1.skips.by_reason.get("wrong_column_count").map_or(0, |e| e.0),
+                kinds.iter().filter(|k| **k == 9).count() as u64);
+            prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        });
+    }
+
     /// The same row a hundred thousand times (a 10 MB gzip held 17.3 million and took 1.5 GB):
     /// folded as it streams, the resource never holds more than the fold threshold of charges,
     /// and the bill keeps one with the rest counted as duplicates.
@@ -564,8 +743,8 @@ mod tests {
         let mut b = BillBuilder::new(&catalog, &join, "team");
         let row = BillRow {
             line: 2,
-            charge_category: "Usage".into(),
-            currency: "USD".into(),
+            charge_category: "Usage",
+            currency: "USD",
             start_ms: 1_767_600_000_000,
             end_ms: 1_767_603_600_000,
             billed_cost: 32.77,
@@ -573,16 +752,16 @@ mod tests {
             list_cost: None,
             quantity_hours: Some(1.0),
             pricing_category: None,
-            resource_id: Some("i-1".into()),
+            resource_id: Some("i-1"),
             resource_name: None,
             resource_type: None,
             service_category: None,
-            sku_price_id: Some("sku".into()),
-            instance_type: Some(("p4d.24xlarge".into(), "x_InstanceType")),
+            sku_price_id: Some("sku"),
+            instance_type: Some(("p4d.24xlarge", "x_InstanceType")),
             gpu_count: None,
             region: None,
             provider: None,
-            tags: BTreeMap::new(),
+            tags: &[],
             description: None,
         };
         for _ in 0..100_000 {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, bail};
 use gpuwise_ledger::bill::{BillBuilder, JoinKey};
-use gpuwise_ledger::focus::{self, BillRow, ReadTally};
+use gpuwise_ledger::focus::{self, ReadTally};
 use gpuwise_ledger::observed::Observed;
 use gpuwise_ledger::reconcile::{self, Thresholds};
 use gpuwise_render::{Format, RenderOptions};
@@ -19,8 +19,10 @@ use crate::printer;
 /// Parquet files start with these bytes.
 const PARQUET_MAGIC: &[u8] = b"PAR1";
 
-/// Read one bill file (CSV, gzip or zstd CSV, or Parquet) into `sink`.
-pub(crate) fn read_bill(path: &Path, sink: &mut dyn FnMut(BillRow)) -> anyhow::Result<ReadTally> {
+/// Read one bill file (CSV, gzip or zstd CSV, or Parquet) into `builder`, its parts (blocks of
+/// CSV records, Parquet row groups) read on every core, each into a fork of the builder, and
+/// joined in file order.
+pub(crate) fn read_bill(path: &Path, builder: &mut BillBuilder<'_>) -> anyhow::Result<ReadTally> {
     let name = path.display().to_string();
     let cannot = || format!("cannot read `{name}`");
     let input = gpuwise_sources::Input {
@@ -48,19 +50,164 @@ pub(crate) fn read_bill(path: &Path, sink: &mut dyn FnMut(BillRow)) -> anyhow::R
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
         let read = match bytes {
-            Some(b) => focus::read_parquet(b, &name, sink),
-            None => focus::read_parquet(file, &name, sink),
+            Some(b) => parquet_parts(focus::ParquetBill::open(b, &name), builder),
+            None => parquet_parts(
+                focus::ParquetBill::open(Positional::new(file).with_context(cannot)?, &name),
+                builder,
+            ),
         };
         std::panic::set_hook(hook);
-        return Ok(read?);
+        return read;
     }
-    let tally = focus::read_csv(reader, &name, sink)?;
+    let mut blocks = focus::CsvBlocks::open(reader, &name)?;
+    let header = blocks.header().clone();
+    let mut tally = header.tally();
+    let parts = std::iter::from_fn(|| blocks.next_block(focus::BLOCK).transpose());
+    in_parallel(parts, builder, &mut tally, |block, fork| {
+        Ok(header.read_block(&block?, &name, &mut |r| fork.add(r))?)
+    })?;
+    tally.add(blocks.finish());
     if trailing.load(std::sync::atomic::Ordering::Relaxed) {
         printer::warn(&format!(
             "{name}: bytes after the last gzip member are not gzip; ignored"
         ));
     }
     Ok(tally)
+}
+
+/// A file read at positions (`pread`), so that row groups are decoded by several threads at
+/// once: `File`'s own `ChunkReader` seeks the file offset its clones share, which two threads
+/// race on ("Invalid page header").
+struct Positional {
+    file: std::sync::Arc<std::fs::File>,
+    len: u64,
+}
+
+impl Positional {
+    fn new(file: std::fs::File) -> std::io::Result<Self> {
+        let len = file.metadata()?.len();
+        Ok(Self {
+            file: std::sync::Arc::new(file),
+            len,
+        })
+    }
+}
+
+/// A reader of a [`Positional`] file from an offset on.
+struct At {
+    file: std::sync::Arc<std::fs::File>,
+    pos: u64,
+}
+
+#[cfg(unix)]
+fn read_at(file: &std::fs::File, buf: &mut [u8], pos: u64) -> std::io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, pos)
+}
+
+#[cfg(windows)]
+fn read_at(file: &std::fs::File, buf: &mut [u8], pos: u64) -> std::io::Result<usize> {
+    std::os::windows::fs::FileExt::seek_read(file, buf, pos)
+}
+
+impl Read for At {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = read_at(&self.file, buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl focus::Length for Positional {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl focus::ChunkReader for Positional {
+    type T = std::io::BufReader<At>;
+
+    fn get_read(&self, start: u64) -> Result<Self::T, focus::ParquetError> {
+        Ok(std::io::BufReader::new(At {
+            file: std::sync::Arc::clone(&self.file),
+            pos: start,
+        }))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> Result<bytes::Bytes, focus::ParquetError> {
+        let mut buf = vec![0; length];
+        let mut at = At {
+            file: std::sync::Arc::clone(&self.file),
+            pos: start,
+        };
+        at.read_exact(&mut buf)
+            .map_err(|e| focus::ParquetError::External(Box::new(e)))?;
+        Ok(buf.into())
+    }
+}
+
+fn parquet_parts<R: focus::ChunkReader + 'static>(
+    bill: Result<focus::ParquetBill<R>, focus::FocusError>,
+    builder: &mut BillBuilder<'_>,
+) -> anyhow::Result<ReadTally> {
+    let bill = bill?;
+    let mut tally = bill.tally();
+    in_parallel(0..bill.parts(), builder, &mut tally, |part, fork| {
+        Ok(bill.read_part(part, &mut |r| fork.add(r))?)
+    })?;
+    Ok(tally)
+}
+
+/// Read `parts` on every core, each into a fork of `builder` by `read`, and join the forks
+/// and tallies in the parts' order as they finish (a part done early waits for those before
+/// it). The first part that fails, in order, is the error.
+fn in_parallel<P: Send>(
+    parts: impl Iterator<Item = P> + Send,
+    builder: &mut BillBuilder<'_>,
+    tally: &mut ReadTally,
+    read: impl Fn(P, &mut BillBuilder<'_>) -> anyhow::Result<ReadTally> + Sync,
+) -> anyhow::Result<()> {
+    use rayon::iter::{ParallelBridge, ParallelIterator};
+    struct Joiner<'b, 'c> {
+        builder: &'b mut BillBuilder<'c>,
+        tally: &'b mut ReadTally,
+        next: usize,
+        waiting: std::collections::BTreeMap<usize, anyhow::Result<(BillBuilder<'c>, ReadTally)>>,
+        failed: Option<anyhow::Error>,
+    }
+    let template = builder.fork();
+    let joiner = std::sync::Mutex::new(Joiner {
+        builder,
+        tally,
+        next: 0,
+        waiting: std::collections::BTreeMap::new(),
+        failed: None,
+    });
+    parts.enumerate().par_bridge().for_each(|(i, part)| {
+        let mut fork = template.fork();
+        let done = read(part, &mut fork).map(|t| (fork, t));
+        let mut guard = joiner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let j = &mut *guard;
+        j.waiting.insert(i, done);
+        while let Some(done) = j.waiting.remove(&j.next) {
+            j.next += 1;
+            match done {
+                Ok((fork, t)) if j.failed.is_none() => {
+                    j.builder.merge(fork);
+                    j.tally.add(t);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    j.failed.get_or_insert(e);
+                }
+            }
+        }
+    });
+    let j = joiner
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    j.failed.map_or(Ok(()), Err)
 }
 
 /// How a tally's separator reads in a message (`""` for a comma or Parquet).
@@ -100,7 +247,7 @@ pub(crate) fn run(args: &ReconcileArgs) -> anyhow::Result<ExitCode> {
     let catalog = fleet.analysis.settings().prices.catalog();
     let mut builder = BillBuilder::new(catalog, &join, &args.team_tag);
     for path in &args.bill {
-        let tally = read_bill(path, &mut |r| builder.add(r))?;
+        let tally = read_bill(path, &mut builder)?;
         builder.add_read_skips(&tally.skips);
         printer::info(&format!(
             "{}: FOCUS {} ({}{} rows{})",

@@ -193,9 +193,9 @@ fn reconcile_finds_exactly_the_planted_disagreements_in_csv_gzip_and_parquet() {
     }
 }
 
-/// The bill as Parquet: costs as DOUBLE, period starts as TIMESTAMP(MILLIS), the rest UTF8.
+/// The bill as Parquet: costs as DOUBLE, period starts as TIMESTAMP(MILLIS), the rest UTF8, in
+/// three row groups (which `reconcile` reads in parallel and joins in order).
 fn csv_to_parquet(src: &Path, dst: &Path) {
-    use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
     use parquet::file::properties::WriterProperties;
     use parquet::file::writer::SerializedFileWriter;
     use std::sync::Arc;
@@ -234,6 +234,19 @@ fn csv_to_parquet(src: &Path, dst: &Path) {
     );
     let file = std::fs::File::create(dst).expect("parquet");
     let mut w = SerializedFileWriter::new(file, schema, props).expect("writer");
+    for group in rows.chunks(rows.len().div_ceil(3).max(1)) {
+        write_group(&mut w, group, &head, kind);
+    }
+    w.close().expect("close");
+}
+
+fn write_group(
+    w: &mut parquet::file::writer::SerializedFileWriter<std::fs::File>,
+    rows: &[csv::StringRecord],
+    head: &[String],
+    kind: impl Fn(&str) -> &'static str,
+) {
+    use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
     let mut rg = w.next_row_group().expect("row group");
     let mut i = 0;
     while let Some(mut col) = rg.next_column().expect("column") {
@@ -266,7 +279,6 @@ fn csv_to_parquet(src: &Path, dst: &Path) {
         i += 1;
     }
     rg.close().expect("row group");
-    w.close().expect("close");
 }
 
 fn bad_bill(name: &str) -> String {
