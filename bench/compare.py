@@ -142,6 +142,23 @@ def main():
     print(f"machine: {env_note}; date: {time.strftime('%Y-%m-%d')}", file=sys.stderr)
     rows = []
     for size in a.sizes.split(","):
+        if size == "shape":
+            # Issue 40's held-out shape, written by bench/fleet_shape.py (not by gpuwise): 1,152
+            # per-host logs of 8 GPUs, each host on its own clock and drifting, ms timestamps.
+            d_ = os.path.join(a.out, "dir-shape")
+            if not os.path.exists(d_):
+                sh([sys.executable, os.path.join(os.path.dirname(__file__), "fleet_shape.py"), d_])
+            files = sorted(os.listdir(d_))
+            for p in files:
+                with open(os.path.join(d_, p), "rb") as f:
+                    while f.read(1 << 24):
+                        pass
+            g, d, report = measure(a.bin, d_, os.path.join(d_, "*.csv"), a.runs)
+            name = (f"held-out shape: {len(files):,} nvidia-smi files, {report['fleet']['devices']:,} GPUs, "
+                    f"{report['ingest']['samples']:,} samples, {sum(os.path.getsize(os.path.join(d_, p)) for p in files) / 1e9:.2f} GB")
+            rows.append((name, statistics.median(x[0] for x in g), max(x[1] for x in g),
+                         statistics.median(x[0] for x in d), max(x[1] for x in d)))
+            continue
         if size in ("many", "100k"):
             # many: 9,216 GPUs in 1,772 per-host files, 10M samples (DuckDB reads the glob).
             # 100k: 100,000 GPUs, one day at 10 minutes: the memory of per-device state.

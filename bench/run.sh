@@ -4,6 +4,7 @@
 #   bench/run.sh                 # 1M and 10M samples in one file, 10M in 1,772 files; 3 runs each
 #   bench/run.sh --sizes 1m      # quicker
 #   bench/run.sh --sizes 100k    # 100,000 GPUs (memory of per-device state; gpuwise only)
+#   bench/run.sh --sizes shape   # issue 40's held-out shape (bench/fleet_shape.py): 1,152 hosts
 #   bench/run.sh --runs 5
 #
 # Generates inputs with `gpuwise generate` (100 GPUs, 60 s samples: 7 days = 1M samples,

@@ -1051,11 +1051,35 @@ struct BlockCutter {
 /// Bytes asked of the reader per call.
 const READ_CHUNK: usize = 1 << 20;
 
+thread_local! {
+    /// One buffer of a finished cutter, kept for the next file read on this thread: a fresh
+    /// one is zeroed as it grows, a megabyte at a time, for every small file of a fleet.
+    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Drop for BlockCutter {
+    fn drop(&mut self) {
+        let largest = self
+            .pool
+            .drain(..)
+            .chain(std::iter::once(std::mem::take(&mut self.carry)))
+            .max_by_key(Vec::len);
+        if let Some(buf) = largest.filter(|b| !b.is_empty()) {
+            SPARE.with(|s| {
+                let mut s = s.borrow_mut();
+                if s.is_empty() {
+                    s.push(buf);
+                }
+            });
+        }
+    }
+}
+
 impl BlockCutter {
     fn new(size: usize) -> Self {
         Self {
             size: size.max(1024),
-            carry: Vec::new(),
+            carry: SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default(),
             filled: 0,
             pool: Vec::new(),
             skipping: false,
