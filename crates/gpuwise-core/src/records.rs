@@ -76,8 +76,18 @@ impl<R: BufRead> RecordLimit<R> {
     /// Read the next record into `self.record` (or count its newlines when it is too long);
     /// `false` at the end of the input.
     fn next_record(&mut self) -> std::io::Result<bool> {
-        self.record.clear();
+        let mut record = std::mem::take(&mut self.record);
+        record.clear();
         self.pos = 0;
+        let more = self.next_record_into(&mut record);
+        self.record = record;
+        more
+    }
+
+    /// Append the next record to `out` (nothing when it is too long: its newlines are then
+    /// owed in `blank_lines`); `false` at the end of the input.
+    fn next_record_into(&mut self, out: &mut Vec<u8>) -> std::io::Result<bool> {
+        let base = out.len();
         let (start, mut newlines, mut too_long, mut any) = (self.line_no, 0u64, false, false);
         let mut state = Csv::FieldStart;
         loop {
@@ -125,7 +135,7 @@ impl<R: BufRead> RecordLimit<R> {
             }
             let take = end.unwrap_or(avail.len());
             if !too_long {
-                if self.record.len() + take > self.max {
+                if out.len() - base + take > self.max {
                     if start == 1 {
                         // A header this long is no header: stop here rather than read on
                         // through what may be an endless stream (`--bill /dev/zero`).
@@ -135,9 +145,9 @@ impl<R: BufRead> RecordLimit<R> {
                         ));
                     }
                     too_long = true;
-                    self.record.clear();
+                    out.truncate(base);
                 } else {
-                    self.record.extend_from_slice(&avail[..take]);
+                    out.extend_from_slice(&avail[..take]);
                 }
             }
             self.inner.consume(take);
@@ -162,21 +172,22 @@ impl<R: BufRead> RecordLimit<R> {
     /// # Errors
     /// The reader's, and a first record (the header) longer than the limit.
     pub fn fill_block(&mut self, block: &mut Vec<u8>, target: usize) -> std::io::Result<bool> {
-        let mut any = false;
+        // What a `Read` call left of the current record first, then records read straight
+        // into the block (one copy, from the reader's buffer).
+        let mut any = self.blank_lines > 0 || self.pos < self.record.len();
+        block.extend_from_slice(&self.record[self.pos..]);
+        self.pos = self.record.len();
         loop {
-            if self.blank_lines > 0 || self.pos < self.record.len() {
+            if self.blank_lines > 0 {
                 any = true;
-                block.resize(
-                    block.len() + usize::try_from(self.blank_lines).unwrap_or(0),
-                    b'\n',
-                );
+                let n = usize::try_from(self.blank_lines).unwrap_or(0);
+                block.resize(block.len() + n, b'\n');
                 self.blank_lines = 0;
-                block.extend_from_slice(&self.record[self.pos..]);
-                self.pos = self.record.len();
             }
-            if block.len() >= target || !self.next_record()? {
+            if block.len() >= target || !self.next_record_into(block)? {
                 return Ok(any);
             }
+            any = true;
         }
     }
 
@@ -218,6 +229,39 @@ mod tests {
         let mut out = String::new();
         l.read_to_string(&mut out).expect("reads");
         (out, l.dropped)
+    }
+
+    /// Blocks of any size hold exactly what reading through `Read` gives: whole records, a
+    /// dropped one as its newlines, and the lines each started on.
+    #[test]
+    fn blocks_are_the_read_cut_at_record_ends() {
+        let mut text = b"a,b\n1,\"x\ny\"\n".to_vec();
+        text.extend(std::iter::repeat_n(b'9', 3000));
+        text.extend_from_slice(b",\"3\n\n4\"\n4,5\n\"q\"\"\",6\n7,8");
+        let (whole, dropped) = limited(&text, 1000);
+        for target in [1, 2, 5, 17, 4096] {
+            let mut l =
+                RecordLimit::new(std::io::BufReader::with_capacity(16, &text[..]), 1000, b',');
+            let (mut all, mut lines) = (Vec::new(), Vec::new());
+            loop {
+                lines.push(l.line());
+                let mut block = Vec::new();
+                if !l.fill_block(&mut block, target).expect("reads") {
+                    break;
+                }
+                // Every block but the last ends a record.
+                assert!(block.ends_with(b"\n") || all.len() + block.len() == whole.len());
+                all.extend_from_slice(&block);
+            }
+            assert_eq!(
+                String::from_utf8(all).expect("utf-8"),
+                whole,
+                "target {target}"
+            );
+            assert_eq!(l.dropped, dropped);
+            assert_eq!(lines[0], 1);
+            assert_eq!(*lines.last().expect("a line"), 9, "eight newlines read");
+        }
     }
 
     #[test]

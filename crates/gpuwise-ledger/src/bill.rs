@@ -494,18 +494,18 @@ impl<'a> BillBuilder<'a> {
         self.bill.gpu_rows += 1;
         let w = self.bill.window.get_or_insert((row.start_ms, row.end_ms));
         *w = (w.0.min(row.start_ms), w.1.max(row.end_ms));
-        if !self.bill.resources.contains_key(key) {
-            self.bill.resources.insert(
-                key.to_owned(),
-                Resource {
+        // One lookup for a resource seen before (the key copied only for a new one).
+        let r = match self.bill.resources.get_mut(key) {
+            Some(r) => r,
+            None => self
+                .bill
+                .resources
+                .entry(key.to_owned())
+                .or_insert_with(|| Resource {
                     instance_type: itype.to_owned(),
                     gpus_from: from,
                     ..Resource::default()
-                },
-            );
-        }
-        let Some(r) = self.bill.resources.get_mut(key) else {
-            return;
+                }),
         };
         // The latest row that names them wins (copied only when it changes: this runs per row).
         set(&mut r.resource_id, row.resource_id);

@@ -629,9 +629,42 @@ fn gpu_count(line: u64, from: &str, v: &serde_json::Value) -> Result<Option<f64>
 /// [`Parsed::MAX`] texts of either kind.
 #[derive(Default)]
 struct Parsed {
-    details: std::collections::HashMap<String, Details>,
+    details: Seen<Details>,
     /// `None`: not a flat JSON object.
-    tags: std::collections::HashMap<String, Option<Vec<(String, String)>>>,
+    tags: Seen<Option<Vec<(String, String)>>>,
+}
+
+/// Values by the text they were parsed from: the text hashed once per row, the value then
+/// reached by its index.
+struct Seen<T> {
+    at: std::collections::HashMap<String, usize>,
+    values: Vec<T>,
+}
+
+impl<T> Default for Seen<T> {
+    fn default() -> Self {
+        Self {
+            at: std::collections::HashMap::new(),
+            values: Vec::new(),
+        }
+    }
+}
+
+impl<T> Seen<T> {
+    /// The index of `text`'s value, parsed by `parse` the first time (all forgotten once
+    /// [`Parsed::MAX`] are held).
+    fn index(&mut self, text: &str, parse: impl FnOnce(&str) -> T) -> usize {
+        if let Some(&i) = self.at.get(text) {
+            return i;
+        }
+        if self.values.len() >= Parsed::MAX {
+            self.at.clear();
+            self.values.clear();
+        }
+        self.values.push(parse(text));
+        self.at.insert(text.to_owned(), self.values.len() - 1);
+        self.values.len() - 1
+    }
 }
 
 /// What `SkuPriceDetails` says of the instance.
@@ -643,36 +676,22 @@ struct Details {
 
 impl Parsed {
     const MAX: usize = 4096;
+}
 
-    fn parse_details(&mut self, v: &str) {
-        if self.details.len() >= Self::MAX {
-            self.details.clear();
-        }
-        if !self.details.contains_key(v) {
-            let map = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(v).ok();
-            let detail = |keys: &[&str]| {
-                map.as_ref().and_then(|m| {
-                    keys.iter()
-                        .find_map(|k| m.iter().find(|(mk, _)| mk.eq_ignore_ascii_case(k)))
-                        .map(|(_, v)| v.clone())
-                })
-            };
-            let parsed = Details {
-                instance_type: detail(&["InstanceType", "x_InstanceType"])
-                    .and_then(|v| v.as_str().map(str::to_owned)),
-                gpu_count: detail(&["GpuCount", "x_GpuCount"]),
-            };
-            self.details.insert(v.to_owned(), parsed);
-        }
-    }
-
-    fn parse_tags(&mut self, v: &str) {
-        if self.tags.len() >= Self::MAX {
-            self.tags.clear();
-        }
-        if !self.tags.contains_key(v) {
-            self.tags.insert(v.to_owned(), parse_tags(v));
-        }
+/// What `SkuPriceDetails` text says.
+fn parse_details(v: &str) -> Details {
+    let map = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(v).ok();
+    let detail = |keys: &[&str]| {
+        map.as_ref().and_then(|m| {
+            keys.iter()
+                .find_map(|k| m.iter().find(|(mk, _)| mk.eq_ignore_ascii_case(k)))
+                .map(|(_, v)| v.clone())
+        })
+    };
+    Details {
+        instance_type: detail(&["InstanceType", "x_InstanceType"])
+            .and_then(|v| v.as_str().map(str::to_owned)),
+        gpu_count: detail(&["GpuCount", "x_GpuCount"]),
     }
 }
 
@@ -727,32 +746,25 @@ fn parse_row<'a>(
     let effective_cost = optional_cost(Col::EffectiveCost)?;
     let list_cost = optional_cost(Col::ListCost)?;
     // The JSON cells, parsed once per text; the row borrows what they said.
-    let tags_text = layout.text(cells, Col::Tags);
-    let details_text = layout.text(cells, Col::SkuPriceDetails);
-    if let Some(v) = details_text {
-        parsed.parse_details(v);
-    }
-    if let Some(v) = tags_text {
-        parsed.parse_tags(v);
-    }
+    let details = layout
+        .text(cells, Col::SkuPriceDetails)
+        .map(|v| parsed.details.index(v, parse_details));
+    let tags = layout
+        .text(cells, Col::Tags)
+        .map(|v| parsed.tags.index(v, parse_tags));
     let parsed: &'a Parsed = parsed;
-    let details = details_text
-        .and_then(|v| parsed.details.get(v))
-        .map(Details::clone_ref)
+    let details = details
+        .map(|i| parsed.details.values[i].clone_ref())
         .unwrap_or_default();
     let (instance_type, gpu_count) = instance_of(layout, cells, line, details)?;
-    let tags: &'a [(String, String)] = match tags_text {
+    let tags: &'a [(String, String)] = match tags {
         None => &[],
-        Some(v) => parsed
-            .tags
-            .get(v)
-            .and_then(Option::as_deref)
-            .ok_or_else(|| {
-                (
-                    "bad_tags",
-                    format!("line {line}: Tags is not a flat JSON object"),
-                )
-            })?,
+        Some(i) => parsed.tags.values[i].as_deref().ok_or_else(|| {
+            (
+                "bad_tags",
+                format!("line {line}: Tags is not a flat JSON object"),
+            )
+        })?,
     };
     Ok(BillRow {
         line,
