@@ -53,16 +53,23 @@ pub struct Weighted<S = u64> {
 }
 
 /// The sum of a [`Weighted`]: `u64` or `u128`.
-pub trait WeightSum: Copy + Default + Eq + std::ops::AddAssign + Into<u128> {
+pub trait WeightSum: Copy + Default + Eq + Into<u128> {
     /// `centi` (a reading in hundredths) × `ms`.
     fn product(centi: u64, ms: u64) -> Self;
+    /// `self + other`, at most the largest value (readers bound every reading, and a stored
+    /// accumulator whose readings are out of bounds is refused, so this never binds).
+    fn plus(self, other: Self) -> Self;
     /// The sum as a float.
     fn as_f64(self) -> f64;
 }
 
 impl WeightSum for u64 {
     fn product(centi: u64, ms: u64) -> Self {
-        centi * ms
+        centi.saturating_mul(ms)
+    }
+
+    fn plus(self, other: Self) -> Self {
+        self.saturating_add(other)
     }
 
     #[allow(clippy::cast_precision_loss)]
@@ -74,6 +81,10 @@ impl WeightSum for u64 {
 impl WeightSum for u128 {
     fn product(centi: u64, ms: u64) -> Self {
         u128::from(centi) * u128::from(ms)
+    }
+
+    fn plus(self, other: Self) -> Self {
+        self.saturating_add(other)
     }
 
     #[allow(clippy::cast_precision_loss)]
@@ -88,12 +99,14 @@ impl<S: WeightSum> Weighted<S> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     fn add(&mut self, v: f32, ms: u64) {
         self.ms += ms;
-        self.sum += S::product((f64::from(v) * 100.0 + 0.5) as u64, ms);
+        self.sum = self
+            .sum
+            .plus(S::product((f64::from(v) * 100.0 + 0.5) as u64, ms));
     }
 
     fn merge(&mut self, o: &Self) {
         self.ms += o.ms;
-        self.sum += o.sum;
+        self.sum = self.sum.plus(o.sum);
     }
 
     /// Time-weighted mean, `None` without readings.
@@ -928,10 +941,16 @@ impl DeviceAcc {
             && self.readings_are_finite()
     }
 
-    /// Whether every reading it holds (peaks, the range, the boundary samples) is finite and
-    /// not negative, and the boundary samples' times plausible.
+    /// Whether every reading it holds (peaks, the range, the boundary samples) is within what
+    /// a reader lets through ([`Sample::sanitize`]: percentages 0–100, memory and power up to
+    /// their bounds), and the boundary samples' times plausible.
     fn readings_are_finite(&self) -> bool {
-        let finite = |v: Option<f32>| v.is_none_or(|x| x.is_finite() && x >= 0.0);
+        #[allow(clippy::cast_precision_loss)]
+        let (mem, power) = (
+            crate::sample::MAX_MEMORY_MIB as f32,
+            crate::sample::MAX_POWER_W as f32,
+        );
+        let within = |top: f32| move |v: Option<f32>| v.is_none_or(|x| (0.0..=top).contains(&x));
         let sample_ok = |s: &Sample| {
             (-(1i64 << 45)..(1i64 << 45)).contains(&s.ts_ms)
                 && [
@@ -941,25 +960,21 @@ impl DeviceAcc {
                     s.tensor_active_pct,
                     s.dram_active_pct,
                     s.mem_bw_util_pct,
-                    s.mem_used_mib,
-                    s.mem_total_mib,
-                    s.power_w,
-                    s.power_limit_w,
                 ]
                 .into_iter()
-                .all(finite)
+                .all(within(100.0))
+                && [s.mem_used_mib, s.mem_total_mib]
+                    .into_iter()
+                    .all(within(mem))
+                && [s.power_w, s.power_limit_w].into_iter().all(within(power))
         };
-        [
-            self.mem_peak,
-            self.mem_total,
-            self.power_peak,
-            self.power_limit,
-        ]
-        .into_iter()
-        .all(finite)
+        [self.mem_peak, self.mem_total].into_iter().all(within(mem))
+            && [self.power_peak, self.power_limit]
+                .into_iter()
+                .all(within(power))
             && self
                 .util_range
-                .is_none_or(|(a, b)| a.is_finite() && b.is_finite() && a <= b)
+                .is_none_or(|(a, b)| (0.0..=100.0).contains(&a) && (a..=100.0).contains(&b))
             && sample_ok(&self.last)
             && self.pending.as_deref().is_none_or(sample_ok)
     }

@@ -300,6 +300,32 @@ const FUZZED_CELL: &[u8] = &[
     58, 34, 97, 49, 98, 99, 111, 109, 109, 101, 110, 100,
 ];
 
+/// Another (2026-11-28, after weighted sums became `u64`): a boundary sample whose readings
+/// are finite but past any bound a reader lets through; joined, reading × interval overflowed.
+/// Refused now (readings out of the sanitized ranges), and the sums saturate anyway.
+const FUZZED_READINGS: &[u8] = &[
+    8, 116, 119, 111, 45, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 112,
+    114, 101, 100, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 65, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 116, 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 136,
+    50, 1, 1, 1, 1, 1, 1, 1, 1, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 5, 1, 1, 2, 53, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 114, 101, 99,
+    111, 109, 109, 101, 110, 0, 0, 1, 2, 0, 128, 129, 167, 219, 115,
+];
+
+#[test]
+fn a_cell_with_readings_no_reader_lets_through_is_refused() {
+    let st = ProfileSettings::default();
+    let piece = postcard::from_bytes::<TilePiece>(FUZZED_READINGS).expect("it decodes");
+    assert!(!plausible(&piece, 86_400_000), "refused: {piece:?}");
+    let mut p = Profile::default();
+    p.add_stored(piece.clone(), &st);
+    p.add_stored(piece, &st);
+    let _ = p.finish(&st, &jiff::tz::TimeZone::UTC);
+}
+
 #[test]
 fn a_fuzzed_state_cell_is_refused_and_joins_without_a_panic_anyway() {
     let st = ProfileSettings::default();
