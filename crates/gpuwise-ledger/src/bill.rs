@@ -574,9 +574,7 @@ impl<'a> BillBuilder<'a> {
         for (k, n) in l.joinable_by {
             *b.joinable_by.entry(k).or_default() += n;
         }
-        for (reason, (n, example)) in l.skips.by_reason {
-            b.skips.by_reason.entry(reason).or_insert((0, example)).0 += n;
-        }
+        b.skips.absorb(l.skips);
         b.window = match (b.window, l.window) {
             (Some(x), Some(y)) => Some((x.0.min(y.0), x.1.max(y.1))),
             (x, y) => x.or(y),
@@ -596,16 +594,8 @@ impl<'a> BillBuilder<'a> {
 
     /// Count the rows a reader could not read (they are rows of the bill too).
     pub fn add_read_skips(&mut self, skips: &Skips) {
-        for (reason, (n, example)) in &skips.by_reason {
-            self.bill.rows += n;
-            let e = self
-                .bill
-                .skips
-                .by_reason
-                .entry(reason)
-                .or_insert_with(|| (0, example.clone()));
-            e.0 += n;
-        }
+        self.bill.rows += skips.total();
+        self.bill.skips.absorb(skips.clone());
     }
 
     /// The bill: one currency (USD), charges in order, duplicates dropped.

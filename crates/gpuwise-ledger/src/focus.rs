@@ -278,6 +278,14 @@ impl Skips {
             .or_insert_with(|| (1, example()));
     }
 
+    /// Add the skips of rows read after these: counts add up, each reason keeps its first
+    /// example.
+    pub fn absorb(&mut self, later: Skips) {
+        for (reason, (n, example)) in later.by_reason {
+            self.by_reason.entry(reason).or_insert((0, example)).0 += n;
+        }
+    }
+
     /// Rows skipped in all.
     #[must_use]
     pub fn total(&self) -> u64 {
@@ -1076,9 +1084,7 @@ impl ReadTally {
     /// Add the tally of the rows after these (a later block or row group).
     pub fn add(&mut self, later: ReadTally) {
         self.rows += later.rows;
-        for (reason, (n, example)) in later.skips.by_reason {
-            self.skips.by_reason.entry(reason).or_insert((0, example)).0 += n;
-        }
+        self.skips.absorb(later.skips);
     }
 }
 
@@ -1134,6 +1140,9 @@ pub struct ParquetBill<R: parquet::file::reader::ChunkReader> {
     version: &'static str,
     /// Per column the ledger reads: its header position and its leaf column (`None`: nested).
     wanted: Vec<(usize, Option<usize>)>,
+    /// Per header position: a leaf column of nanosecond timestamps (the row API hands those
+    /// out as plain integers).
+    nanos: Vec<bool>,
 }
 
 impl<R: parquet::file::reader::ChunkReader + 'static> ParquetBill<R> {
@@ -1192,6 +1201,13 @@ impl<R: parquet::file::reader::ChunkReader + 'static> ParquetBill<R> {
             .positions()
             .map(|h| (h, leaf.get(header[h].as_str()).copied()))
             .collect();
+        let nanos: Vec<bool> = header
+            .iter()
+            .map(|h| {
+                leaf.get(h.as_str())
+                    .is_some_and(|&l| is_nanos(&schema.column(l)))
+            })
+            .collect();
         Ok(Self {
             reader,
             origin: origin.to_owned(),
@@ -1199,6 +1215,7 @@ impl<R: parquet::file::reader::ChunkReader + 'static> ParquetBill<R> {
             layout,
             version,
             wanted,
+            nanos,
         })
     }
 
@@ -1248,22 +1265,7 @@ impl<R: parquet::file::reader::ChunkReader + 'static> ParquetBill<R> {
     /// come out of it as plain integers; the leaf's logical type says which.
     fn read_rows(&self, sink: &mut dyn FnMut(BillRow)) -> Result<ReadTally, FocusError> {
         use parquet::file::reader::FileReader;
-        let schema = self.reader.metadata().file_metadata().schema_descr_ptr();
-        let leaf: BTreeMap<&str, usize> = schema
-            .columns()
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.path().parts().len() == 1)
-            .map(|(i, c)| (c.name(), i))
-            .collect();
-        let nanos: Vec<bool> = self
-            .header
-            .iter()
-            .map(|h| {
-                leaf.get(h.as_str())
-                    .is_some_and(|&l| is_nanos(&schema.column(l)))
-            })
-            .collect();
+        let nanos = &self.nanos;
         let mut cells: Vec<Value> = vec![Value::Null; self.header.len()];
         let mut tally = ReadTally::default();
         let mut parsed = Parsed::default();
