@@ -1302,6 +1302,34 @@ impl Identity {
             mig: key.mig.clone(),
         }
     }
+
+    /// The identity of `key`, and its host (the strings moved, not copied).
+    fn split(key: DeviceKey) -> (Self, String) {
+        let DeviceKey { host, gpu, mig } = key;
+        let id = Self {
+            host: (!is_gpu_uuid(&gpu)).then(|| host.clone()),
+            gpu,
+            mig,
+        };
+        (id, host)
+    }
+
+    /// The key of this identity reported under `host`.
+    fn key(&self, host: &str) -> DeviceKey {
+        DeviceKey {
+            host: host.to_owned(),
+            gpu: self.gpu.clone(),
+            mig: self.mig.clone(),
+        }
+    }
+
+    fn into_key(self, host: String) -> DeviceKey {
+        DeviceKey {
+            host,
+            gpu: self.gpu,
+            mig: self.mig,
+        }
+    }
 }
 
 /// Whether `gpu` is an NVIDIA GPU or MIG UUID (`GPU-5fd7…`, `MIG-…`), globally unique.
@@ -1724,8 +1752,9 @@ struct Extent {
 /// One device of a [`Profile`].
 #[derive(Clone, Debug)]
 struct Device {
-    /// The key it was first seen under.
-    key: DeviceKey,
+    /// The host it was first seen under: its key is this host and its identity's GPU and MIG
+    /// instance (the key whole held the GPU's name a second time beside the map's).
+    host: String,
     /// Every host it was reported under, with its samples (a UUID seen under two hosts).
     hosts: Hosts,
     info: DeviceInfo,
@@ -1890,7 +1919,7 @@ impl Profile {
         st: &ProfileSettings,
     ) -> Taken {
         let hosts = Hosts::one(key.host.clone(), acc.samples());
-        self.add_piece(source, key, hosts, &info, acc, st)
+        self.add_piece(source, key, hosts, info, acc, st)
     }
 
     fn add_piece(
@@ -1898,7 +1927,20 @@ impl Profile {
         source: SourceId,
         key: DeviceKey,
         hosts: Hosts,
-        info: &DeviceInfo,
+        info: DeviceInfo,
+        acc: DeviceAcc,
+        st: &ProfileSettings,
+    ) -> Taken {
+        self.add_piece_at(source, Identity::split(key), hosts, info, acc, st)
+    }
+
+    /// [`Profile::add_piece`] of a device known by its identity and first host.
+    fn add_piece_at(
+        &mut self,
+        source: SourceId,
+        (id, host): (Identity, String),
+        hosts: Hosts,
+        info: DeviceInfo,
         acc: DeviceAcc,
         st: &ProfileSettings,
     ) -> Taken {
@@ -1907,12 +1949,12 @@ impl Profile {
             first: acc.first_ts(),
             last: acc.last_ts(),
         };
-        match self.devices.entry(Identity::of(&key)) {
+        match self.devices.entry(id) {
             std::collections::btree_map::Entry::Vacant(v) => {
                 v.insert(Box::new(Device {
                     hosts,
-                    key,
-                    info: info.clone(),
+                    host,
+                    info,
                     acc,
                     extents: vec![extent],
                     tangled: false,
@@ -1922,7 +1964,7 @@ impl Profile {
                 Taken::Sample
             }
             std::collections::btree_map::Entry::Occupied(mut o) => {
-                o.get_mut().add(extent, hosts, info, acc, st)
+                o.get_mut().add(extent, hosts, &info, acc, st)
             }
         }
     }
@@ -1959,7 +2001,7 @@ impl Profile {
             }
             let source = d.extents.first().map_or(0, |e| e.source);
             if matches!(
-                self.add_piece(source, d.key, d.hosts, &d.info, d.acc, st),
+                self.add_piece_at(source, (id, d.host), d.hosts, d.info, d.acc, st),
                 Taken::DroppedOutlier(_)
             ) {
                 outliers += 1;
@@ -2122,13 +2164,13 @@ impl Profile {
     /// content, for a store).
     pub fn tile_pieces(&self) -> impl Iterator<Item = (i64, TilePiece)> + '_ {
         self.tiles.iter().flat_map(|(tile, p)| {
-            p.devices.values().map(move |d| {
+            p.devices.iter().map(move |(id, d)| {
                 let mut info = d.info.clone();
                 info.unresolved_overlap = d.tangled;
                 (
                     *tile,
                     TilePiece {
-                        key: d.key.clone(),
+                        key: id.key(&d.host),
                         hosts: d.hosts.to_map(),
                         info,
                         acc: d.acc.clone(),
@@ -2147,7 +2189,7 @@ impl Profile {
             info,
             acc,
         } = piece;
-        self.add_piece(0, key, Hosts::from_map(hosts), &info, acc, st);
+        self.add_piece(0, key, Hosts::from_map(hosts), info, acc, st);
     }
 
     /// This (untiled) profile's devices as tile `tile` of a tiled profile.
@@ -2179,8 +2221,8 @@ impl Profile {
     #[must_use]
     pub fn first_overlap(&self) -> Option<(DeviceKey, SourceId, SourceId)> {
         self.devices
-            .values()
-            .find_map(|d| d.overlap_sources.map(|(a, b)| (d.key.clone(), a, b)))
+            .iter()
+            .find_map(|(id, d)| d.overlap_sources.map(|(a, b)| (id.key(&d.host), a, b)))
     }
 
     /// Whether there is no device.
@@ -2224,12 +2266,12 @@ impl Profile {
     ) -> impl ExactSizeIterator<Item = DeviceProfile> + 'a {
         let mut devices: Vec<(DeviceKey, Box<Device>)> = self
             .devices
-            .into_values()
-            .map(|d| (d.display_key(), d))
+            .into_iter()
+            .map(|(id, d)| (id.into_key(d.display_host().to_owned()), d))
             .collect();
         devices.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        devices.into_iter().map(move |(_, d)| {
-            let (key, info, acc) = d.displayed();
+        devices.into_iter().map(move |(key, d)| {
+            let (key, info, acc) = d.displayed(key);
             DeviceProfile {
                 stats: acc.finish(st, tz),
                 key,
@@ -2243,9 +2285,10 @@ impl Profile {
     #[must_use]
     pub fn joined(self) -> BTreeMap<DeviceKey, (DeviceInfo, DeviceAcc)> {
         self.devices
-            .into_values()
-            .map(|d| {
-                let (key, info, acc) = d.displayed();
+            .into_iter()
+            .map(|(id, d)| {
+                let key = id.into_key(d.display_host().to_owned());
+                let (key, info, acc) = d.displayed(key);
                 (key, (info, acc))
             })
             .collect()
@@ -2253,24 +2296,19 @@ impl Profile {
 }
 
 impl Device {
-    /// The key it is shown under: the host it was reported under most.
-    fn display_key(&self) -> DeviceKey {
-        let mut key = self.key.clone();
-        if let Some((host, _)) = self
-            .hosts
+    /// The host it is shown under: the one it was reported under most.
+    fn display_host(&self) -> &str {
+        self.hosts
             .0
             .iter()
             .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
-        {
-            key.host.clone_from(host);
-        }
-        key
+            .map_or(self.host.as_str(), |(h, _)| h.as_str())
     }
 
-    /// The device under its display key (the host it was reported under most), its metadata
-    /// (the other hosts; whether an overlap stayed unresolved) and its accumulator.
-    fn displayed(self: Box<Self>) -> (DeviceKey, DeviceInfo, DeviceAcc) {
-        let key = self.display_key();
+    /// The device under its display key `key` (its identity under [`Device::display_host`]),
+    /// its metadata (the other hosts; whether an overlap stayed unresolved) and its
+    /// accumulator.
+    fn displayed(self: Box<Self>, key: DeviceKey) -> (DeviceKey, DeviceInfo, DeviceAcc) {
         let d = *self;
         let mut info = d.info;
         if d.hosts.0.len() > 1 {
