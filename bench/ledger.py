@@ -23,6 +23,7 @@ DUCK = """
 import sys, duckdb
 con = duckdb.connect()
 con.execute("SET threads TO 2")
+con.execute("SET enable_progress_bar = false")  # it draws on stdout past a few seconds
 src = sys.argv[1]
 rel = f"read_parquet('{src}')" if src.endswith('.parquet') else f"read_csv('{src}', header=true)"
 rows = con.execute(f'''

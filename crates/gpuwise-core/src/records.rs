@@ -98,23 +98,26 @@ impl<R: BufRead> RecordLimit<R> {
             any = true;
             let mut end = None;
             let mut i = 0;
-            // Jump to the next byte that can change the state (memchr: a 1 GiB line of
-            // anything else is passed over at memory speed).
+            // Jump to the next quote or newline (memchr: a 1 GiB line of anything else is
+            // passed over at memory speed). Delimiters are not stops: whether a quote opens a
+            // quoted field depends only on the byte before it, which is at hand.
             while i < avail.len() {
-                let next = if state == Csv::InQuotes {
-                    memchr::memchr2(b'"', b'\n', &avail[i..])
-                } else {
-                    memchr::memchr3(b'"', b'\n', self.delimiter, &avail[i..])
-                };
-                let Some(k) = next else {
-                    if state == Csv::FieldStart || state == Csv::AfterQuote {
-                        state = Csv::Unquoted;
+                let next = memchr::memchr2(b'"', b'\n', &avail[i..]);
+                if state != Csv::InQuotes {
+                    // What the bytes passed over leave: a field just begun after a delimiter,
+                    // or the inside of an unquoted field.
+                    let passed = &avail[i..next.map_or(avail.len(), |k| i + k)];
+                    if let Some(&last) = passed.last() {
+                        state = if last == self.delimiter {
+                            Csv::FieldStart
+                        } else {
+                            Csv::Unquoted
+                        };
                     }
+                }
+                let Some(k) = next else {
                     break;
                 };
-                if k > 0 && state != Csv::InQuotes {
-                    state = Csv::Unquoted;
-                }
                 i += k;
                 let b = avail[i];
                 if b == b'\n' {
@@ -128,7 +131,7 @@ impl<R: BufRead> RecordLimit<R> {
                         end = Some(i + 1);
                         break;
                     }
-                    (_, d) if d == self.delimiter => Csv::FieldStart,
+                    // A quote inside an unquoted field is a byte of it.
                     _ => Csv::Unquoted,
                 };
                 i += 1;

@@ -81,35 +81,124 @@ pub enum BillError {
     NotUsd(String),
 }
 
-/// One charge of a GPU resource.
+/// Charges of a GPU resource: one row of the bill, or a run of rows back to back on the same
+/// terms (the same price, quantity, GPUs, pricing category and price id for periods of the
+/// same length, each starting where the one before ended). An on-demand instance billed hourly
+/// for a month is one run, not 720 records: a bill is held in memory bounded by its resources
+/// and their price changes, not by its rows. Totals are per-period figures × the run's periods.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Charge {
-    /// Inclusive.
+    /// Inclusive: the first period's start.
     pub start_ms: EpochMs,
-    /// Exclusive.
+    /// Exclusive: the last period's end.
     pub end_ms: EpochMs,
-    /// Instance-hours.
-    pub hours: f64,
     /// GPUs per instance.
     pub gpus: f64,
-    /// Billed.
-    pub billed: f64,
-    /// Effective (amortized), when given.
-    pub effective: Option<f64>,
-    /// At list price, when given.
-    pub list: Option<f64>,
     /// Spot (`PricingCategory = Dynamic`).
     pub spot: bool,
+    /// Instance-hours of one period.
+    hours: f64,
+    /// Billed for one period.
+    billed: f64,
+    /// Effective (amortized) for one period, when given.
+    effective: Option<f64>,
+    /// At list price for one period, when given.
+    list: Option<f64>,
     /// Index of the price id in the resource's [`Resource::skus`] (interned: a resource has a
     /// handful of price ids over thousands of hourly rows).
     sku: Option<u32>,
+    /// Periods (rows of the bill) this charge stands for.
+    periods: u32,
 }
 
 impl Charge {
+    /// Rows of the bill this charge stands for.
+    #[must_use]
+    pub fn periods(&self) -> u32 {
+        self.periods
+    }
+
+    /// Instance-hours.
+    #[must_use]
+    pub fn hours(&self) -> f64 {
+        self.hours * f64::from(self.periods)
+    }
+
     /// GPU-hours.
     #[must_use]
     pub fn gpu_hours(&self) -> f64 {
-        self.hours * self.gpus
+        self.hours() * self.gpus
+    }
+
+    /// Billed.
+    #[must_use]
+    pub fn billed(&self) -> f64 {
+        self.billed * f64::from(self.periods)
+    }
+
+    /// Effective (amortized), when given.
+    #[must_use]
+    pub fn effective(&self) -> Option<f64> {
+        self.effective.map(|e| e * f64::from(self.periods))
+    }
+
+    /// At list price, when given.
+    #[must_use]
+    pub fn list(&self) -> Option<f64> {
+        self.list.map(|l| l * f64::from(self.periods))
+    }
+
+    /// One period's length.
+    fn period_ms(&self) -> EpochMs {
+        (self.end_ms - self.start_ms) / EpochMs::from(self.periods.max(1))
+    }
+
+    /// Take `next` into this run when it starts where this ends, on the same terms.
+    fn extend(&mut self, next: &Charge) -> bool {
+        let same_terms = self.hours == next.hours
+            && self.gpus == next.gpus
+            && self.billed == next.billed
+            && self.effective == next.effective
+            && self.list == next.list
+            && self.spot == next.spot
+            && self.sku == next.sku
+            && self.period_ms() == next.period_ms();
+        match self.periods.checked_add(next.periods) {
+            Some(periods) if same_terms && self.end_ms == next.start_ms => {
+                self.end_ms = next.end_ms;
+                self.periods = periods;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The run's periods as charges of one period each.
+    fn each_period(&self) -> impl Iterator<Item = Charge> + '_ {
+        let len = self.period_ms();
+        (0..self.periods).map(move |k| {
+            let start_ms = self.start_ms + len * EpochMs::from(k);
+            Charge {
+                start_ms,
+                end_ms: start_ms + len,
+                periods: 1,
+                ..self.clone()
+            }
+        })
+    }
+}
+
+/// The order duplicates are found in: by period, price id and amount.
+fn charge_order(a: &Charge, b: &Charge) -> std::cmp::Ordering {
+    (a.start_ms, a.end_ms, &a.sku)
+        .cmp(&(b.start_ms, b.end_ms, &b.sku))
+        .then(a.billed.total_cmp(&b.billed))
+}
+
+/// Append `c` to charges in period order, into the last run when it continues it.
+fn push_charge(charges: &mut Vec<Charge>, c: Charge) {
+    if !charges.last_mut().is_some_and(|last| last.extend(&c)) {
+        charges.push(c);
     }
 }
 
@@ -161,22 +250,60 @@ impl Resource {
                 Some(u32::try_from(i).unwrap_or(u32::MAX))
             })
             .collect();
-        self.charges.extend(later.charges.into_iter().map(|mut c| {
+        for mut c in later.charges {
             c.sku = c.sku.and_then(|i| skus.get(i as usize).copied().flatten());
-            c
-        }));
+            push_charge(&mut self.charges, c);
+        }
     }
 
-    /// Sort the charges by period and drop identical ones; how many were dropped.
-    fn fold_duplicates(&mut self) -> u64 {
-        self.charges.sort_by(|a, b| {
-            (a.start_ms, a.end_ms, &a.sku)
-                .cmp(&(b.start_ms, b.end_ms, &b.sku))
-                .then(a.billed.total_cmp(&b.billed))
-        });
-        let before = self.charges.len();
-        self.charges.dedup();
-        (before - self.charges.len()) as u64
+    /// Put the charges in period order, drop identical ones and join runs: how many were
+    /// dropped, and how many charges start before an earlier one ends.
+    ///
+    /// Runs that overlap no other are kept whole. Runs that overlap are cut into their periods,
+    /// and those are compared one by one, as rows: a duplicate is a period charged twice on the
+    /// same terms, an overlap a period that starts before another ends. Only overlapping runs
+    /// are ever cut, so a well-formed bill is never expanded.
+    fn fold_duplicates(&mut self) -> (u64, u64) {
+        self.charges.sort_by(charge_order);
+        let (mut duplicates, mut overlapping) = (0, 0);
+        let mut folded: Vec<Charge> = Vec::with_capacity(self.charges.len());
+        // Runs that overlap one another (each starts before the ones before it end).
+        let mut tangle: Vec<Charge> = Vec::new();
+        let mut reach = EpochMs::MIN;
+        let mut settle = |tangle: &mut Vec<Charge>, folded: &mut Vec<Charge>| {
+            if tangle.len() == 1 {
+                push_charge(folded, tangle.pop().expect("one"));
+                return;
+            }
+            let mut periods: Vec<Charge> = tangle
+                .drain(..)
+                .flat_map(|c| c.each_period().collect::<Vec<_>>())
+                .collect();
+            periods.sort_by(charge_order);
+            let before = periods.len();
+            periods.dedup();
+            duplicates += (before - periods.len()) as u64;
+            let mut reach = EpochMs::MIN;
+            for c in periods {
+                if c.start_ms < reach {
+                    overlapping += 1;
+                }
+                reach = reach.max(c.end_ms);
+                push_charge(folded, c);
+            }
+        };
+        for c in std::mem::take(&mut self.charges) {
+            if c.start_ms >= reach && !tangle.is_empty() {
+                settle(&mut tangle, &mut folded);
+            }
+            reach = reach.max(c.end_ms);
+            tangle.push(c);
+        }
+        if !tangle.is_empty() {
+            settle(&mut tangle, &mut folded);
+        }
+        self.charges = folded;
+        (duplicates, overlapping)
     }
 
     /// Σ GPU-hours.
@@ -188,7 +315,7 @@ impl Resource {
     /// Σ billed.
     #[must_use]
     pub fn billed(&self) -> f64 {
-        self.charges.iter().map(|c| c.billed).sum()
+        self.charges.iter().map(Charge::billed).sum()
     }
 }
 
@@ -524,21 +651,26 @@ impl<'a> BillBuilder<'a> {
             });
             u32::try_from(i).unwrap_or(u32::MAX)
         });
-        r.charges.push(Charge {
-            start_ms: row.start_ms,
-            end_ms: row.end_ms,
-            hours,
-            gpus,
-            billed: row.billed_cost,
-            effective: row.effective_cost,
-            list: row.list_cost,
-            spot: row
-                .pricing_category
-                .is_some_and(|p| p.eq_ignore_ascii_case("dynamic")),
-            sku,
-        });
+        push_charge(
+            &mut r.charges,
+            Charge {
+                start_ms: row.start_ms,
+                end_ms: row.end_ms,
+                hours,
+                gpus,
+                billed: row.billed_cost,
+                effective: row.effective_cost,
+                list: row.list_cost,
+                spot: row
+                    .pricing_category
+                    .is_some_and(|p| p.eq_ignore_ascii_case("dynamic")),
+                sku,
+                periods: 1,
+            },
+        );
         if r.charges.len() >= r.compact_at {
-            self.bill.duplicates += r.fold_duplicates();
+            // Overlaps are counted once, at the end.
+            self.bill.duplicates += r.fold_duplicates().0;
             r.compact_at = (2 * r.charges.len()).max(1024);
         }
     }
@@ -615,14 +747,9 @@ impl<'a> BillBuilder<'a> {
             self.bill.currency = Some(c.clone());
         }
         for r in self.bill.resources.values_mut() {
-            self.bill.duplicates += r.fold_duplicates();
-            let mut reach = EpochMs::MIN;
-            for c in &r.charges {
-                if c.start_ms < reach {
-                    self.bill.overlapping += 1;
-                }
-                reach = reach.max(c.end_ms);
-            }
+            let (duplicates, overlapping) = r.fold_duplicates();
+            self.bill.duplicates += duplicates;
+            self.bill.overlapping += overlapping;
         }
         Ok(self.bill)
     }
@@ -678,13 +805,19 @@ mod tests {
                     x_InstanceType,RegionId\n";
         let row = |i: u32, kind: u32| -> String {
             let (host, hour) = (i % 5, i / 5);
+            // Hours wrap after a day: the same host's hour again, a duplicate or an overlap.
             let t0 = format!("2026-01-01T{:02}:00:00Z", hour % 24);
-            let t1 = format!("2026-01-01T{:02}:59:59Z", hour % 24);
+            let t1 = if hour % 24 == 23 {
+                "2026-01-02T00:00:00Z".to_owned()
+            } else {
+                format!("2026-01-01T{:02}:00:00Z", hour % 24 + 1)
+            };
             match kind {
-                // A GPU hour; teams change over time; a quoted cell with a comma and a newline.
+                // A GPU hour, back to back with the host's last (runs of one price id join);
+                // teams change over time; a quoted cell with a comma and a newline.
                 0..=5 => format!(
                     "32.77,USD,Usage,{t0},{t1},1,Hours,host-{host},i-{host},sku-{},\"{{\"\"team\"\":\"\"t{}\"\"}}\",p4d.24xlarge,\"us-east-1\"\n",
-                    hour % 2,
+                    hour / 4 % 2,
                     (host + hour / 7) % 3
                 ),
                 6 => format!("0.01,USD,Usage,{t0},{t1},1,GB-Hours,vol-{host},,,,,\n"),
@@ -692,7 +825,7 @@ mod tests {
                 8 => format!("abc,USD,Usage,{t0},{t1},1,Hours,host-{host},,,,p4d.24xlarge,\n"),
                 9 => "1,USD,Usage\n".to_owned(),
                 // The first row again: a duplicate.
-                _ => "32.77,USD,Usage,2026-01-01T00:00:00Z,2026-01-01T00:59:59Z,1,Hours,host-0,i-0,sku-0,\"{\"\"team\"\":\"\"t0\"\"}\",p4d.24xlarge,\"us-east-1\"\n".to_owned(),
+                _ => "32.77,USD,Usage,2026-01-01T00:00:00Z,2026-01-01T01:00:00Z,1,Hours,host-0,i-0,sku-0,\"{\"\"team\"\":\"\"t0\"\"}\",p4d.24xlarge,\"us-east-1\"\n".to_owned(),
             }
         };
         proptest!(ProptestConfig::with_cases(64), |(kinds in proptest::collection::vec(0u32..12, 0..200), target in 1usize..600)| {
@@ -723,15 +856,74 @@ mod tests {
         });
     }
 
-    /// The same row a hundred thousand times (a 10 MB gzip held 17.3 million and took 1.5 GB):
-    /// folded as it streams, the resource never holds more than the fold threshold of charges,
-    /// and the bill keeps one with the rest counted as duplicates.
+    /// Charges joined into runs count what the rows would: any rows of one resource (periods
+    /// of one or two hours at random starts, two prices, two price ids, arriving in any order
+    /// and repeated) give the duplicates, overlaps and totals a brute force over the rows
+    /// gives, and the runs, cut into their periods, are the distinct rows in order.
     #[test]
-    fn identical_rows_are_folded_as_they_stream() {
+    fn runs_count_what_rows_would() {
+        use proptest::prelude::*;
         let catalog = Catalog::builtin();
         let join = JoinKey::Id;
-        let mut b = BillBuilder::new(&catalog, &join, "team");
-        let row = BillRow {
+        let skus = ["sku-a", "sku-b"];
+        proptest!(ProptestConfig::with_cases(256), |(rows in proptest::collection::vec((0i64..40, 1i64..3, 0usize..2, 0usize..2), 0..300), compact in 0usize..3)| {
+            let hour = gpuwise_core::HOUR_MS;
+            let mut b = BillBuilder::new(&catalog, &join, "team");
+            for (i, &(start, len, price, sku)) in rows.iter().enumerate() {
+                b.add(BillRow {
+                    line: i as u64 + 2,
+                    start_ms: start * hour,
+                    end_ms: (start + len) * hour,
+                    billed_cost: [32.77, 30.0][price] * len as f64,
+                    quantity_hours: Some(len as f64),
+                    sku_price_id: Some(skus[sku]),
+                    ..row()
+                });
+                // Folding as it streams (every so many rows) changes nothing.
+                if compact > 0 && i % (compact * 7) == 0 {
+                    let r = b.bill.resources.get_mut("i-1").expect("added");
+                    b.bill.duplicates += r.fold_duplicates().0;
+                }
+            }
+            let bill = b.finish().expect("usd");
+            // Brute force: distinct rows in order; each later copy a duplicate; a row that
+            // starts before an earlier one ends an overlap.
+            let mut distinct: Vec<(i64, i64, usize, usize)> = rows.iter().map(|&(s, l, p, k)| (s, s + l, k, p)).collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let mut reach = i64::MIN;
+            let overlapping = distinct.iter().filter(|&&(s, e, _, _)| {
+                let o = s < reach;
+                reach = reach.max(e);
+                o
+            }).count() as u64;
+            prop_assert_eq!(bill.duplicates, (rows.len() - distinct.len()) as u64);
+            prop_assert_eq!(bill.overlapping, overlapping);
+            let Some(r) = bill.resources.get("i-1") else {
+                prop_assert!(rows.is_empty());
+                return Ok(());
+            };
+            let mut periods: Vec<(i64, i64, usize, usize)> = r.charges.iter().flat_map(Charge::each_period).map(|c| {
+                let sku = skus.iter().position(|s| *s == r.skus[c.sku.expect("priced") as usize]).expect("known");
+                let price = usize::from(c.billed / c.hours != 32.77);
+                (c.start_ms / hour, c.end_ms / hour, sku, price)
+            }).collect();
+            // In period order (within a period, by the order price ids were first seen).
+            prop_assert!(periods.windows(2).all(|w| w[0].0 <= w[1].0));
+            periods.sort_unstable();
+            prop_assert_eq!(&periods, &distinct);
+            let hours: f64 = distinct.iter().map(|&(s, e, _, _)| (e - s) as f64).sum();
+            prop_assert!((r.charges.iter().map(Charge::hours).sum::<f64>() - hours).abs() < 1e-9);
+            let billed: f64 = distinct.iter().map(|&(s, e, _, p)| [32.77, 30.0][p] * (e - s) as f64).sum();
+            prop_assert!((r.billed() - billed).abs() < 1e-6);
+            // Back-to-back rows on the same terms are held as one run.
+            prop_assert!(r.charges.windows(2).all(|w| !w[0].clone().extend(&w[1])));
+        });
+    }
+
+    /// A GPU row of instance `i-1` (one p4d.24xlarge hour).
+    fn row() -> BillRow<'static> {
+        BillRow {
             line: 2,
             charge_category: "Usage",
             currency: "USD",
@@ -753,7 +945,18 @@ mod tests {
             provider: None,
             tags: &[],
             description: None,
-        };
+        }
+    }
+
+    /// The same row a hundred thousand times (a 10 MB gzip held 17.3 million and took 1.5 GB):
+    /// folded as it streams, the resource never holds more than the fold threshold of charges,
+    /// and the bill keeps one with the rest counted as duplicates.
+    #[test]
+    fn identical_rows_are_folded_as_they_stream() {
+        let catalog = Catalog::builtin();
+        let join = JoinKey::Id;
+        let mut b = BillBuilder::new(&catalog, &join, "team");
+        let row = row();
         for _ in 0..100_000 {
             b.add(row.clone());
             assert!(b.bill.resources["i-1"].charges.len() <= 1024);

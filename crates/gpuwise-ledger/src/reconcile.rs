@@ -376,11 +376,11 @@ fn type_rows(bill: &Bill, catalog_prices: &BTreeMap<String, f64>) -> Vec<TypeRow
         for c in &r.charges {
             a.gpus = c.gpus;
             a.hours += c.gpu_hours();
-            a.billed += c.billed;
-            if let Some(e) = c.effective {
+            a.billed += c.billed();
+            if let Some(e) = c.effective() {
                 *a.effective.get_or_insert(0.0) += e;
             }
-            if let Some(l) = c.list {
+            if let Some(l) = c.list() {
                 *a.list.get_or_insert(0.0) += l;
             }
         }
@@ -472,11 +472,12 @@ pub fn reconcile(
         join: join.to_string(),
         team_tag: team_tag.to_owned(),
         settings: th,
-        billed_cost_usd: charges().fold(0.0, |a, c| a + c.billed),
+        billed_cost_usd: charges().fold(0.0, |a, c| a + c.billed()),
         billed_gpu_hours: billed_h,
         observed_gpu_hours: observed_total,
-        effective_usd_per_gpu_hour: sum_opt(|c| c.effective).and_then(|e| ratio(e, billed_h)),
-        list_usd_per_gpu_hour: sum_opt(|c| c.list).and_then(|l| ratio(l, billed_h)),
+        effective_usd_per_gpu_hour: sum_opt(crate::bill::Charge::effective)
+            .and_then(|e| ratio(e, billed_h)),
+        list_usd_per_gpu_hour: sum_opt(crate::bill::Charge::list).and_then(|l| ratio(l, billed_h)),
         spot_share_pct: ratio(spot_h * 100.0, billed_h),
         instance_types: type_rows(bill, catalog_prices),
         matched: f.matched,
