@@ -21,7 +21,7 @@ cargo build --release --locked --quiet
 python3 -m pip install --quiet --disable-pip-version-check 'duckdb==2.0.1' 2>&1 | grep -v -i "running pip as the 'root' user" || true
 bin=target/release/gpuwise
 echo "## ingest" >&2
-python3 bench/compare.py --bin "$bin" --out bench/out --sizes shape,1m,10m,many,100k --runs "$runs"
+python3 bench/compare.py --bin "$bin" --out bench/out --sizes shape,shape-allocate,1m,10m,many,100k --runs "$runs"
 echo "## bills" >&2
 python3 bench/ledger.py --bin "$bin" --out bench/out --runs "$runs"
 echo "## Prometheus: pushdown against --raw" >&2

@@ -90,6 +90,37 @@ def generate_dir(bin_, out, name, gpus, days, interval):
     return path
 
 
+# `gpuwise allocate --format focus` against DuckDB grouping the same telemetry into the same
+# rows: per host file, GPU and UTC day, GPU-hours (samples at one minute), busy GPU-hours
+# (utilization-weighted), idle GPU-hours (utilization under 5 %), the team from the host's
+# name, cost at one price. Typed columns, timestamps parsed by DuckDB.
+DUCK_ALLOCATE = """
+import duckdb, sys
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+rows = con.execute('''
+  select host, uuid, day,
+         case when host like 'node00%' then 'research' else 'vision' end as team,
+         count(*) / 60.0 as gpu_hours, sum(util) / 100.0 / 60.0 as busy_gpu_hours,
+         count(*) filter (where util < 5) / 60.0 as idle_gpu_hours,
+         count(*) / 60.0 * 6.88 as cost_usd
+  from (
+    select regexp_extract(filename, '([^/]+)[.]csv$', 1) as host, trim(uuid) as uuid,
+           cast(strptime(timestamp, '%Y/%m/%d %H:%M:%S.%g') as date) as day,
+           cast(nullif(replace(replace(trim("utilization.gpu [%]"), ' %', ''), '[N/A]', ''), '') as double) as util
+    from read_csv(?, header = true, delim = ',', auto_detect = false, filename = true, columns = {
+      'timestamp': 'VARCHAR', 'name': 'VARCHAR', 'pci.bus_id': 'VARCHAR', 'uuid': 'VARCHAR',
+      'index': 'INTEGER', 'utilization.gpu [%]': 'VARCHAR', 'utilization.memory [%]': 'VARCHAR',
+      'memory.total [MiB]': 'VARCHAR', 'memory.used [MiB]': 'VARCHAR', 'power.draw [W]': 'VARCHAR',
+      'enforced.power.limit [W]': 'VARCHAR'})
+  ) group by all
+''', [sys.argv[1]]).fetchall()
+print(len(rows))
+"""
+
+TEAMS = '[hosts]\n"node00*" = "research"\n"node01*" = "vision"\n'
+
+
 def timed(cmd):
     """Wall seconds and peak RSS (MB) of a command, via GNU time."""
     t0 = time.perf_counter()
@@ -157,6 +188,27 @@ def main():
             name = (f"held-out shape: {len(files):,} nvidia-smi files, {report['fleet']['devices']:,} GPUs, "
                     f"{report['ingest']['samples']:,} samples, {sum(os.path.getsize(os.path.join(d_, p)) for p in files) / 1e9:.2f} GB")
             rows.append((name, statistics.median(x[0] for x in g), max(x[1] for x in g),
+                         statistics.median(x[0] for x in d), max(x[1] for x in d)))
+            continue
+        if size == "shape-allocate":
+            # The held-out shape again, through `allocate --format focus` (rows per GPU, team
+            # and day), against DuckDB's grouping of the same files into the same rows.
+            d_ = os.path.join(a.out, "dir-shape")
+            if not os.path.exists(d_):
+                sh([sys.executable, os.path.join(os.path.dirname(__file__), "fleet_shape.py"), d_])
+            teams = os.path.join(a.out, "shape-teams.toml")
+            with open(teams, "w") as f:
+                f.write(TEAMS)
+            g, d = [], []
+            for _ in range(a.runs):
+                w, r, out = timed([a.bin, "allocate", d_, "--teams", teams, "--format", "focus", "--no-progress"])
+                g.append((w, r))
+                ours = len(out.decode().splitlines()) - 1
+                w, r, out = timed([sys.executable, "-c", DUCK_ALLOCATE, os.path.join(d_, "*.csv")])
+                d.append((w, r))
+                assert int(out.decode().strip()) == ours, f"rows: DuckDB {out.decode().strip()}, gpuwise {ours}"
+            rows.append((f"held-out shape, `allocate --format focus`: {ours:,} rows (GPU × team × day)",
+                         statistics.median(x[0] for x in g), max(x[1] for x in g),
                          statistics.median(x[0] for x in d), max(x[1] for x in d)))
             continue
         if size in ("many", "100k"):
