@@ -21,7 +21,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let entries: Vec<(usize, serde_json::Value)> = text
         .lines()
         .enumerate()
-        .filter_map(|(i, l)| serde_json::from_str::<serde_json::Value>(l).ok().map(|v| (i + 1, v)))
+        .filter_map(|(i, l)| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .map(|v| (i + 1, v))
+        })
         .filter(|(_, v)| v.is_object())
         .collect();
     let _ = gpuwise_analysis::review::fold_journal(&entries);

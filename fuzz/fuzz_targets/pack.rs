@@ -20,14 +20,34 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let catalog = mig::MigCatalog::from([(
         nodes.first().map(|n| n.model.clone()).unwrap_or_default(),
         vec![
-            mig::MigProfile { name: "1g.10gb".into(), compute: 1, memory: 1, max_instances: 7 },
-            mig::MigProfile { name: "3g.40gb".into(), compute: 3, memory: 4, max_instances: 2 },
-            mig::MigProfile { name: "7g.80gb".into(), compute: 7, memory: 8, max_instances: 1 },
+            mig::MigProfile {
+                name: "1g.10gb".into(),
+                compute: 1,
+                memory: 1,
+                max_instances: 7,
+            },
+            mig::MigProfile {
+                name: "3g.40gb".into(),
+                compute: 3,
+                memory: 4,
+                max_instances: 2,
+            },
+            mig::MigProfile {
+                name: "7g.80gb".into(),
+                compute: 7,
+                memory: 8,
+                max_instances: 1,
+            },
         ],
     )]);
     for policy in place::Policy::ALL {
         for load in [None, Some(1.3)] {
-            let protocol = place::Protocol { load, seed: 7, shuffle: true, ..place::Protocol::default() };
+            let protocol = place::Protocol {
+                load,
+                seed: 7,
+                shuffle: true,
+                ..place::Protocol::default()
+            };
             let _ = gpuwise_pack::run(nodes, pods, policy, &protocol, &catalog);
         }
     }
