@@ -15,8 +15,9 @@ pub mod view;
 pub use gpuwise_advise::{Advice, AdviseSettings, Hints, Kind};
 pub use gpuwise_core::profile::{DeviceProfile, Profile};
 pub use gpuwise_core::report::{IngestSummary, Report, ReportOptions, TeamMap};
-pub use gpuwise_ledger::allocate::{Allocation, Policy as AllocationPolicy, UnitCounts};
+pub use gpuwise_ledger::allocate::{Allocation, Allocator, Policy as AllocationPolicy, UnitCounts};
 pub use gpuwise_ledger::check::{Budget, Burn};
+pub use gpuwise_ledger::export::FocusRows;
 
 use gpuwise_core::EpochMs;
 use gpuwise_core::price::PriceBook;
@@ -116,6 +117,48 @@ impl Analysis {
         self.report_from(devices, summary, now_ms)
     }
 
+    /// [`Analysis::report_of`], handing each device's summary and report row to `visit` as
+    /// it is made (an [`Allocator`], [`FocusRows`]), then letting it go.
+    pub fn report_visiting(
+        &self,
+        profile: Profile,
+        summary: IngestSummary,
+        now_ms: EpochMs,
+        visit: &mut dyn FnMut(&DeviceProfile, &gpuwise_core::report::DeviceRow),
+    ) -> Report {
+        let s = &self.settings;
+        let devices = profile.finish_each(&s.report.profile, &s.tz).map(|mut p| {
+            self.with_workload(&mut p);
+            p
+        });
+        let mut opts = s.report.clone();
+        opts.now_ms = Some(now_ms);
+        gpuwise_core::report::build_visiting(devices, &s.prices, &s.teams, &opts, summary, visit)
+    }
+
+    /// An empty allocation of the hours before `now_ms`, to fold devices into one at a time
+    /// ([`Analysis::report_visiting`]) and finish with [`Analysis::allocation_of`].
+    #[must_use]
+    pub fn allocator(&self, now_ms: EpochMs) -> Allocator<'_> {
+        Allocator::new(&self.settings.teams, now_ms)
+    }
+
+    /// The allocation an [`Allocator`] folded, by the settings' policy and unit counts.
+    ///
+    /// # Errors
+    /// As [`Analysis::allocation`].
+    pub fn allocation_of(&self, folded: Allocator<'_>) -> Result<Allocation, AnalysisError> {
+        let s = &self.settings;
+        self.checked(folded.finish(&s.allocation, &s.units))
+    }
+
+    /// The public list price per GPU-hour of a device's GPU: the catalog's on-demand price in
+    /// the run's price context (cloud, region), for FOCUS rows.
+    #[must_use]
+    pub fn list_price(&self, row: &gpuwise_core::report::DeviceRow) -> Option<f64> {
+        gpuwise_ledger::export::list_price(&self.settings.prices, row)
+    }
+
     fn report_from<P: std::borrow::Borrow<DeviceProfile>>(
         &self,
         profiles: impl IntoIterator<Item = P>,
@@ -180,8 +223,12 @@ impl Analysis {
         profiles: &[DeviceProfile],
         now_ms: EpochMs,
     ) -> Result<Allocation, AnalysisError> {
+        self.checked(self.allocate(report, profiles, now_ms))
+    }
+
+    /// `a`, unless its policy shares the cost of a team nobody knows.
+    fn checked(&self, a: Allocation) -> Result<Allocation, AnalysisError> {
         let s = &self.settings;
-        let a = self.allocate(report, profiles, now_ms);
         if let Some(what) = gpuwise_ledger::check::unknown_teams(
             s.allocation.shared_teams.iter().map(String::as_str),
             &a,

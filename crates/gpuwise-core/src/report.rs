@@ -614,6 +614,20 @@ pub fn build<P: std::borrow::Borrow<DeviceProfile>>(
     opts: &ReportOptions,
     ingest: IngestSummary,
 ) -> Report {
+    build_visiting(profiles, prices, teams, opts, ingest, &mut |_, _| {})
+}
+
+/// [`build`], handing each device's profile and row to `visit` as it is made: what else a
+/// caller folds from the devices (an allocation) is folded without keeping the profiles.
+#[must_use]
+pub fn build_visiting<P: std::borrow::Borrow<DeviceProfile>>(
+    profiles: impl IntoIterator<Item = P>,
+    prices: &PriceBook,
+    teams: &TeamMap,
+    opts: &ReportOptions,
+    ingest: IngestSummary,
+    visit: &mut dyn FnMut(&DeviceProfile, &DeviceRow),
+) -> Report {
     let mut notes = Notes::default();
     let mut totals = Totals::default();
     let profiles = profiles.into_iter();
@@ -624,6 +638,7 @@ pub fn build<P: std::borrow::Borrow<DeviceProfile>>(
         notes.observe(p, &priced, opts);
         let row = device_row(p, &priced, teams, opts);
         totals.add(p, &row);
+        visit(p, &row);
         devices.push(row);
     }
     sort_by_waste(&mut devices);

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use gpuwise_core::HOUR_MS;
 use gpuwise_core::profile::DeviceProfile;
-use gpuwise_core::report::Report;
+use gpuwise_core::report::{DeviceRow, Report};
 use gpuwise_core::sample::EpochMs;
 use gpuwise_core::teams::TeamMap;
 use serde::Serialize;
@@ -279,65 +279,106 @@ struct Ledger {
 }
 
 impl Ledger {
-    fn fold(profiles: &[DeviceProfile], report: &Report, teams: &TeamMap, as_of: EpochMs) -> Self {
-        let rows: BTreeMap<&str, (Option<f64>, Option<f64>)> = report
-            .devices
-            .iter()
-            .map(|d| (d.id.as_str(), (d.gpu_share, d.usd_per_gpu_hour)))
-            .collect();
-        let mut l = Ledger::default();
-        for p in profiles {
-            let (share, price) = rows
-                .get(p.key.to_string().as_str())
-                .copied()
-                .unwrap_or((None, None));
-            // A device whose share of a GPU is unknown is in no sum (as in the report).
-            let Some(share) = share else { continue };
-            if price.is_none() {
-                l.unpriced_devices += 1;
-            }
-            // Without date-ranged rules for this device its owner is one for all hours: asked
-            // once, not per hour (globs over 10k devices × 720 hours add up).
-            let fixed = teams.changes(&p.key).is_empty().then(|| {
-                let first = p.stats.hourly.first().map(|h| h.start_ms);
-                teams.owner(&p.key, &p.info, first).unwrap_or(UNTAGGED)
-            });
-            for h in p.stats.hourly.iter().filter(|h| h.start_ms < as_of) {
-                let team = fixed.unwrap_or_else(|| {
-                    teams
-                        .owner(&p.key, &p.info, Some(h.start_ms))
-                        .unwrap_or(UNTAGGED)
-                });
-                #[allow(clippy::cast_precision_loss)]
-                let busy = h.util_weighted as f64 / 10_000.0 / HOUR_MS as f64;
-                let gpu_hours = h.covered_hours * share;
-                let idle = h.idle_hours * share;
-                let s = Sums {
-                    gpu_hours,
-                    busy_gpu_hours: busy * share,
-                    idle_gpu_hours: idle,
-                    cost_usd: price.map_or(0.0, |p| gpu_hours * p),
-                    idle_cost_usd: price.map_or(0.0, |p| idle * p),
-                    unpriced_gpu_hours: if price.is_some() { 0.0 } else { gpu_hours },
-                };
-                let Some((m, ms, me)) = month_of(h.start_ms) else {
-                    continue;
-                };
-                l.months
-                    .entry(m)
-                    .or_insert_with(|| (ms, me, BTreeMap::new()))
-                    .2
-                    .entry(team.to_owned())
-                    .or_default()
-                    .add(&s);
-                l.how
-                    .entry(team.to_owned())
-                    .or_insert_with(|| vec![Sums::default(); 168])[how(h.start_ms)]
-                .add(&s);
-                l.first_hour = Some(l.first_hour.map_or(h.start_ms, |f| f.min(h.start_ms)));
-            }
+    /// Fold one device's hours before `before` into its owners' sums. `share` is its share of
+    /// a GPU (a device whose share is unknown is in no sum, as in the report), `price` its
+    /// price per GPU-hour.
+    fn add(
+        &mut self,
+        p: &DeviceProfile,
+        share: Option<f64>,
+        price: Option<f64>,
+        teams: &TeamMap,
+        before: EpochMs,
+    ) {
+        let Some(share) = share else { return };
+        if price.is_none() {
+            self.unpriced_devices += 1;
         }
-        l
+        // Without date-ranged rules for this device its owner is one for all hours: asked
+        // once, not per hour (globs over 10k devices × 720 hours add up).
+        let fixed = teams.changes(&p.key).is_empty().then(|| {
+            let first = p.stats.hourly.first().map(|h| h.start_ms);
+            teams.owner(&p.key, &p.info, first).unwrap_or(UNTAGGED)
+        });
+        for h in p.stats.hourly.iter().filter(|h| h.start_ms < before) {
+            let team = fixed.unwrap_or_else(|| {
+                teams
+                    .owner(&p.key, &p.info, Some(h.start_ms))
+                    .unwrap_or(UNTAGGED)
+            });
+            #[allow(clippy::cast_precision_loss)]
+            let busy = h.util_weighted as f64 / 10_000.0 / HOUR_MS as f64;
+            let gpu_hours = h.covered_hours * share;
+            let idle = h.idle_hours * share;
+            let s = Sums {
+                gpu_hours,
+                busy_gpu_hours: busy * share,
+                idle_gpu_hours: idle,
+                cost_usd: price.map_or(0.0, |p| gpu_hours * p),
+                idle_cost_usd: price.map_or(0.0, |p| idle * p),
+                unpriced_gpu_hours: if price.is_some() { 0.0 } else { gpu_hours },
+            };
+            let Some((m, ms, me)) = month_of(h.start_ms) else {
+                continue;
+            };
+            self.months
+                .entry(m)
+                .or_insert_with(|| (ms, me, BTreeMap::new()))
+                .2
+                .entry(team.to_owned())
+                .or_default()
+                .add(&s);
+            self.how
+                .entry(team.to_owned())
+                .or_insert_with(|| vec![Sums::default(); 168])[how(h.start_ms)]
+            .add(&s);
+            self.first_hour = Some(self.first_hour.map_or(h.start_ms, |f| f.min(h.start_ms)));
+        }
+    }
+}
+
+/// The allocation folded one device at a time, as the report is made
+/// ([`gpuwise_core::report::build_visiting`]): a fleet's profiles are never all held.
+pub struct Allocator<'a> {
+    teams: &'a TeamMap,
+    now_ms: EpochMs,
+    ledger: Ledger,
+    /// The end of the last hour any device reported.
+    data_end: Option<EpochMs>,
+}
+
+impl<'a> Allocator<'a> {
+    /// An empty allocation of the hours before `now_ms`, owners from `teams`.
+    #[must_use]
+    pub fn new(teams: &'a TeamMap, now_ms: EpochMs) -> Self {
+        Self {
+            teams,
+            now_ms,
+            ledger: Ledger::default(),
+            data_end: None,
+        }
+    }
+
+    /// Fold one device, with its report row (its share of a GPU and its price).
+    pub fn add(&mut self, p: &DeviceProfile, row: &DeviceRow) {
+        self.add_priced(p, row.gpu_share, row.usd_per_gpu_hour);
+    }
+
+    fn add_priced(&mut self, p: &DeviceProfile, share: Option<f64>, price: Option<f64>) {
+        if let Some(h) = p.stats.hourly.last() {
+            let end = h.start_ms + HOUR_MS;
+            self.data_end = Some(self.data_end.map_or(end, |e| e.max(end)));
+        }
+        // The allocation is as of the data's end or now, whichever is first; every hour is
+        // before the data's end, so the hours before now are the hours before that.
+        self.ledger.add(p, share, price, self.teams, self.now_ms);
+    }
+
+    /// The allocation by `policy`, with unit costs from `counts`.
+    #[must_use]
+    pub fn finish(self, policy: &Policy, counts: &UnitCounts) -> Allocation {
+        let as_of = self.data_end.unwrap_or(self.now_ms).min(self.now_ms);
+        finish(&self.ledger, self.teams, policy, counts, as_of)
     }
 }
 
@@ -556,14 +597,25 @@ pub fn allocate(
     counts: &UnitCounts,
     now_ms: EpochMs,
 ) -> Allocation {
-    let data_end = profiles
-        .iter()
-        .filter_map(|p| p.stats.hourly.last())
-        .map(|h| h.start_ms + HOUR_MS)
-        .max()
-        .unwrap_or(now_ms);
-    let as_of = data_end.min(now_ms);
-    let ledger = Ledger::fold(profiles, report, teams, as_of);
+    let rows: BTreeMap<&str, &DeviceRow> =
+        report.devices.iter().map(|d| (d.id.as_str(), d)).collect();
+    let mut a = Allocator::new(teams, now_ms);
+    for p in profiles {
+        match rows.get(p.key.to_string().as_str()) {
+            Some(row) => a.add(p, row),
+            None => a.add_priced(p, None, None),
+        }
+    }
+    a.finish(policy, counts)
+}
+
+fn finish(
+    ledger: &Ledger,
+    teams: &TeamMap,
+    policy: &Policy,
+    counts: &UnitCounts,
+    as_of: EpochMs,
+) -> Allocation {
     let mut warnings = Vec::new();
     if teams.is_empty() {
         warnings.push("no team file (--teams): every device-hour is (untagged)".to_owned());
@@ -599,7 +651,7 @@ pub fn allocate(
         policy: policy.clone(),
         as_of: rfc3339(as_of),
         months,
-        forecast: forecast(&ledger, policy, as_of),
+        forecast: forecast(ledger, policy, as_of),
         unpriced_devices: ledger.unpriced_devices,
         warnings,
     }

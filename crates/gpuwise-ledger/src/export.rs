@@ -142,12 +142,16 @@ fn pricing_category(p: Option<&str>) -> &'static str {
 }
 
 /// The allocation as FOCUS 1.2 rows.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct FocusRows {
-    /// Column names: [`FOCUS_1_2`] then [`EXTENSIONS`].
-    pub header: Vec<&'static str>,
-    /// One row per device, team and day; `""` is null.
-    pub rows: Vec<Vec<String>>,
+    /// The CSV: the header verbatim (FOCUS column ids, [`FOCUS_1_2`] then [`EXTENSIONS`]),
+    /// then one record per device, team and day (an empty cell is null), each cell escaped as
+    /// every CSV gpuwise writes is (formula cells neutralised, control characters as text,
+    /// RFC 4180 quotes), each line ending in a newline. Records are rendered as each device is
+    /// added, so a fleet's rows are held only as their text.
+    pub csv: String,
+    /// Records in `csv`.
+    pub rows: usize,
     /// Devices left out for want of a price.
     pub unpriced_devices: usize,
 }
@@ -163,19 +167,73 @@ pub fn focus_rows(
 ) -> FocusRows {
     let rows: BTreeMap<&str, &gpuwise_core::report::DeviceRow> =
         report.devices.iter().map(|d| (d.id.as_str(), d)).collect();
-    let mut out = FocusRows {
-        header: FOCUS_1_2.iter().chain(EXTENSIONS.iter()).copied().collect(),
-        ..FocusRows::default()
-    };
-    let mut unpriced = 0;
+    let mut out = FocusRows::new();
     for p in profiles {
-        let id = p.key.to_string();
-        let Some(row) = rows.get(id.as_str()) else {
-            continue;
-        };
+        if let Some(row) = rows.get(p.key.to_string().as_str()) {
+            out.add(p, row, teams, list_price(row));
+        }
+    }
+    out
+}
+
+/// The public list price per GPU-hour of a device's GPU: the catalog's on-demand price in the
+/// run's price context (cloud, region).
+#[must_use]
+pub fn list_price(
+    prices: &gpuwise_core::price::PriceBook,
+    row: &gpuwise_core::report::DeviceRow,
+) -> Option<f64> {
+    let ctx = prices.context();
+    let gpu = row.model.as_deref()?;
+    prices
+        .catalog()
+        .gpu_hour_price(&gpuwise_catalog::PriceQuery {
+            gpu,
+            cloud: ctx.cloud.as_deref(),
+            region: ctx.region.as_deref(),
+            pricing: gpuwise_catalog::Pricing::OnDemand,
+        })
+        .filter(|q| q.pricing == gpuwise_catalog::Pricing::OnDemand)
+        .map(|q| q.usd_per_gpu_hour)
+}
+
+impl Default for FocusRows {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FocusRows {
+    /// No rows yet: the header alone.
+    #[must_use]
+    pub fn new() -> Self {
+        let mut csv = FOCUS_1_2
+            .iter()
+            .chain(EXTENSIONS.iter())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(",");
+        csv.push('\n');
+        FocusRows {
+            csv,
+            rows: 0,
+            unpriced_devices: 0,
+        }
+    }
+
+    /// One device's rows, per team and UTC day, from its profile and report row (its share
+    /// of a GPU and price); `list` is its GPU's public list price per GPU-hour, if known. A
+    /// device without a price has no rows (a FOCUS cost cannot be unknown), and is counted.
+    pub fn add(
+        &mut self,
+        p: &DeviceProfile,
+        row: &gpuwise_core::report::DeviceRow,
+        teams: &TeamMap,
+        list: Option<f64>,
+    ) {
         let (Some(share), Some(price)) = (row.gpu_share, row.usd_per_gpu_hour) else {
-            unpriced += 1;
-            continue;
+            self.unpriced_devices += 1;
+            return;
         };
         let mut days: BTreeMap<(EpochMs, &str), Day> = BTreeMap::new();
         for h in &p.stats.hourly {
@@ -193,13 +251,20 @@ pub fn focus_rows(
             d.util_hours += h.util_hours * share;
         }
         // The list price of the whole GPU, times the device's share like the price paid.
-        let list = list_price(row);
         for ((day, team), d) in days {
-            out.rows.push(focus_row(row, day, team, &d, price, list));
+            for (i, cell) in focus_row(row, day, team, &d, price, list)
+                .iter()
+                .enumerate()
+            {
+                if i > 0 {
+                    self.csv.push(',');
+                }
+                self.csv.push_str(&gpuwise_render::escape::csv(cell));
+            }
+            self.csv.push('\n');
+            self.rows += 1;
         }
     }
-    out.unpriced_devices = unpriced;
-    out
 }
 
 fn focus_row(

@@ -462,20 +462,6 @@ pub fn reconciliation(
     })
 }
 
-/// FOCUS rows as CSV: the header verbatim (FOCUS column ids), each cell escaped as every CSV
-/// gpuwise writes is (formula cells neutralised, control characters as text, RFC 4180 quotes).
-#[must_use]
-pub fn focus_csv(f: &crate::export::FocusRows) -> String {
-    let mut out = f.header.join(",");
-    out.push('\n');
-    for r in &f.rows {
-        let cells: Vec<String> = r.iter().map(|c| gpuwise_render::escape::csv(c)).collect();
-        out.push_str(&cells.join(","));
-        out.push('\n');
-    }
-    out
-}
-
 /// Lines of one rule shown in a log before the rest are counted.
 const LOG_PER_RULE: usize = 5;
 

@@ -84,7 +84,7 @@ pub(crate) fn run(req: &Request<'_>, mut s: fleet::Settings) -> anyhow::Result<J
             &analysis,
             s.now_ms,
             progress,
-            true,
+            fleet::Keep::Nothing,
         )?
         .0
     };

@@ -7,7 +7,7 @@ use gpuwise_render::{Format, RenderOptions};
 
 use crate::cli::AllocateArgs;
 use crate::config::{Config, output_format};
-use crate::fleet::Asks;
+use crate::fleet::{Asks, Keep};
 use crate::output::emit;
 use crate::printer;
 
@@ -25,37 +25,19 @@ pub(crate) fn run(args: &AllocateArgs) -> anyhow::Result<ExitCode> {
     );
     let asks = Asks {
         alloc: Some(&args.alloc),
+        keep: if focus { Keep::Focus } else { Keep::Allocation },
         ..Asks::default()
     };
-    let fleet = crate::fleet::read(&args.fleet, &cfg, &asks, !args.out.no_progress)?;
-    let (settings, report, profiles) = (fleet.analysis.settings(), &fleet.report, &fleet.profiles);
+    let mut fleet = crate::fleet::read(&args.fleet, &cfg, &asks, !args.out.no_progress)?;
     if focus {
-        // The public list price: the catalog's on-demand price of the device's GPU in the
-        // run's price context (cloud, region).
-        let catalog = settings.prices.catalog();
-        let ctx = settings.prices.context();
-        let list_price = |row: &gpuwise_core::report::DeviceRow| {
-            let gpu = row.model.as_deref()?;
-            catalog
-                .gpu_hour_price(&gpuwise_catalog::PriceQuery {
-                    gpu,
-                    cloud: ctx.cloud.as_deref(),
-                    region: ctx.region.as_deref(),
-                    pricing: gpuwise_catalog::Pricing::OnDemand,
-                })
-                .filter(|q| q.pricing == gpuwise_catalog::Pricing::OnDemand)
-                .map(|q| q.usd_per_gpu_hour)
-        };
-        let rows =
-            gpuwise_ledger::export::focus_rows(profiles, report, &settings.teams, &list_price);
+        let rows = fleet.focus_rows();
         let unpriced = rows.unpriced_devices;
-        let csv = gpuwise_ledger::view::focus_csv(&rows);
         if unpriced > 0 {
             printer::warn(&format!(
                 "{unpriced} device(s) have no price and no FOCUS rows (a FOCUS cost cannot be unknown)"
             ));
         }
-        emit(&csv, args.out.output.as_ref())?;
+        emit(&rows.csv, args.out.output.as_ref())?;
         return Ok(ExitCode::SUCCESS);
     }
     let a = fleet.allocation()?;

@@ -65,7 +65,7 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         alloc: Some(&args.alloc),
         ..Asks::default()
     };
-    let fleet = crate::fleet::read(&args.fleet, &cfg, &asks, !args.out.no_progress)?;
+    let mut fleet = crate::fleet::read(&args.fleet, &cfg, &asks, !args.out.no_progress)?;
     let allocation = fleet.allocation()?;
     check::known_teams(
         &policy,

@@ -78,13 +78,13 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let now = settings.now_ms;
     let read = settings.read;
     let analysis = Analysis::new(settings.analysis);
-    let (mut rep, profiles) = crate::fleet::from_files(
+    let (mut rep, profiles, _) = crate::fleet::from_files(
         &[data.display().to_string()],
         &read,
         &analysis,
         now,
         true,
-        false,
+        crate::fleet::Keep::Profiles,
     )?;
     let plain = rep.clone();
     let advice = analysis.advice(&rep, &profiles);

@@ -18,7 +18,11 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let asks = Asks {
         workloads: args.advise_opts.workloads.as_deref(),
         advise: args.advise.then_some(&args.advise_opts),
-        report_only: !args.advise,
+        keep: if args.advise {
+            crate::fleet::Keep::Profiles
+        } else {
+            crate::fleet::Keep::Nothing
+        },
         ..Asks::default()
     };
     let Fleet {

@@ -276,7 +276,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         advise: Some(&args.advise),
         alloc: Some(&args.alloc),
         budget,
-        report_only: false,
+        keep: crate::fleet::Keep::Profiles,
     };
     let settings = fleet::resolve(&args.fleet.read, &args.fleet.analysis, &cfg, &asks)?;
     let opts = options(args, &cfg)?;

@@ -51,9 +51,32 @@ pub(crate) struct Asks<'a> {
     pub alloc: Option<&'a AllocateOpts>,
     /// Monthly budgets (a policy's `[budget]`).
     pub budget: Option<Budget>,
-    /// The command needs only the report: the devices' summaries are not kept beside it (the
-    /// [`Fleet`]'s `profiles` are then empty), so a large fleet never holds them all.
-    pub report_only: bool,
+    /// What is kept of the devices once the report is made.
+    pub keep: Keep,
+}
+
+/// What is kept of the fleet's devices beside the report. Anything but their summaries lets
+/// each go as soon as the report has taken it, so a large fleet never holds them all (the
+/// [`Fleet`]'s `profiles` are then empty).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// Their summaries (the advice reads them).
+    #[default]
+    Profiles,
+    /// Nothing: the command needs only the report.
+    Nothing,
+    /// The allocation, folded from each device as the report takes it.
+    Allocation,
+    /// The allocation as FOCUS rows, likewise.
+    Focus,
+}
+
+/// What was folded from the devices in place of keeping them.
+pub(crate) enum Folded {
+    /// [`Keep::Allocation`].
+    Allocation(Box<gpuwise_analysis::Allocation>),
+    /// [`Keep::Focus`].
+    Focus(gpuwise_analysis::FocusRows),
 }
 
 fn tz(name: &str) -> anyhow::Result<jiff::tz::TimeZone> {
@@ -512,17 +535,23 @@ pub(crate) struct Fleet {
     pub now_ms: i64,
     /// The report.
     pub report: Report,
-    /// The devices' profiles (the advice and the allocation read them).
+    /// The devices' profiles (the advice and the allocation read them), unless the command
+    /// asked to keep something else ([`Keep`]).
     pub profiles: Vec<DeviceProfile>,
+    /// What was folded from the devices instead ([`Keep::Allocation`], [`Keep::Focus`]).
+    pub folded: Option<Folded>,
 }
 
 impl Fleet {
     /// The allocation of the fleet (the CLI's: an unknown shared team is an error), its
     /// warnings said on stderr.
-    pub(crate) fn allocation(&self) -> anyhow::Result<gpuwise_analysis::Allocation> {
-        let a = self
-            .analysis
-            .allocation(&self.report, &self.profiles, self.now_ms)?;
+    pub(crate) fn allocation(&mut self) -> anyhow::Result<gpuwise_analysis::Allocation> {
+        let a = match self.folded.take() {
+            Some(Folded::Allocation(a)) => *a,
+            _ => self
+                .analysis
+                .allocation(&self.report, &self.profiles, self.now_ms)?,
+        };
         for w in &a.warnings {
             printer::warn(w);
         }
@@ -533,6 +562,23 @@ impl Fleet {
             ));
         }
         Ok(a)
+    }
+}
+
+impl Fleet {
+    /// The allocation as FOCUS 1.2 rows (those folded while reading, or made from the
+    /// profiles).
+    pub(crate) fn focus_rows(&mut self) -> gpuwise_analysis::FocusRows {
+        if let Some(Folded::Focus(rows)) = self.folded.take() {
+            return rows;
+        }
+        let analysis = &self.analysis;
+        gpuwise_ledger::export::focus_rows(
+            &self.profiles,
+            &self.report,
+            &analysis.settings().teams,
+            &|row| analysis.list_price(row),
+        )
     }
 }
 
@@ -564,8 +610,8 @@ pub(crate) fn from_files(
     analysis: &Analysis,
     now_ms: i64,
     progress: bool,
-    report_only: bool,
-) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
+    keep: Keep,
+) -> anyhow::Result<Kept> {
     let inputs: Vec<Input> = gpuwise_sources::expand(specs)?;
     let ingested = printer::reading(progress, |counter| {
         gpuwise_sources::read_all(&inputs, read, counter)
@@ -589,32 +635,53 @@ pub(crate) fn from_files(
         );
     }
     let summary = summary_of(inputs.iter().map(|i| i.name.clone()).collect(), &ingested);
-    Ok(report_and_profiles(
-        analysis,
-        ingested.profile,
-        summary,
-        now_ms,
-        report_only,
-    ))
+    report_and_profiles(analysis, ingested.profile, summary, now_ms, keep)
 }
 
-/// The report of `profile`, and its devices' summaries unless only the report is asked for.
+/// The report, the devices' summaries (unless the command keeps something else) and what was
+/// folded from them.
+pub(crate) type Kept = (Report, Vec<DeviceProfile>, Option<Folded>);
+
+/// The report of `profile`, and what `keep` asks to keep of its devices.
 fn report_and_profiles(
     analysis: &Analysis,
     profile: Profile,
     summary: IngestSummary,
     now_ms: i64,
-    report_only: bool,
-) -> (Report, Vec<DeviceProfile>) {
-    if report_only {
-        // Made on a pool thread: the accumulators it frees were allocated there, and glibc keeps
-        // an arena per thread, so the report's rows reuse that memory (100k GPUs: 334 → 285 MB).
-        let report = rayon::scope(|_| analysis.report_of(profile, summary, now_ms));
-        return (report, Vec::new());
-    }
-    let profiles = analysis.profiles(profile);
-    let report = analysis.report(&profiles, summary, now_ms);
-    (report, profiles)
+    keep: Keep,
+) -> anyhow::Result<Kept> {
+    // Made on a pool thread when the devices are let go: the accumulators it frees were
+    // allocated there, and glibc keeps an arena per thread, so the report's rows reuse that
+    // memory (100k GPUs: 334 → 285 MB).
+    Ok(match keep {
+        Keep::Profiles => {
+            let profiles = analysis.profiles(profile);
+            let report = analysis.report(&profiles, summary, now_ms);
+            (report, profiles, None)
+        }
+        Keep::Nothing => {
+            let report = rayon::scope(|_| analysis.report_of(profile, summary, now_ms));
+            (report, Vec::new(), None)
+        }
+        Keep::Allocation => {
+            let mut a = analysis.allocator(now_ms);
+            let report = rayon::scope(|_| {
+                analysis.report_visiting(profile, summary, now_ms, &mut |p, row| a.add(p, row))
+            });
+            let a = analysis.allocation_of(a)?;
+            (report, Vec::new(), Some(Folded::Allocation(Box::new(a))))
+        }
+        Keep::Focus => {
+            let mut rows = gpuwise_analysis::FocusRows::new();
+            let teams = &analysis.settings().teams;
+            let report = rayon::scope(|_| {
+                analysis.report_visiting(profile, summary, now_ms, &mut |p, row| {
+                    rows.add(p, row, teams, analysis.list_price(row));
+                })
+            });
+            (report, Vec::new(), Some(Folded::Focus(rows)))
+        }
+    })
 }
 
 /// The window from the store, and from the inputs for the hours it does not hold; the report
@@ -626,23 +693,16 @@ pub(crate) fn from_store(
     analysis: &Analysis,
     now_ms: i64,
     progress: bool,
-    report_only: bool,
-) -> anyhow::Result<(Report, Vec<DeviceProfile>)> {
+    keep: Keep,
+) -> anyhow::Result<Kept> {
     let (profile, summary) = printer::reading(progress && rest.any(), |counter| {
         store::window(dir, rest, read, read.range, counter)
     })?;
     if profile.is_empty() {
         return Err(store::empty(dir, rest.any()));
     }
-    Ok(report_and_profiles(
-        analysis,
-        profile,
-        summary,
-        now_ms,
-        report_only,
-    ))
+    report_and_profiles(analysis, profile, summary, now_ms, keep)
 }
-
 /// That the flags name somewhere to read the fleet from: files, `--prometheus` or `--store`.
 pub(crate) fn require_source(a: &crate::cli::FleetArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
@@ -664,44 +724,111 @@ pub(crate) fn read(
     require_source(a)?;
     let s = resolve(&a.read, &a.analysis, cfg, asks)?;
     let analysis = Analysis::new(s.analysis);
-    let (report, profiles) = if let Some(dir) = &a.store {
+    let (report, profiles, folded) = if let Some(dir) = &a.store {
         let rest = store::Rest::of(a)?;
         let mut read = s.read.clone();
         if a.prom.prometheus.is_some() {
             // With a Prometheus store the window is its --start/--end/--last.
             read.range = Some(prom_window(&a.prom, a.read.start.as_deref(), &s.read)?);
         }
-        from_store(
-            dir,
-            &rest,
-            &read,
-            &analysis,
-            s.now_ms,
-            progress,
-            asks.report_only,
-        )?
+        from_store(dir, &rest, &read, &analysis, s.now_ms, progress, asks.keep)?
     } else if a.prom.prometheus.is_some() {
-        prom::build(
+        // Pulled or pushed down, the devices come back whole: what the command keeps is made
+        // from them afterwards.
+        let (report, profiles) = prom::build(
             &a.prom,
             a.read.start.as_deref(),
             &s.read,
             &analysis,
             s.now_ms,
-        )?
+        )?;
+        (report, profiles, None)
     } else {
-        from_files(
-            &a.inputs,
-            &s.read,
-            &analysis,
-            s.now_ms,
-            progress,
-            asks.report_only,
-        )?
+        from_files(&a.inputs, &s.read, &analysis, s.now_ms, progress, asks.keep)?
     };
     Ok(Fleet {
         analysis,
         now_ms: s.now_ms,
         report,
         profiles,
+        folded,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The allocation and the FOCUS rows folded one device at a time while the report is made
+    /// are the ones made afterwards from every device's profile: a generated fleet, teams that
+    /// change owner mid-day, chargeback with idle cost shared proportionally.
+    #[test]
+    fn folded_allocations_are_the_ones_made_from_the_profiles() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fleet = gpuwise_synth::fleet::Fleet::new(gpuwise_synth::fleet::FleetOptions {
+            gpus: 24,
+            days: 3,
+            interval_ms: 90_000,
+            seed: 11,
+            start_ms: crate::synthetic::DEFAULT_START_MS,
+            format: None,
+        });
+        let data = dir.path().join("fleet");
+        crate::synthetic::write_fleet(&fleet, &data, "none").expect("writes");
+        let teams = dir.path().join("teams.toml");
+        std::fs::write(
+            &teams,
+            "[hosts]\n\"train-*\" = \"research\"\n\"serve-*\" = \"serving\"\n\n\
+             [[assign]]\nhost = \"train-*\"\nteam = \"vision\"\nfrom = \"2026-01-06T13:30:00Z\"\n",
+        )
+        .expect("writes");
+        let args = AnalysisArgs {
+            teams: Some(teams),
+            ..AnalysisArgs::default()
+        };
+        let alloc = AllocateOpts {
+            mode: Some("chargeback".into()),
+            ..AllocateOpts::default()
+        };
+        let asks = Asks {
+            alloc: Some(&alloc),
+            ..Asks::default()
+        };
+        let s = resolve(&ReadArgs::default(), &args, &Config::default(), &asks).expect("settings");
+        let analysis = Analysis::new(s.analysis);
+        let inputs = [data.display().to_string()];
+        let read =
+            |keep| from_files(&inputs, &s.read, &analysis, s.now_ms, false, keep).expect("reads");
+        let (report, profiles, none) = read(Keep::Profiles);
+        assert!(none.is_none() && profiles.len() == 24);
+        let json = |a: &gpuwise_analysis::Allocation| serde_json::to_string(a).expect("json");
+        let whole = analysis
+            .allocation(&report, &profiles, s.now_ms)
+            .expect("allocates");
+        assert!(
+            whole
+                .months
+                .iter()
+                .any(|m| m.teams.iter().any(|t| t.team == "vision"))
+        );
+        let Some(Folded::Allocation(folded)) = read(Keep::Allocation).2 else {
+            panic!("an allocation folded");
+        };
+        assert_eq!(json(&folded), json(&whole));
+        let rows = gpuwise_ledger::export::focus_rows(
+            &profiles,
+            &report,
+            &analysis.settings().teams,
+            &|row| analysis.list_price(row),
+        );
+        assert!(rows.rows > 24 * 3, "a row per device, team and day");
+        let Some(Folded::Focus(folded)) = read(Keep::Focus).2 else {
+            panic!("FOCUS rows folded");
+        };
+        assert_eq!(folded.csv, rows.csv);
+        assert_eq!(
+            (folded.rows, folded.unpriced_devices),
+            (rows.rows, rows.unpriced_devices)
+        );
+    }
 }
