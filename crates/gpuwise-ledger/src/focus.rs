@@ -1464,16 +1464,15 @@ fn column_values(
             }
         }};
     }
-    let text = |f: Field| -> parquet::errors::Result<Value> {
-        Ok(field_into_text(f).map_or(Value::Null, Value::Text))
-    };
-    let time = |t: Result<jiff::Timestamp, jiff::Error>| {
-        Ok(t.map_or(Value::Null, |t| Value::Time(t.as_millisecond())))
-    };
     let nanos = is_nanos(descr);
     let converted = descr.converted_type();
     match reader {
         C::BoolColumnReader(r) => values!(r, |d, v| text(Field::convert_bool(d, v))),
+        // Whole-number quantities (`ConsumedQuantity` written as an integer) as numbers, when
+        // the column is a plain integer (not a date, a time or a decimal).
+        C::Int32ColumnReader(r) if typed == Typed::Number && plain_integer(converted) => {
+            values!(r, |_, v: i32| Ok(Value::Num(f64::from(v))))
+        }
         C::Int32ColumnReader(r) => values!(r, |d, v| text(Field::convert_int32(d, v))),
         C::Int64ColumnReader(r) if typed == Typed::Time && nanos => {
             values!(r, |_, v: i64| time(jiff::Timestamp::from_nanosecond(
@@ -1494,6 +1493,9 @@ fn column_values(
             values!(r, |_, v: i64| Ok(
                 nanos_text(v).map_or(Value::Null, Value::Text)
             ))
+        }
+        C::Int64ColumnReader(r) if typed == Typed::Number && plain_integer(converted) && !nanos => {
+            values!(r, |_, v: i64| Ok(Value::Num(whole(v))))
         }
         C::Int64ColumnReader(r) => values!(r, |d, v| text(Field::convert_int64(d, v))),
         C::Int96ColumnReader(r) => values!(r, |d, v| text(Field::convert_int96(d, v))),
@@ -1524,6 +1526,41 @@ fn column_values(
             })
         }
     }
+}
+
+/// A value through the crate's conversion, as the text a CSV cell would hold.
+#[allow(clippy::unnecessary_wraps)] // the shape every conversion in `column_values` returns
+fn text(f: parquet::record::Field) -> parquet::errors::Result<Value> {
+    Ok(field_into_text(f).map_or(Value::Null, Value::Text))
+}
+
+/// A timestamp column's value, typed.
+#[allow(clippy::unnecessary_wraps)] // likewise
+fn time(t: Result<jiff::Timestamp, jiff::Error>) -> parquet::errors::Result<Value> {
+    Ok(t.map_or(Value::Null, |t| Value::Time(t.as_millisecond())))
+}
+
+/// Whether an integer column's annotation leaves it a plain signed integer (not a date, a
+/// time, a decimal or an unsigned 64-bit value, which the text path reads).
+fn plain_integer(c: parquet::basic::ConvertedType) -> bool {
+    use parquet::basic::ConvertedType as T;
+    matches!(
+        c,
+        T::NONE
+            | T::INT_8
+            | T::INT_16
+            | T::INT_32
+            | T::INT_64
+            | T::UINT_8
+            | T::UINT_16
+            | T::UINT_32
+    )
+}
+
+/// A whole number as a float (a quantity past 2^53 loses its last digits, as the CSV's would).
+#[allow(clippy::cast_precision_loss)]
+fn whole(v: i64) -> f64 {
+    v as f64
 }
 
 /// [`field_text`] of a value owned: its string moved, not copied.
@@ -1725,6 +1762,84 @@ mod tests {
 
     /// A Parquet bill whose `Tags` is a map (as some exports write it) is read through the row
     /// API: two rows, tags `{team: vision}` and none.
+    /// Integer quantity columns are read as numbers (as their text would be), and an integer
+    /// column that is a date is not: a date for a quantity is a counted skip, as in a CSV.
+    #[test]
+    fn parquet_integer_quantities_read_as_numbers() {
+        use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type};
+        use parquet::file::writer::SerializedFileWriter;
+        use std::sync::Arc;
+        let schema = Arc::new(
+            parquet::schema::parser::parse_message_type(
+                "message focus {
+                  required binary BillingCurrency (UTF8);
+                  required binary ChargeCategory (UTF8);
+                  required binary ChargePeriodStart (UTF8);
+                  required binary ChargePeriodEnd (UTF8);
+                  required binary ConsumedUnit (UTF8);
+                  required binary PricingUnit (UTF8);
+                  optional int64 ConsumedQuantity;
+                  required int32 PricingQuantity (DATE);
+                  required double BilledCost;
+                }",
+            )
+            .expect("schema"),
+        );
+        let mut buf = Vec::new();
+        let mut w = SerializedFileWriter::new(&mut buf, schema, Arc::default()).expect("writer");
+        let mut rg = w.next_row_group().expect("group");
+        for col in [
+            ["USD", "USD"],
+            ["Usage", "Usage"],
+            ["2026-01-05T10:00:00Z", "2026-01-05T11:00:00Z"],
+            ["2026-01-05T12:00:00Z", "2026-01-05T12:00:00Z"],
+            ["Hours", "Hours"],
+            ["Hours", "Hours"],
+        ] {
+            let mut c = rg.next_column().expect("column").expect("one more");
+            let v: Vec<ByteArray> = col.iter().map(|s| ByteArray::from(*s)).collect();
+            c.typed::<ByteArrayType>()
+                .write_batch(&v, None, None)
+                .expect("write");
+            c.close().expect("close");
+        }
+        // Row 1: two hours consumed; row 2: none given, so the pricing quantity is read.
+        let mut c = rg.next_column().expect("column").expect("one more");
+        c.typed::<Int64Type>()
+            .write_batch(&[2], Some(&[1, 0]), None)
+            .expect("write");
+        c.close().expect("close");
+        let mut c = rg.next_column().expect("column").expect("one more");
+        c.typed::<Int32Type>()
+            .write_batch(&[20_458, 20_458], None, None)
+            .expect("write");
+        c.close().expect("close");
+        let mut c = rg.next_column().expect("column").expect("one more");
+        c.typed::<DoubleType>()
+            .write_batch(&[3.0, 4.0], None, None)
+            .expect("write");
+        c.close().expect("close");
+        rg.close().expect("group");
+        w.close().expect("close");
+        let mut rows = Vec::new();
+        let tally = read_parquet(bytes::Bytes::from(buf), "q.parquet", &mut |r| {
+            rows.push(own(&r));
+        })
+        .expect("reads");
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(
+            (rows[0].quantity_hours, rows[0].billed_cost),
+            (Some(2.0), 3.0)
+        );
+        // A date is no quantity: the row is skipped, naming the column and the date.
+        let (n, example) = &tally.skips.by_reason["bad_number"];
+        assert_eq!(*n, 1);
+        assert!(
+            example.contains("PricingQuantity") && example.contains("2026-01-05"),
+            "{example}"
+        );
+    }
+
     #[test]
     fn parquet_tags_as_a_map() {
         use parquet::data_type::{ByteArray, ByteArrayType};
