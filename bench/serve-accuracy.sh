@@ -33,7 +33,7 @@ row IT-10 5586 "$(rate it10 --model llama-2-7b --precision fp16 --gpu A100-SXM4-
   "3,840 × (128, 128), fp16, 1 × A100-80GB, static 384"
 row IT-02 5539 "$(rate it02 --model llama-2-70b --precision fp8 --kv-precision fp8 --tp 2 --gpu H100-SXM5-80GB --max-batch 896)" \
   "8,960 × (1,024, 292), fp8 weights and KV, tp 2 on H100, continuous ≤ 896"
-# The held-out vLLM concurrency sweep (tests/data/plan/holdout.csv HO-72…HO-76): a client that
+# The development set's vLLM concurrency sweep (tests/data/plan/development.csv HO-72…HO-76): a client that
 # keeps at most C requests in flight against a server that batches them all is the offline
 # replay with at most C sequences in a batch. The 4090 has no catalog price: --price 1.
 trace mistral 300 256 128

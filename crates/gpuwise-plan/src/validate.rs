@@ -474,6 +474,12 @@ pub struct Accuracy {
     pub share_within: f64,
     /// Median |error| over estimated cases, percent.
     pub median_abs_error_pct: Option<f64>,
+    /// 90th percentile |error| over estimated cases, percent (nearest rank: the smallest
+    /// error at least 90 % of the cases are within).
+    pub p90_abs_error_pct: Option<f64>,
+    /// The narrowest and widest tolerance of the cases, percent: the band `within` counts
+    /// against (no share is read without it; ±50 % is not ±15 %).
+    pub tolerance_pct: Option<(f64, f64)>,
 }
 
 /// The summary `plan validate` prints.
@@ -505,6 +511,11 @@ fn accuracy(name: &str, outs: &[&Outcome]) -> Accuracy {
             f64::midpoint(errs[n / 2 - 1], errs[n / 2])
         }
     });
+    // Nearest rank: the ⌈0.9·n⌉-th smallest.
+    let p90 = (!errs.is_empty()).then(|| errs[(errs.len() * 9).div_ceil(10) - 1]);
+    let tolerance = outs.iter().map(|o| o.tolerance_pct).fold(None, |band, t| {
+        Some(band.map_or((t, t), |(lo, hi): (f64, f64)| (lo.min(t), hi.max(t))))
+    });
     let within = outs.iter().filter(|o| o.within_tolerance).count();
     Accuracy {
         name: name.to_owned(),
@@ -517,6 +528,8 @@ fn accuracy(name: &str, outs: &[&Outcome]) -> Accuracy {
             within as f64 / outs.len() as f64
         },
         median_abs_error_pct: median,
+        p90_abs_error_pct: p90,
+        tolerance_pct: tolerance,
     }
 }
 
@@ -673,6 +686,20 @@ mod tests {
             .map(|a| (a.name.as_str(), a.cases, a.within))
             .collect();
         assert_eq!(classes, vec![("weights", 3, 1), ("serving", 1, 1)]);
+        // The 90th percentile by nearest rank (of 2, 20: the larger), the band of tolerances.
+        assert_eq!(s.memory.p90_abs_error_pct, Some(20.0));
+        assert_eq!(s.memory.tolerance_pct, Some((10.0, 10.0)));
+        let errs: Vec<Outcome> = (1..=20)
+            .map(|i| Outcome {
+                tolerance_pct: if i % 2 == 0 { 15.0 } else { 30.0 },
+                ..mk("weights_memory", Some(f64::from(i)), true)
+            })
+            .collect();
+        let s = summarize(&errs);
+        // ⌈0.9 × 20⌉ = 18th smallest.
+        assert_eq!(s.all.p90_abs_error_pct, Some(18.0));
+        assert_eq!(s.all.median_abs_error_pct, Some(10.5));
+        assert_eq!(s.all.tolerance_pct, Some((15.0, 30.0)));
     }
 
     #[test]

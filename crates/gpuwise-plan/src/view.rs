@@ -397,14 +397,20 @@ struct FileJson<'a> {
 }
 
 fn acc_row(a: &Accuracy) -> Vec<String> {
+    let pct = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |m| format!("{m:.1}%"));
     vec![
         a.name.clone(),
         a.cases.to_string(),
         a.estimated.to_string(),
         a.within.to_string(),
+        match a.tolerance_pct {
+            None => "–".to_owned(),
+            Some((lo, hi)) if lo == hi => format!("±{lo}%"),
+            Some((lo, hi)) => format!("±{lo}–{hi}%"),
+        },
         format!("{:.0}%", a.share_within * 100.0),
-        a.median_abs_error_pct
-            .map_or_else(|| "–".to_owned(), |m| format!("{m:.1}%")),
+        pct(a.median_abs_error_pct),
+        pct(a.p90_abs_error_pct),
     ]
 }
 
@@ -439,13 +445,15 @@ fn heading_at(format: Format, level: usize, text: &str) -> String {
     }
 }
 
-const ACC_HEADERS: [&str; 6] = [
+const ACC_HEADERS: [&str; 8] = [
     "METRIC",
     "CASES",
     "ESTIMATED",
     "WITHIN",
+    "TOL",
     "SHARE",
     "MEDIAN ABS ERR",
+    "P90 ABS ERR",
 ];
 
 /// One file's cases, classes, metrics and assumptions, with headings at `level`.
@@ -466,7 +474,7 @@ fn file_block(v: &Validated, level: usize, format: Format) -> String {
         headers[0] = "CLASS";
         out.push_str(&grid::render(
             &headers,
-            &[1, 2, 3, 4, 5],
+            &[1, 2, 3, 5, 6, 7],
             &[],
             &rows,
             format,
@@ -479,7 +487,7 @@ fn file_block(v: &Validated, level: usize, format: Format) -> String {
     acc.push(acc_row(&v.summary.all));
     out.push_str(&grid::render(
         &ACC_HEADERS,
-        &[1, 2, 3, 4, 5],
+        &[1, 2, 3, 5, 6, 7],
         &[],
         &acc,
         format,

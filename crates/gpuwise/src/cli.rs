@@ -1183,7 +1183,7 @@ const PLAN_EXAMPLES: &str = "Examples:
     --framework torchtitan --checkpointing full --gpu H100-SXM5-80GB
   gpuwise plan --workload job.toml
   gpuwise plan models
-  gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/holdout.csv";
+  gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/development.csv";
 
 #[derive(Debug, Args)]
 pub(crate) struct PlanCommand {

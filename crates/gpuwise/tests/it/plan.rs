@@ -1,4 +1,4 @@
-//! `gpuwise plan`: the calibration targets, the accuracy document, held-out measurements,
+//! `gpuwise plan`: the calibration targets, the accuracy document, the development set,
 //! the JSON contract, workload files and bad input.
 
 use crate::common::{data, repo, run, run_wide, shared};
@@ -97,19 +97,19 @@ fn a_failed_target_exits_1() {
 fn accuracy_doc_is_what_the_command_prints() {
     let Some(s) = shared() else { return };
     let cases = s.join("planner-calibration.csv").display().to_string();
-    let held_out = data("plan/holdout.csv");
+    let held_out = data("plan/development.csv");
     let measured = data("plan/measured-gpu.csv");
     let o = run(&[
         "plan", "validate", &cases, &held_out, &measured, "--format", "markdown",
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let doc = std::fs::read_to_string(repo().join("docs/accuracy.md")).expect("docs/accuracy.md");
-    // The planner's part is generated; the notes on the held-out classes and the serving
+    // The planner's part is generated; the notes on the development set's classes and the serving
     // simulator's section (from `bench/serve-accuracy.sh`) follow it, written by hand.
     let (planner, rest) = doc.split_at(doc.find(NOTES).unwrap_or(doc.len()));
     assert!(
         planner == o.stdout,
-        "docs/accuracy.md is stale: regenerate its planner part with `gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/holdout.csv tests/data/plan/measured-gpu.csv --format markdown` (keep the `{NOTES}` and `{SERVING}` sections after it)"
+        "docs/accuracy.md is stale: regenerate its planner part with `gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/development.csv tests/data/plan/measured-gpu.csv --format markdown` (keep the `{NOTES}` and `{SERVING}` sections after it)"
     );
     assert!(rest.starts_with(NOTES), "the notes follow");
     assert!(
@@ -119,21 +119,22 @@ fn accuracy_doc_is_what_the_command_prints() {
 }
 
 /// The heading of the hand-written notes that follow the generated part of docs/accuracy.md.
-const NOTES: &str = "## Reading the held-out classes";
+const NOTES: &str = "## Reading the development set's classes";
 
 /// The heading of the serving simulator's section of docs/accuracy.md.
 const SERVING: &str = "## The serving simulator against measured serving";
 
-/// The held-out measurements (not used for fitting): every case its source makes unambiguous
+/// The development set (measurements not used for fitting the constants, looked at while the
+/// model changed: not a hold-out, docs/accuracy.md): every case its source makes unambiguous
 /// (`trust` high) is within tolerance but the two docs/accuracy.md names as misses (offline
 /// serving at 128/128 tokens), the classes the issue named are all there, and the
 /// classes modelled from framework semantics (FSDP sharding of a frozen base, paged 8-bit
 /// optimizers, the optimizer in the backward pass, CPU offload, ZeRO's model-state scope)
 /// meet their measurements.
 #[test]
-fn held_out_measurements_are_within_tolerance() {
-    let file = data("plan/holdout.csv");
-    let text = std::fs::read_to_string(&file).expect("holdout.csv");
+fn development_set_is_within_tolerance() {
+    let file = data("plan/development.csv");
+    let text = std::fs::read_to_string(&file).expect("development.csv");
     let trust: std::collections::BTreeMap<String, String> =
         csv::Reader::from_reader(text.as_bytes())
             .records()
@@ -152,7 +153,7 @@ fn held_out_measurements_are_within_tolerance() {
         if trust[id] == "high" && !known_misses.contains(&id) {
             assert_eq!(c["within_tolerance"], true, "{c}");
         }
-        assert_eq!(c["file"], "holdout.csv");
+        assert_eq!(c["file"], "development.csv");
     }
     let classes: Vec<&str> = v["files"][0]["summary"]["classes"]
         .as_array()
