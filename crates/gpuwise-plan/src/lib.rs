@@ -253,6 +253,12 @@ impl Setup {
                         1
                     }
                 });
+        if w.vp > 1 && pp > 1 {
+            assumptions.push(format!(
+                "interleaved pipeline, {} virtual stages per GPU: the bubble ÷ {}; the activations the first stage holds beyond 1F1B's are not counted",
+                w.vp, w.vp
+            ));
+        }
         Self {
             workload: w.clone(),
             precision,

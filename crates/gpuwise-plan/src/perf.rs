@@ -291,8 +291,10 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
     } else {
         0.0
     };
+    // 1F1B: the bubble is (pp − 1)/m of the ideal time; the interleaved schedule's v virtual
+    // stages per GPU divide it by v (Narayanan et al. 2021, §2.2.2).
     let bubble = if s.pp > 1 {
-        let b = f64::from(s.pp - 1) / f64::from(s.microbatches.max(1));
+        let b = f64::from(s.pp - 1) / f64::from(s.microbatches.max(1)) / f64::from(w.vp.max(1));
         b / (1.0 + b)
     } else {
         0.0
@@ -877,6 +879,14 @@ mod tests {
         let s = setup(&m, &[("mode", "train"), ("pp", "4"), ("ga", "12")]);
         let t = train(&m, &s, &hw("A100-SXM4-80GB"), &Constants::default()).expect("train");
         assert!((t.bubble_share - 0.25 / 1.25).abs() < 1e-12);
+        // Interleaved over 3 virtual stages: a third of the bubble.
+        let v = setup(
+            &m,
+            &[("mode", "train"), ("pp", "4"), ("ga", "12"), ("vp", "3")],
+        );
+        let t = train(&m, &v, &hw("A100-SXM4-80GB"), &Constants::default()).expect("train");
+        let b = 3.0 / 12.0 / 3.0;
+        assert!((t.bubble_share - b / (1.0 + b)).abs() < 1e-12);
         let mut capped = hw("A100-SXM4-80GB");
         capped.power_cap_w = Some(300.0);
         assert_eq!(capped.power_factor(), 0.75);

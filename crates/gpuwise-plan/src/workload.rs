@@ -359,6 +359,8 @@ pub struct Workload {
     pub tp: u32,
     /// Pipeline parallel degree.
     pub pp: u32,
+    /// Virtual pipeline stages per GPU (Megatron's interleaved schedule); 0 or 1: none.
+    pub vp: u32,
     /// Context parallel degree: each sequence split over this many GPUs (ring attention).
     pub cp: u32,
     /// Data parallel degree.
@@ -423,6 +425,7 @@ impl Default for Workload {
             zero: 0,
             tp: 1,
             pp: 1,
+            vp: 1,
             cp: 1,
             dp: None,
             gpus: None,
@@ -568,6 +571,7 @@ impl Workload {
             }
             "tp" => self.tp = positive(key, v)?,
             "pp" => self.pp = positive(key, v)?,
+            "vp" | "virtual_pipeline" | "virtual_pipeline_stages" => self.vp = positive(key, v)?,
             "cp" => self.cp = positive(key, v)?,
             "dp" => self.dp = Some(positive(key, v)?),
             "gpus" => self.gpus = Some(positive(key, v)?),
