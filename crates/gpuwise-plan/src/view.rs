@@ -408,7 +408,11 @@ fn acc_row(a: &Accuracy) -> Vec<String> {
             Some((lo, hi)) if lo == hi => format!("±{lo}%"),
             Some((lo, hi)) => format!("±{lo}–{hi}%"),
         },
-        format!("{:.0}%", a.share_within * 100.0),
+        if a.cases == 0 {
+            "–".to_owned()
+        } else {
+            format!("{:.0}%", a.share_within * 100.0)
+        },
         pct(a.median_abs_error_pct),
         pct(a.p90_abs_error_pct),
     ]

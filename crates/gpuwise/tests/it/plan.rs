@@ -97,10 +97,18 @@ fn a_failed_target_exits_1() {
 fn accuracy_doc_is_what_the_command_prints() {
     let Some(s) = shared() else { return };
     let cases = s.join("planner-calibration.csv").display().to_string();
-    let held_out = data("plan/development.csv");
+    let development = data("plan/development.csv");
     let measured = data("plan/measured-gpu.csv");
+    let frozen = data("plan/holdout-frozen.csv");
     let o = run(&[
-        "plan", "validate", &cases, &held_out, &measured, "--format", "markdown",
+        "plan",
+        "validate",
+        &cases,
+        &development,
+        &measured,
+        &frozen,
+        "--format",
+        "markdown",
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let doc = std::fs::read_to_string(repo().join("docs/accuracy.md")).expect("docs/accuracy.md");
@@ -109,13 +117,40 @@ fn accuracy_doc_is_what_the_command_prints() {
     let (planner, rest) = doc.split_at(doc.find(NOTES).unwrap_or(doc.len()));
     assert!(
         planner == o.stdout,
-        "docs/accuracy.md is stale: regenerate its planner part with `gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/development.csv tests/data/plan/measured-gpu.csv --format markdown` (keep the `{NOTES}` and `{SERVING}` sections after it)"
+        "docs/accuracy.md is stale: regenerate its planner part with `gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/development.csv tests/data/plan/measured-gpu.csv tests/data/plan/holdout-frozen.csv --format markdown` (keep the `{NOTES}` and `{SERVING}` sections after it)"
     );
     assert!(rest.starts_with(NOTES), "the notes follow");
     assert!(
         rest.contains(SERVING),
         "the serving simulator's section follows"
     );
+}
+
+/// The frozen hold-out (docs/holdout.md) is never edited: its bytes are the ones its rule
+/// chose, and every case in it is estimated (scored as it is, whatever the score).
+#[test]
+fn the_frozen_holdout_is_unchanged_and_scored() {
+    let file = data("plan/holdout-frozen.csv");
+    let bytes = std::fs::read(&file).expect("holdout-frozen.csv");
+    let digest: String = ring::digest::digest(&ring::digest::SHA256, &bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        digest, "accf3049b65374640771a1b246e1d45097413a4760fb129a55d47ec7f43823bf",
+        "tests/data/plan/holdout-frozen.csv was edited: a hold-out is chosen by its rule and never changed (docs/holdout.md)"
+    );
+    let v = json(&["plan", "validate", &file, "--format", "json"]);
+    let cases = v["cases"].as_array().expect("cases");
+    assert_eq!(cases.len(), 4);
+    for c in cases {
+        assert!(c["estimate"].is_number(), "{c}");
+        assert!(
+            c["ignored_keys"].as_array().is_some_and(Vec::is_empty),
+            "{c}"
+        );
+    }
 }
 
 /// The heading of the hand-written notes that follow the generated part of docs/accuracy.md.
