@@ -1760,72 +1760,93 @@ mod tests {
         );
     }
 
-    /// A Parquet bill whose `Tags` is a map (as some exports write it) is read through the row
-    /// API: two rows, tags `{team: vision}` and none.
+    type RowGroup<'a, 'b> = parquet::file::writer::SerializedRowGroupWriter<'a, &'b mut Vec<u8>>;
+
+    /// The rows and tally of a one-row-group Parquet file of `schema`, its columns written in
+    /// order by `columns`.
+    fn parquet_rows(
+        schema: &str,
+        columns: impl FnOnce(&mut RowGroup<'_, '_>),
+    ) -> (Vec<Owned>, ReadTally) {
+        let schema = std::sync::Arc::new(
+            parquet::schema::parser::parse_message_type(schema).expect("schema"),
+        );
+        let mut buf = Vec::new();
+        let mut w = parquet::file::writer::SerializedFileWriter::new(
+            &mut buf,
+            schema,
+            std::sync::Arc::default(),
+        )
+        .expect("writer");
+        let mut rg = w.next_row_group().expect("group");
+        columns(&mut rg);
+        rg.close().expect("group");
+        w.close().expect("close");
+        let mut rows = Vec::new();
+        let tally = read_parquet(bytes::Bytes::from(buf), "t.parquet", &mut |r| {
+            rows.push(own(&r));
+        })
+        .expect("reads");
+        (rows, tally)
+    }
+
+    /// The next column of `rg`, of type `T`, with these values and levels.
+    fn column<T: parquet::data_type::DataType>(
+        rg: &mut RowGroup<'_, '_>,
+        values: &[T::T],
+        def: Option<&[i16]>,
+        rep: Option<&[i16]>,
+    ) {
+        let mut c = rg.next_column().expect("column").expect("one more");
+        c.typed::<T>().write_batch(values, def, rep).expect("write");
+        c.close().expect("close");
+    }
+
+    /// The next column of `rg`: strings.
+    fn text_column(
+        rg: &mut RowGroup<'_, '_>,
+        values: &[&str],
+        def: Option<&[i16]>,
+        rep: Option<&[i16]>,
+    ) {
+        let v: Vec<parquet::data_type::ByteArray> = values.iter().map(|s| (*s).into()).collect();
+        column::<parquet::data_type::ByteArrayType>(rg, &v, def, rep);
+    }
+
     /// Integer quantity columns are read as numbers (as their text would be), and an integer
     /// column that is a date is not: a date for a quantity is a counted skip, as in a CSV.
     #[test]
     fn parquet_integer_quantities_read_as_numbers() {
-        use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type};
-        use parquet::file::writer::SerializedFileWriter;
-        use std::sync::Arc;
-        let schema = Arc::new(
-            parquet::schema::parser::parse_message_type(
-                "message focus {
-                  required binary BillingCurrency (UTF8);
-                  required binary ChargeCategory (UTF8);
-                  required binary ChargePeriodStart (UTF8);
-                  required binary ChargePeriodEnd (UTF8);
-                  required binary ConsumedUnit (UTF8);
-                  required binary PricingUnit (UTF8);
-                  optional int64 ConsumedQuantity;
-                  required int32 PricingQuantity (DATE);
-                  required double BilledCost;
-                }",
-            )
-            .expect("schema"),
+        use parquet::data_type::{DoubleType, Int32Type, Int64Type};
+        let (rows, tally) = parquet_rows(
+            "message focus {
+              required binary BillingCurrency (UTF8);
+              required binary ChargeCategory (UTF8);
+              required binary ChargePeriodStart (UTF8);
+              required binary ChargePeriodEnd (UTF8);
+              required binary ConsumedUnit (UTF8);
+              required binary PricingUnit (UTF8);
+              optional int64 ConsumedQuantity;
+              required int32 PricingQuantity (DATE);
+              required double BilledCost;
+            }",
+            |rg| {
+                for col in [
+                    ["USD", "USD"],
+                    ["Usage", "Usage"],
+                    ["2026-01-05T10:00:00Z", "2026-01-05T11:00:00Z"],
+                    ["2026-01-05T12:00:00Z", "2026-01-05T12:00:00Z"],
+                    ["Hours", "Hours"],
+                    ["Hours", "Hours"],
+                ] {
+                    text_column(rg, &col, None, None);
+                }
+                // Row 1: two hours consumed; row 2: none given, so the pricing quantity is read.
+                column::<Int64Type>(rg, &[2], Some(&[1, 0]), None);
+                column::<Int32Type>(rg, &[20_458, 20_458], None, None);
+                column::<DoubleType>(rg, &[3.0, 4.0], None, None);
+            },
         );
-        let mut buf = Vec::new();
-        let mut w = SerializedFileWriter::new(&mut buf, schema, Arc::default()).expect("writer");
-        let mut rg = w.next_row_group().expect("group");
-        for col in [
-            ["USD", "USD"],
-            ["Usage", "Usage"],
-            ["2026-01-05T10:00:00Z", "2026-01-05T11:00:00Z"],
-            ["2026-01-05T12:00:00Z", "2026-01-05T12:00:00Z"],
-            ["Hours", "Hours"],
-            ["Hours", "Hours"],
-        ] {
-            let mut c = rg.next_column().expect("column").expect("one more");
-            let v: Vec<ByteArray> = col.iter().map(|s| ByteArray::from(*s)).collect();
-            c.typed::<ByteArrayType>()
-                .write_batch(&v, None, None)
-                .expect("write");
-            c.close().expect("close");
-        }
-        // Row 1: two hours consumed; row 2: none given, so the pricing quantity is read.
-        let mut c = rg.next_column().expect("column").expect("one more");
-        c.typed::<Int64Type>()
-            .write_batch(&[2], Some(&[1, 0]), None)
-            .expect("write");
-        c.close().expect("close");
-        let mut c = rg.next_column().expect("column").expect("one more");
-        c.typed::<Int32Type>()
-            .write_batch(&[20_458, 20_458], None, None)
-            .expect("write");
-        c.close().expect("close");
-        let mut c = rg.next_column().expect("column").expect("one more");
-        c.typed::<DoubleType>()
-            .write_batch(&[3.0, 4.0], None, None)
-            .expect("write");
-        c.close().expect("close");
-        rg.close().expect("group");
-        w.close().expect("close");
-        let mut rows = Vec::new();
-        let tally = read_parquet(bytes::Bytes::from(buf), "q.parquet", &mut |r| {
-            rows.push(own(&r));
-        })
-        .expect("reads");
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!(
             (rows[0].quantity_hours, rows[0].billed_cost),
@@ -1840,63 +1861,39 @@ mod tests {
         );
     }
 
+    /// A Parquet bill whose `Tags` is a map (as some exports write it) is read through the row
+    /// API: two rows, tags `{team: vision}` and none.
     #[test]
     fn parquet_tags_as_a_map() {
-        use parquet::data_type::{ByteArray, ByteArrayType};
-        use parquet::file::writer::SerializedFileWriter;
-        use std::sync::Arc;
-        let schema = Arc::new(
-            parquet::schema::parser::parse_message_type(
-                "message focus {
-                  required binary BilledCost (UTF8);
-                  required binary BillingCurrency (UTF8);
-                  required binary ChargeCategory (UTF8);
-                  required binary ChargePeriodStart (UTF8);
-                  required binary ChargePeriodEnd (UTF8);
-                  optional group Tags (MAP) {
-                    repeated group key_value {
-                      required binary key (UTF8);
-                      optional binary value (UTF8);
-                    }
-                  }
-                }",
-            )
-            .expect("schema"),
+        let (rows, tally) = parquet_rows(
+            "message focus {
+              required binary BilledCost (UTF8);
+              required binary BillingCurrency (UTF8);
+              required binary ChargeCategory (UTF8);
+              required binary ChargePeriodStart (UTF8);
+              required binary ChargePeriodEnd (UTF8);
+              optional group Tags (MAP) {
+                repeated group key_value {
+                  required binary key (UTF8);
+                  optional binary value (UTF8);
+                }
+              }
+            }",
+            |rg| {
+                for col in [
+                    ["1.5", "2.5"],
+                    ["USD", "USD"],
+                    ["Usage", "Usage"],
+                    ["2026-01-05T10:00:00Z", "2026-01-05T11:00:00Z"],
+                    ["2026-01-05T11:00:00Z", "2026-01-05T12:00:00Z"],
+                ] {
+                    text_column(rg, &col, None, None);
+                }
+                // Row 1: one entry (key defined at level 2, value at 3); row 2: no map (level 0).
+                text_column(rg, &["team"], Some(&[2, 0]), Some(&[0, 0]));
+                text_column(rg, &["vision"], Some(&[3, 0]), Some(&[0, 0]));
+            },
         );
-        let mut buf = Vec::new();
-        let mut w = SerializedFileWriter::new(&mut buf, schema, Arc::default()).expect("writer");
-        let mut rg = w.next_row_group().expect("group");
-        let flat = [
-            ["1.5", "2.5"],
-            ["USD", "USD"],
-            ["Usage", "Usage"],
-            ["2026-01-05T10:00:00Z", "2026-01-05T11:00:00Z"],
-            ["2026-01-05T11:00:00Z", "2026-01-05T12:00:00Z"],
-        ];
-        for col in flat {
-            let mut c = rg.next_column().expect("column").expect("one more");
-            let v: Vec<ByteArray> = col.iter().map(|s| ByteArray::from(*s)).collect();
-            c.typed::<ByteArrayType>()
-                .write_batch(&v, None, None)
-                .expect("write");
-            c.close().expect("close");
-        }
-        // Row 1: one entry (key defined at level 2, value at 3); row 2: no map (level 0).
-        for (values, def) in [(vec!["team"], vec![2, 0]), (vec!["vision"], vec![3, 0])] {
-            let mut c = rg.next_column().expect("column").expect("one more");
-            let v: Vec<ByteArray> = values.into_iter().map(ByteArray::from).collect();
-            c.typed::<ByteArrayType>()
-                .write_batch(&v, Some(&def), Some(&[0, 0]))
-                .expect("write");
-            c.close().expect("close");
-        }
-        rg.close().expect("group");
-        w.close().expect("close");
-        let mut rows = Vec::new();
-        let tally = read_parquet(bytes::Bytes::from(buf), "m.parquet", &mut |r| {
-            rows.push(own(&r));
-        })
-        .expect("reads");
         assert_eq!(tally.skips.total(), 0, "{tally:?}");
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].tags.get("team").map(String::as_str), Some("vision"));
