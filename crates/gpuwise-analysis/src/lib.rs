@@ -101,7 +101,7 @@ impl Analysis {
         summary: IngestSummary,
         now_ms: EpochMs,
     ) -> Report {
-        self.report_from(profiles, summary, now_ms)
+        self.report_from(profiles, summary, now_ms, &mut |_, _| {})
     }
 
     /// The report straight from `profile`, for a caller with no other use for the devices'
@@ -109,12 +109,7 @@ impl Analysis {
     /// all held (the same report as [`Analysis::report`] of [`Analysis::profiles`]).
     #[must_use]
     pub fn report_of(&self, profile: Profile, summary: IngestSummary, now_ms: EpochMs) -> Report {
-        let s = &self.settings;
-        let devices = profile.finish_each(&s.report.profile, &s.tz).map(|mut p| {
-            self.with_workload(&mut p);
-            p
-        });
-        self.report_from(devices, summary, now_ms)
+        self.report_visiting(profile, summary, now_ms, &mut |_, _| {})
     }
 
     /// [`Analysis::report_of`], handing each device's summary and report row to `visit` as
@@ -131,9 +126,7 @@ impl Analysis {
             self.with_workload(&mut p);
             p
         });
-        let mut opts = s.report.clone();
-        opts.now_ms = Some(now_ms);
-        gpuwise_core::report::build_visiting(devices, &s.prices, &s.teams, &opts, summary, visit)
+        self.report_from(devices, summary, now_ms, visit)
     }
 
     /// An empty allocation of the hours before `now_ms`, to fold devices into one at a time
@@ -164,11 +157,12 @@ impl Analysis {
         profiles: impl IntoIterator<Item = P>,
         summary: IngestSummary,
         now_ms: EpochMs,
+        visit: &mut dyn FnMut(&DeviceProfile, &gpuwise_core::report::DeviceRow),
     ) -> Report {
         let s = &self.settings;
         let mut opts = s.report.clone();
         opts.now_ms = Some(now_ms);
-        gpuwise_core::report::build(profiles, &s.prices, &s.teams, &opts, summary)
+        gpuwise_core::report::build_visiting(profiles, &s.prices, &s.teams, &opts, summary, visit)
     }
 
     /// The ranked actions for a built report.
