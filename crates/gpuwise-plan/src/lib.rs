@@ -14,6 +14,7 @@
 //! achieved bandwidth, prefill is compute-bound. The few constants are in [`perf::Constants`]
 //! with their meaning and evidence; `plan validate` checks the whole against measurements.
 
+pub mod eager;
 pub mod kernels;
 pub mod memory;
 pub mod model;
@@ -239,9 +240,10 @@ impl Setup {
             w.dp.or_else(|| w.gpus.map(|g| (g / (tp * pp * cp)).max(1)))
                 .unwrap_or(1);
         let gpus = w.gpus.unwrap_or(dp * tp * pp * cp);
+        let global = w.global_sequences(seq);
         let microbatches =
             w.ga.filter(|g| *g > 1)
-                .or_else(|| w.global_batch.map(|g| (g / (dp * batch).max(1)).max(1)))
+                .or_else(|| global.map(|g| (g / (dp * batch).max(1)).max(1)))
                 .unwrap_or_else(|| {
                     if pp > 1 {
                         assumptions.push(format!(

@@ -305,6 +305,129 @@ pub fn max_batch(model: &Model, s: &Setup, hw: &Hardware, cap: u32) -> u32 {
     lo
 }
 
+/// Keys a case may carry that change no estimate, each with why. Any other key the planner
+/// does not read makes the case an error (issue 41): a setting the planner cannot see must
+/// not be read as its default without a word.
+pub const DESCRIPTIVE_KEYS: &[(&str, &str)] = &[
+    (
+        "packed",
+        "rows packed to `seq` tokens: the planner counts batch × seq tokens either way",
+    ),
+    (
+        "compute_dtype",
+        "a weight-only format's 16-bit compute type: the bf16 and fp16 peaks are equal on every catalog card",
+    ),
+    ("config", "the source's recipe name"),
+    ("generate", "the source's script"),
+    ("bench", "the source's benchmark name"),
+    ("client", "the load generator"),
+    (
+        "dataset",
+        "the source's dataset: the planner reads its shape from prompt and output",
+    ),
+    ("framework_version", "the serving framework's release"),
+    ("backend", "the engine's runtime backend"),
+    ("batch_note", "a note on how the source batched"),
+    ("precision_note", "a note on the source's precision"),
+    (
+        "requests",
+        "how many requests the benchmark sent: throughput is per second",
+    ),
+    ("accuracy_target", "the benchmark's accuracy target"),
+    (
+        "memory_stat",
+        "how the source took the peak over ranks: the planner's GPU is the one that peaks",
+    ),
+    (
+        "analytic",
+        "the source computed the figure rather than measured it (its trust column says so)",
+    ),
+    ("weight_only", "the precision names the weight-only format"),
+    (
+        "kv_cache",
+        "how the engine sizes its KV cache: `context` gives the length",
+    ),
+    (
+        "mfu_flops",
+        "the source's own MFU formula: the planner's is its model FLOPs over the catalog's dense peak",
+    ),
+    (
+        "mfu_peak_tflops",
+        "the peak the source divided by: the planner uses the catalog's",
+    ),
+    (
+        "interconnect",
+        "the source's network: the planner takes the catalog's for the card",
+    ),
+    (
+        "sequence_parallel",
+        "Megatron's sequence parallel, which the planner assumes under tensor parallel",
+    ),
+    (
+        "dp_allreduce_overlap",
+        "the planner overlaps data-parallel traffic with compute either way; it is small beside these steps",
+    ),
+    (
+        "parallelism",
+        "the source's name for its layout: tp, pp, dp give it",
+    ),
+    (
+        "pp_schedule",
+        "the pipeline schedule: `vp` gives an interleaved one's virtual stages",
+    ),
+    (
+        "max_prompt",
+        "the dataset's longest prompt: `prompt` gives the mean",
+    ),
+    (
+        "max_output",
+        "the dataset's longest output: `output` gives the mean",
+    ),
+    (
+        "output_mean",
+        "the dataset's mean output: `output` gives it to the planner",
+    ),
+    (
+        "kv_mem_fraction",
+        "the engine's share of memory: the planner sizes the KV cache from what the weights leave",
+    ),
+    ("batching", "the engine's batching policy"),
+    (
+        "offload",
+        "llama.cpp's layers on the GPU: the planner assumes all of them",
+    ),
+];
+
+/// A key the planner neither reads nor lists in [`DESCRIPTIVE_KEYS`], or a descriptive key
+/// whose value contradicts what the planner assumes.
+fn unread_key(k: &str, v: &str) -> Option<String> {
+    if k == "sequence_parallel" && !matches!(v, "true" | "yes" | "1" | "on") {
+        return Some(format!(
+            "sequence_parallel=`{v}`: the planner assumes sequence parallel under tensor parallel and cannot model it off"
+        ));
+    }
+    if DESCRIPTIVE_KEYS.iter().any(|(d, _)| *d == k) {
+        return None;
+    }
+    let near = DESCRIPTIVE_KEYS
+        .iter()
+        .map(|(d, _)| *d)
+        .chain(crate::workload::KEYS.iter().copied())
+        .find(|d| strsim_close(d, k));
+    Some(match near {
+        Some(d) => format!("unknown workload key `{k}` (did you mean `{d}`?)"),
+        None => format!(
+            "unknown workload key `{k}`: the planner would read the case without it (docs/planner.md lists the keys)"
+        ),
+    })
+}
+
+/// Two key spellings a typo apart: one edit, or the same letters without `_` and `-`.
+fn strsim_close(a: &str, b: &str) -> bool {
+    let bare = |x: &str| x.replace(['_', '-'], "");
+    bare(a) == bare(b) || strsim::levenshtein(a, b) <= 1
+}
+
 /// Estimate one case.
 #[must_use]
 pub fn evaluate(case: &Case, catalog: &Catalog, c: &Constants) -> Outcome {
@@ -381,7 +504,16 @@ fn estimate_case(
             continue;
         }
         if !w.set(k, v).map_err(|e| e.to_string())? {
+            if let Some(why) = unread_key(k, v) {
+                return Err(why);
+            }
             out.ignored_keys.push(k.clone());
+        }
+    }
+    for k in &out.ignored_keys {
+        if let Some((_, why)) = DESCRIPTIVE_KEYS.iter().find(|(d, _)| d == k) {
+            out.assumptions
+                .push(format!("`{k}` changes nothing: {why}"));
         }
     }
     let model = model_of(&kv)?;
@@ -591,11 +723,42 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_listed_and_bad_values_are_reasons() {
+        // A key that describes the source is listed, with why it changes nothing.
         let o = run(
-            "X,decode_tokens_per_s,100,tokens/s,model=llama-3-8b;mode=infer;gpu=H100-SXM5-80GB;compile=true,30,s,t",
+            "X,decode_tokens_per_s,100,tokens/s,model=llama-3-8b;mode=infer;gpu=H100-SXM5-80GB;bench=tg128,30,s,t",
         );
-        assert_eq!(o.ignored_keys, vec!["compile".to_owned()]);
+        assert_eq!(o.ignored_keys, vec!["bench".to_owned()]);
         assert!(o.estimate.is_some());
+        assert!(
+            o.assumptions
+                .iter()
+                .any(|a| a.starts_with("`bench` changes nothing"))
+        );
+        // Any other key is an error, not a default read without a word; a near miss is named.
+        let o = run(
+            "X,decode_tokens_per_s,100,tokens/s,model=llama-3-8b;mode=infer;gpu=H100-SXM5-80GB;flash_atention=false,30,s,t",
+        );
+        assert_eq!(o.estimate, None);
+        assert_eq!(
+            o.reason.as_deref(),
+            Some("unknown workload key `flash_atention` (did you mean `flash_attention`?)")
+        );
+        let o = run(
+            "X,decode_tokens_per_s,100,tokens/s,model=llama-3-8b;mode=infer;gpu=H100-SXM5-80GB;speculative=ngram,30,s,t",
+        );
+        assert!(
+            o.reason
+                .expect("reason")
+                .starts_with("unknown workload key `speculative`")
+        );
+        let o = run(
+            "X,train_mfu,40,%,model=llama-3-8b;mode=train;gpu=H100-SXM5-80GB;tp=2;sequence_parallel=false,30,s,t",
+        );
+        assert!(
+            o.reason
+                .expect("reason")
+                .starts_with("sequence_parallel=`false`")
+        );
         let o = run("X,decode_tokens_per_s,100,tokens/s,model=llama-3-8b;batch=many,30,s,t");
         assert_eq!(
             o.reason.as_deref(),

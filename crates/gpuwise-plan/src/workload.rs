@@ -339,6 +339,13 @@ pub struct Workload {
     /// The optimizer steps each parameter during the backward pass and frees its gradient
     /// (torchtune's `optimizer_in_bwd`).
     pub optimizer_in_backward: bool,
+    /// Gradients kept between optimizer steps: `zero_grad` zeroing them in place (PyTorch's
+    /// default before 2.0, `set_to_none=False`) instead of freeing them.
+    pub keep_gradients: bool,
+    /// PyTorch's multi-tensor (`foreach`) optimizer step, which holds one fp32 copy of the
+    /// parameters as a workspace (`optimizer_impl=foreach`); fused kernels and per-parameter
+    /// loops hold none (the default).
+    pub foreach_optimizer: bool,
     /// Model states in host memory (FSDP `CPUOffload`, DeepSpeed ZeRO-Offload).
     pub cpu_offload: bool,
     /// Activations saved for the backward pass kept in host memory (torchtune's and TRL's
@@ -353,6 +360,9 @@ pub struct Workload {
     pub classification_head: bool,
     /// Flash / memory-efficient attention (no s² buffers).
     pub flash_attention: bool,
+    /// `torch.compile` on (`Some(true)`) or off; `None`: not said. Under an eager framework
+    /// (Hugging Face) it selects the large-model utilization instead of the eager step model.
+    pub compile: Option<bool>,
     /// ZeRO stage (3 = FSDP full sharding).
     pub zero: u8,
     /// Tensor parallel degree.
@@ -367,6 +377,9 @@ pub struct Workload {
     pub dp: Option<u32>,
     /// GPUs in all.
     pub gpus: Option<u32>,
+    /// Tokens per optimizer step over all GPUs (`global_batch` × `seq`, as Megatron and
+    /// torchtitan tables give it).
+    pub global_batch_tokens: Option<f64>,
     /// LoRA rank.
     pub lora_rank: u32,
     /// Framework (changes what "selective" checkpointing keeps, how the loss is computed and
@@ -417,11 +430,14 @@ impl Default for Workload {
             context: None,
             checkpointing: Checkpointing::None,
             optimizer_in_backward: false,
+            keep_gradients: false,
+            foreach_optimizer: false,
             cpu_offload: false,
             activation_offload: false,
             chunked_loss: None,
             classification_head: false,
             flash_attention: true,
+            compile: None,
             zero: 0,
             tp: 1,
             pp: 1,
@@ -429,6 +445,7 @@ impl Default for Workload {
             cp: 1,
             dp: None,
             gpus: None,
+            global_batch_tokens: None,
             lora_rank: 8,
             framework: None,
             train_tokens: None,
@@ -517,6 +534,72 @@ pub const MODEL_KEYS: &[&str] = &[
     "model", "params_b", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
 ];
 
+/// Every key [`Workload::set`] reads (aliases included), for "did you mean" on an unknown one;
+/// a test holds it to `set`.
+pub const KEYS: &[&str] = &[
+    "mode",
+    "precision",
+    "kv_precision",
+    "group_size",
+    "optimizer",
+    "batch",
+    "concurrency",
+    "ga",
+    "global_batch",
+    "global_batch_tokens",
+    "seq",
+    "prompt",
+    "output_tokens",
+    "output",
+    "context",
+    "checkpointing",
+    "zero_grad",
+    "optimizer_impl",
+    "set_to_none",
+    "optimizer_in_bwd",
+    "optimizer_in_backward",
+    "cpu_offload",
+    "fsdp_cpu_offload",
+    "activation_offload",
+    "activation_offloading",
+    "enable_activation_offloading",
+    "flash_attention",
+    "attention",
+    "attn_implementation",
+    "compile",
+    "torch_compile",
+    "zero",
+    "fsdp",
+    "tp",
+    "pp",
+    "vp",
+    "virtual_pipeline",
+    "virtual_pipeline_stages",
+    "cp",
+    "dp",
+    "gpus",
+    "lora_rank",
+    "framework",
+    "train_tokens",
+    "scenario",
+    "loss",
+    "task_head",
+    "includes_context",
+    "memory_reading",
+    "scope",
+    "format",
+    "gpu_mem_gb",
+    "gpu_bw_gb_s",
+    "gpu_power_w",
+    "gpu_architecture",
+    "gpu_tflops_fp32",
+    "gpu_tflops_tf32",
+    "gpu_tflops_fp16",
+    "gpu_tflops_bf16",
+    "gpu_tflops_fp8",
+    "gpu_tflops_int8",
+];
+
 /// Keys naming the GPU; left to the caller like [`MODEL_KEYS`].
 pub const GPU_KEYS: &[&str] = &["gpu", "gpu_note"];
 
@@ -534,7 +617,9 @@ impl Workload {
             "kv_precision" => self.kv_precision = Some(Precision::parse(v)?),
             "group_size" => self.group_size = Some(positive(key, v)?),
             "optimizer" => self.optimizer = Optimizer::parse(v)?,
-            "batch" => self.batch = Some(positive(key, v)?),
+            // Serving benchmarks' concurrency is the planner's batch: sequences in flight.
+            "batch" | "concurrency" => self.batch = Some(positive(key, v)?),
+            "global_batch_tokens" => self.global_batch_tokens = Some(float(key, v)?),
             "ga" => self.ga = Some(uint(key, v)?),
             "global_batch" => self.global_batch = Some(uint(key, v)?),
             "seq" => self.seq = Some(uint(key, v)?),
@@ -553,6 +638,7 @@ impl Workload {
                 self.activation_offload = boolean(key, v)?;
             }
             "flash_attention" => self.flash_attention = boolean(key, v)?,
+            "compile" | "torch_compile" => self.compile = Some(boolean(key, v)?),
             "zero" => {
                 let z = uint(key, v)?;
                 if z > 3 {
@@ -640,6 +726,61 @@ impl Workload {
             "gpu_bw_gb_s" => self.gpu_bw_gb_s = Some(float(key, v)?),
             "gpu_power_w" => self.gpu_power_w = Some(float(key, v)?),
             "gpu_architecture" => self.gpu_architecture = Some(v.to_owned()),
+            _ => return self.set_step(key, v),
+        }
+        Ok(true)
+    }
+
+    /// [`Workload::set`] for how the framework runs a step: attention kernels, what
+    /// `zero_grad` does, the optimizer's implementation.
+    fn set_step(&mut self, key: &str, v: &str) -> Result<bool, WorkloadError> {
+        match key {
+            // Hugging Face's `attn_implementation`: every fused kernel keeps no score matrices.
+            "attention" | "attn_implementation" => {
+                self.flash_attention = choice(
+                    key,
+                    v,
+                    &[
+                        (&["eager"], false),
+                        (
+                            &[
+                                "sdpa",
+                                "flash",
+                                "flash_attention_2",
+                                "flash_attention_3",
+                                "flex_attention",
+                                "xformers",
+                                "mem_efficient",
+                            ],
+                            true,
+                        ),
+                    ],
+                    "eager, sdpa, flash_attention_2, flash_attention_3, flex_attention or xformers",
+                )?;
+            }
+            "zero_grad" => {
+                self.keep_gradients = choice(
+                    key,
+                    v,
+                    &[
+                        (&["keep", "zero", "in_place"], true),
+                        (&["free", "none", "set_to_none"], false),
+                    ],
+                    "keep (zeroed in place, PyTorch before 2.0) or free (set to None)",
+                )?;
+            }
+            "set_to_none" => self.keep_gradients = !boolean(key, v)?,
+            "optimizer_impl" => {
+                self.foreach_optimizer = choice(
+                    key,
+                    v,
+                    &[
+                        (&["foreach"], true),
+                        (&["fused", "for_loop", "loop"], false),
+                    ],
+                    "foreach, fused or for_loop",
+                )?;
+            }
             _ => return self.set_tflops(key, v),
         }
         Ok(true)
@@ -678,6 +819,16 @@ impl Workload {
         }
     }
 
+    /// Sequences per optimizer step over all GPUs: `global_batch`, else
+    /// `global_batch_tokens` ÷ `seq`.
+    #[must_use]
+    pub fn global_sequences(&self, seq: u32) -> Option<u32> {
+        self.global_batch.or_else(|| {
+            self.global_batch_tokens
+                .map(|t| (t / f64::from(seq.max(1))).round() as u32)
+        })
+    }
+
     /// Whether this framework is named (`torchtitan`, `megatron`, …).
     #[must_use]
     pub fn framework_is(&self, names: &[&str]) -> bool {
@@ -708,7 +859,14 @@ mod tests {
         let mut w = Workload::default();
         assert_eq!(w.set("batch", "8"), Ok(true));
         assert_eq!(w.batch, Some(8));
-        assert_eq!(w.set("compile", "true"), Ok(false));
+        assert_eq!(w.set("compile", "true"), Ok(true));
+        assert_eq!(w.compile, Some(true));
+        assert_eq!(w.set("no_such_key", "1"), Ok(false));
+        for k in KEYS {
+            let mut w = Workload::default();
+            // Each key is read: a value it cannot take is an error, never "not mine".
+            assert_ne!(w.set(k, "\u{1}"), Ok(false), "{k}");
+        }
         let err = w.set("batch", "eight").expect_err("not a number");
         assert_eq!(
             err.to_string(),

@@ -15,7 +15,7 @@ const HEADER: &str = "id,metric,measured,unit,workload,tolerance_pct,source,trus
 type Workload = Vec<(String, String)>;
 
 /// Spellings the grid compares (docs/planner.md says how many).
-const COMPARED: usize = 618;
+const COMPARED: usize = 838;
 
 fn outcome(metric: &str, unit: &str, workload: &str) -> Outcome {
     let text = format!("{HEADER}X,{metric},1,{unit},{workload},30,grid,high\n");
@@ -54,10 +54,36 @@ fn training(gpu: &str, out: &mut Vec<(&'static str, &'static str, Workload)>) {
 }
 
 /// The grid: (metric, unit, canonical workload).
+/// Eager encoder fine-tuning (the Hugging Face Trainer's step model), attention and compile
+/// each spelled several ways.
+fn encoder(gpu: &str, out: &mut Vec<(&'static str, &'static str, Workload)>) {
+    for (precision, flash, compile) in [("fp32", false, false), ("amp_bf16", true, false)] {
+        for batch in [4, 8] {
+            let base = kv(&[
+                ("model", "bert-large".into()),
+                ("mode", "train".into()),
+                ("gpu", gpu.into()),
+                ("framework", "hf".into()),
+                ("task_head", "seq-classification".into()),
+                ("precision", precision.into()),
+                ("batch", batch.to_string()),
+                ("seq", "512".into()),
+                ("dp", "1".into()),
+                ("ga", "2".into()),
+                ("flash_attention", flash.to_string()),
+                ("compile", compile.to_string()),
+            ]);
+            out.push(("train_peak_memory", "GiB", base.clone()));
+            out.push(("train_tokens_per_s_per_gpu", "tokens/s", base));
+        }
+    }
+}
+
 fn grid() -> Vec<(&'static str, &'static str, Workload)> {
     let mut out = Vec::new();
     for gpu in ["A100-SXM4-80GB", "H100-SXM5-80GB"] {
         training(gpu, &mut out);
+        encoder(gpu, &mut out);
         for (precision, batch, output) in [("bf16", 1, 128), ("fp16", 8, 256), ("fp8", 4, 64)] {
             let base = kv(&[
                 ("model", "llama-3.1-8b".into()),
@@ -122,6 +148,15 @@ fn aliases(key: &str, value: &str) -> Vec<(String, String)> {
             same(&["activation_offloading", "enable_activation_offloading"])
         }
         ("cpu_offload", _) => same(&["fsdp_cpu_offload"]),
+        ("compile", _) => same(&["torch_compile"]),
+        ("flash_attention", "false") => ["attention", "attn_implementation"]
+            .iter()
+            .map(|k| ((*k).to_owned(), "eager".to_owned()))
+            .collect(),
+        ("flash_attention", "true") => vec![
+            ("attention".into(), "sdpa".into()),
+            ("attn_implementation".into(), "flash_attention_2".into()),
+        ],
         ("gpu", "A100-SXM4-80GB") => ["NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"]
             .iter()
             .map(|n| ("gpu_note".to_owned(), (*n).to_owned()))
@@ -168,6 +203,20 @@ fn spellings(base: &Workload) -> Vec<(String, Workload)> {
         out.push((
             format!("global_batch={global} for ga={ga}"),
             replaced("ga", ("global_batch".into(), global.to_string())),
+        ));
+        if let Some(seq) = get("seq") {
+            let tokens = global * n(&seq);
+            out.push((
+                format!("global_batch_tokens={tokens} for ga={ga}"),
+                replaced("ga", ("global_batch_tokens".into(), tokens.to_string())),
+            ));
+        }
+    }
+    // A serving benchmark's concurrency is the planner's batch.
+    if let (Some(batch), Some("infer")) = (get("batch"), get("mode").as_deref()) {
+        out.push((
+            format!("concurrency={batch} for batch={batch}"),
+            replaced("batch", ("concurrency".into(), batch.clone())),
         ));
     }
     out

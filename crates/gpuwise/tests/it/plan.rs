@@ -227,8 +227,9 @@ fn development_set_is_within_tolerance() {
     assert!((share("context_parallel") - 1.0).abs() < 1e-9);
 }
 
-/// Our own measurements on a GPU (`bench/planner-gpu.py`, not used for fitting): every memory
-/// case within tolerance, the BERT encoder and long-context KV classes there.
+/// Our own measurements on a GPU (`bench/planner-gpu.py`, `bench/gpu/encoder-anatomy.py`):
+/// every memory case within tolerance, the BERT encoder, Trainer and long-context KV classes
+/// there, and every speed within tolerance now that eager steps are timed by their kernels.
 #[test]
 fn gpu_measurements_memory_within_tolerance() {
     let v = json(&[
@@ -239,15 +240,24 @@ fn gpu_measurements_memory_within_tolerance() {
         "json",
     ]);
     let memory = &v["summary"]["memory"];
-    assert_eq!(memory["cases"], 6);
-    assert_eq!(memory["within"], 6, "{memory}");
+    assert_eq!(memory["cases"], 16);
+    assert_eq!(memory["within"], 16, "{memory}");
+    let speed = &v["summary"]["throughput"];
+    assert_eq!(speed["cases"], 4);
+    assert_eq!(speed["within"], 4, "{speed}");
     let classes: Vec<&str> = v["summary"]["classes"]
         .as_array()
         .expect("classes")
         .iter()
         .map(|a| a["name"].as_str().expect("name"))
         .collect();
-    assert!(classes.contains(&"bert_encoder_eager") && classes.contains(&"kv_cache_long_context"));
+    for class in [
+        "bert_encoder_eager",
+        "hf_trainer_encoder",
+        "kv_cache_long_context",
+    ] {
+        assert!(classes.contains(&class), "{class}");
+    }
 }
 
 #[test]
