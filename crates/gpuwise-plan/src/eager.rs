@@ -167,7 +167,7 @@ pub fn step(
     let trained = if w.mode == Mode::Train {
         m.params
     } else {
-        super::memory::lora_params(m, w.lora_rank)
+        super::memory::lora_params_on(m, w.lora_rank, w.lora_targets)
     };
     let sharded = if w.zero >= 1 {
         f64::from(s.shard_ways())

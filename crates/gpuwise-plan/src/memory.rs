@@ -33,7 +33,7 @@
 
 use serde::Serialize;
 
-use super::workload::{Checkpointing, Mode, Optimizer, Precision};
+use super::workload::{Checkpointing, LoraTargets, Mode, Optimizer, Precision};
 use super::{Model, Setup};
 use crate::model::FfnKind;
 
@@ -490,7 +490,7 @@ fn gathered_layers(model: &Model, s: &Setup, bytes: f64, mem: &mut Memory) {
 fn adapters(model: &Model, s: &Setup, mem: &mut Memory) {
     let (w, mp) = (&s.workload, s.model_parallel());
     let h = f64::from(model.hidden);
-    let adapters = lora_params(model, w.lora_rank);
+    let adapters = lora_params_on(model, w.lora_rank, w.lora_targets);
     // torchtune builds the whole model, adapters included, in the 16-bit training dtype (its
     // recipes instantiate under `set_default_dtype` and check the adapters' dtype; a QLoRA
     // base's compute dtype too); PEFT keeps them in fp32 beside a 16-bit base.
@@ -770,16 +770,32 @@ fn zero_note(zero: u8, stage: u8, dp: f64) -> String {
 /// LoRA adapter parameters: rank × (inputs + outputs) of every linear layer in every block.
 #[must_use]
 pub fn lora_params(m: &Model, rank: u32) -> f64 {
+    lora_params_on(m, rank, LoraTargets::ALL)
+}
+
+/// LoRA adapter parameters on the layers `targets` names: rank × (inputs + outputs) of each
+/// (a plain feed-forward has no gate: naming it adds nothing).
+#[must_use]
+pub fn lora_params_on(m: &Model, rank: u32, targets: LoraTargets) -> f64 {
     let h = f64::from(m.hidden);
     let q = f64::from(m.heads * m.head_dim);
     let kv = f64::from(m.kv_heads * m.head_dim);
     let f = f64::from(m.ffn);
-    let attn = (h + q) + 2.0 * (h + kv) + (q + h);
-    let mlp = match m.ffn_kind {
-        FfnKind::Plain => 2.0 * (h + f),
-        FfnKind::Gated => 3.0 * (h + f),
-    };
-    f64::from(rank) * f64::from(m.layers) * (attn + mlp)
+    let gated = m.ffn_kind == FfnKind::Gated;
+    let per_layer: f64 = [
+        (LoraTargets::Q, h + q),
+        (LoraTargets::K, h + kv),
+        (LoraTargets::V, h + kv),
+        (LoraTargets::O, q + h),
+        (LoraTargets::GATE, if gated { h + f } else { 0.0 }),
+        (LoraTargets::UP, h + f),
+        (LoraTargets::DOWN, f + h),
+    ]
+    .iter()
+    .filter(|(bit, _)| targets.has(*bit))
+    .map(|(_, n)| n)
+    .sum();
+    f64::from(rank) * f64::from(m.layers) * per_layer
 }
 
 #[cfg(test)]
@@ -1289,6 +1305,18 @@ mod tests {
     fn lora_adapters_are_small_and_runtime_terms_are_explicit() {
         let m = Model::preset("llama-3.1-8b").expect("preset");
         assert!((lora_params(&m, 8) / 1e6 - 20.97).abs() < 0.01);
+        // Query and value only (PEFT's default for Llama, LitGPT's configs): rank × layers ×
+        // ((h + q) + (h + kv)) = 8 × 32 × (8,192 + 5,120).
+        let qv = LoraTargets::parse("q_proj,v_proj").expect("targets");
+        assert_eq!(lora_params_on(&m, 8, qv), 8.0 * 32.0 * (8192.0 + 5120.0));
+        let everything = LoraTargets::parse("attn+mlp").expect("targets");
+        assert_eq!(lora_params_on(&m, 8, everything), lora_params(&m, 8));
+        assert!(LoraTargets::parse("lm_head").is_err() && LoraTargets::parse(",").is_err());
+        let adapters = |t: &str| {
+            let s = setup(&m, &[("mode", "lora"), ("lora_targets", t)]);
+            estimate(&m, &s, false).of(&["adapters"])
+        };
+        assert!(adapters("q+v") < 0.25 * adapters("all"));
         let s = setup(&m, &[("mode", "qlora")]);
         let mem = estimate(&m, &s, true);
         let names: Vec<&str> = mem.terms.iter().map(|t| t.name).collect();

@@ -399,7 +399,7 @@ pub fn dp_traffic_bytes(m: &Model, s: &Setup) -> f64 {
         // LoRA / QLoRA: the base in its stored format, fp32 adapters.
         (
             s.precision.weight_bits() / 8.0,
-            super::memory::lora_params(m, w.lora_rank),
+            super::memory::lora_params_on(m, w.lora_rank, w.lora_targets),
             4.0,
         )
     };

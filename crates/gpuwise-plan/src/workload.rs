@@ -274,6 +274,75 @@ impl Optimizer {
     }
 }
 
+/// The linear layers of a block that carry LoRA adapters (PEFT's `target_modules`, LitGPT's
+/// `lora_query` … `lora_mlp`), as bits: query, key, value, output, gate, up, down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct LoraTargets(pub u8);
+
+impl LoraTargets {
+    /// Every linear layer of the block (the default).
+    pub const ALL: Self = Self(0b111_1111);
+    /// The query projection.
+    pub const Q: u8 = 1;
+    /// The key projection.
+    pub const K: u8 = 2;
+    /// The value projection.
+    pub const V: u8 = 4;
+    /// The attention output projection.
+    pub const O: u8 = 8;
+    /// The gate of a gated feed-forward.
+    pub const GATE: u8 = 16;
+    /// The feed-forward's up projection.
+    pub const UP: u8 = 32;
+    /// The feed-forward's down projection.
+    pub const DOWN: u8 = 64;
+
+    /// `q,v`, `q_proj+v_proj`, `query,value,mlp`, `all-linear`: names separated by `,`, `+`
+    /// or `|`.
+    pub fn parse(v: &str) -> Result<Self, WorkloadError> {
+        let mut bits = 0;
+        for name in v
+            .split([',', '+', '|'])
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            bits |= match name.to_ascii_lowercase().as_str() {
+                "q" | "query" | "q_proj" | "wq" => Self::Q,
+                "k" | "key" | "k_proj" | "wk" => Self::K,
+                "v" | "value" | "v_proj" | "wv" => Self::V,
+                "o" | "projection" | "o_proj" | "out_proj" | "output_proj" | "wo" => Self::O,
+                "gate" | "gate_proj" | "w1" => Self::GATE,
+                "up" | "up_proj" | "w3" => Self::UP,
+                "down" | "down_proj" | "w2" => Self::DOWN,
+                "mlp" => Self::GATE | Self::UP | Self::DOWN,
+                "attn" | "attention" => Self::Q | Self::K | Self::V | Self::O,
+                "all" | "all-linear" | "all_linear" => Self::ALL.0,
+                _ => {
+                    return Err(WorkloadError::Unknown {
+                        what: "LoRA target",
+                        given: name.to_owned(),
+                        expected: "q, k, v, o, gate, up, down, mlp, attn or all (PEFT's q_proj … names too)",
+                    });
+                }
+            };
+        }
+        if bits == 0 {
+            return Err(WorkloadError::Value {
+                key: "lora_targets".to_owned(),
+                given: v.to_owned(),
+                expected: "at least one layer",
+            });
+        }
+        Ok(Self(bits))
+    }
+
+    /// Whether a layer carries an adapter.
+    #[must_use]
+    pub fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+}
+
 /// Activation checkpointing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -382,6 +451,8 @@ pub struct Workload {
     pub global_batch_tokens: Option<f64>,
     /// LoRA rank.
     pub lora_rank: u32,
+    /// The layers that carry adapters.
+    pub lora_targets: LoraTargets,
     /// Framework (changes what "selective" checkpointing keeps, how the loss is computed and
     /// how mixed precision stores weights; see docs/planner.md).
     pub framework: Option<String>,
@@ -447,6 +518,7 @@ impl Default for Workload {
             gpus: None,
             global_batch_tokens: None,
             lora_rank: 8,
+            lora_targets: LoraTargets::ALL,
             framework: None,
             train_tokens: None,
             scenario: None,
@@ -555,6 +627,8 @@ pub const KEYS: &[&str] = &[
     "checkpointing",
     "zero_grad",
     "optimizer_impl",
+    "lora_targets",
+    "target_modules",
     "set_to_none",
     "optimizer_in_bwd",
     "optimizer_in_backward",
@@ -770,6 +844,7 @@ impl Workload {
                 )?;
             }
             "set_to_none" => self.keep_gradients = !boolean(key, v)?,
+            "lora_targets" | "target_modules" => self.lora_targets = LoraTargets::parse(v)?,
             "optimizer_impl" => {
                 self.foreach_optimizer = choice(
                     key,

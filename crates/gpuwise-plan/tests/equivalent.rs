@@ -15,7 +15,7 @@ const HEADER: &str = "id,metric,measured,unit,workload,tolerance_pct,source,trus
 type Workload = Vec<(String, String)>;
 
 /// Spellings the grid compares (docs/planner.md says how many).
-const COMPARED: usize = 838;
+const COMPARED: usize = 846;
 
 fn outcome(metric: &str, unit: &str, workload: &str) -> Outcome {
     let text = format!("{HEADER}X,{metric},1,{unit},{workload},30,grid,high\n");
@@ -104,6 +104,7 @@ fn grid() -> Vec<(&'static str, &'static str, Workload)> {
             ("mode", "lora".into()),
             ("precision", "bf16".into()),
             ("lora_rank", rank.to_string()),
+            ("lora_targets", "q+v".into()),
             ("batch", "1".into()),
             ("seq", "2048".into()),
             ("dp", dp.to_string()),
@@ -149,6 +150,11 @@ fn aliases(key: &str, value: &str) -> Vec<(String, String)> {
         }
         ("cpu_offload", _) => same(&["fsdp_cpu_offload"]),
         ("compile", _) => same(&["torch_compile"]),
+        ("lora_targets", "q+v") => {
+            let mut v = values(&["q_proj+v_proj", "query|value", "v+q"]);
+            v.extend(same(&["target_modules"]));
+            v
+        }
         ("flash_attention", "false") => ["attention", "attn_implementation"]
             .iter()
             .map(|k| ((*k).to_owned(), "eager".to_owned()))
