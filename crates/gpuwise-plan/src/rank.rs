@@ -111,6 +111,10 @@ pub struct PlanOption {
     pub violates: Vec<String>,
     /// On the cost-time Pareto front.
     pub pareto: bool,
+    /// How the speed was reached where it is not the plain roofline: an assumed utilization,
+    /// FP8's split, a power cap, an eager step's parts (training only; omitted when empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A caveat on one GPU's figures.
@@ -423,6 +427,7 @@ fn priced_option(
         usd_per_million_tokens: total / req.tokens * 1e6,
         violates: Vec::new(),
         pareto: false,
+        notes: speed.notes.clone(),
     };
     o.violates = violations(&o, &req.constraints);
     Some(o)
@@ -491,6 +496,7 @@ struct Speed {
     decode_bound: Option<&'static str>,
     crossover_batch: Option<f64>,
     mfu: Option<f64>,
+    notes: Vec<String>,
 }
 
 fn speed(req: &Request, s: &Setup, hw: &Hardware, mode: Mode) -> Result<Speed, perf::PerfError> {
@@ -502,6 +508,7 @@ fn speed(req: &Request, s: &Setup, hw: &Hardware, mode: Mode) -> Result<Speed, p
             decode_bound: Some(r.decode_bound),
             crossover_batch: Some(r.crossover_batch),
             mfu: None,
+            notes: Vec::new(),
         })
     } else {
         let t = perf::train(&req.model, s, hw, &req.constants)?;
@@ -511,6 +518,7 @@ fn speed(req: &Request, s: &Setup, hw: &Hardware, mode: Mode) -> Result<Speed, p
             decode_bound: None,
             crossover_batch: None,
             mfu: Some(t.mfu),
+            notes: t.notes,
         })
     }
 }

@@ -1181,6 +1181,9 @@ const PLAN_EXAMPLES: &str = "Examples:
     --framework torchtune --gpu L4
   gpuwise plan --model llama-3.1-8b --mode train --seq 65536 --cp 4 --gpus 8 --zero 3 \\
     --framework torchtitan --checkpointing full --gpu H100-SXM5-80GB
+  gpuwise plan --model bert-large --mode train --framework hf --batch 8 --seq 512 \\
+    --optimizer-impl foreach --gpu H200-SXM-141GB --format json   # eager: timed by kernels
+  gpuwise plan --model llama-2-7b --mode qlora --lora-rank 32 --lora-targets q+v --seq 512
   gpuwise plan --workload job.toml
   gpuwise plan models
   gpuwise plan validate ../shared/data/planner-calibration.csv tests/data/plan/development.csv";
@@ -1308,6 +1311,22 @@ pub(crate) struct PlanArgs {
     /// true or false [default: true].
     #[arg(long, value_name = "BOOL")]
     pub flash_attention: Option<String>,
+    /// `torch.compile` on: true or false. Under an eager framework (`--framework hf`) it times
+    /// the step at the large-model utilization instead of kernel by kernel.
+    #[arg(long, value_name = "BOOL")]
+    pub compile: Option<String>,
+    /// What `zero_grad` does with gradients between steps: `free` (set to None, PyTorch's
+    /// default since 2.0) or `keep` (zeroed in place, its default before) [default: free].
+    #[arg(long, value_name = "keep|free")]
+    pub zero_grad: Option<String>,
+    /// The optimizer's implementation: `foreach` (PyTorch's multi-tensor step: one fp32 copy
+    /// of the parameters as workspace), `fused` or `for_loop` (none) [default: none counted].
+    #[arg(long, value_name = "foreach|fused|for_loop")]
+    pub optimizer_impl: Option<String>,
+    /// The layers that carry LoRA adapters: q, k, v, o, gate, up, down, mlp, attn or all,
+    /// joined by `+` or `,` (PEFT's q_proj … names too) [default: all].
+    #[arg(long, value_name = "LIST")]
+    pub lora_targets: Option<String>,
     /// ZeRO stage 0–3 (3 = FSDP).
     #[arg(long)]
     pub zero: Option<String>,

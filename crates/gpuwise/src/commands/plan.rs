@@ -167,7 +167,7 @@ fn model_and_workload(a: &PlanArgs) -> anyhow::Result<(Model, Workload, f64)> {
             printer::me()
         )
     })?;
-    let flags: [(&str, &Option<String>); 24] = [
+    let flags: [(&str, &Option<String>); 28] = [
         ("mode", &a.mode),
         ("precision", &a.precision),
         ("kv_precision", &a.kv_precision),
@@ -184,6 +184,10 @@ fn model_and_workload(a: &PlanArgs) -> anyhow::Result<(Model, Workload, f64)> {
         ("activation_offload", &a.activation_offload),
         ("loss", &a.loss),
         ("flash_attention", &a.flash_attention),
+        ("compile", &a.compile),
+        ("zero_grad", &a.zero_grad),
+        ("optimizer_impl", &a.optimizer_impl),
+        ("lora_targets", &a.lora_targets),
         ("zero", &a.zero),
         ("tp", &a.tp),
         ("pp", &a.pp),
@@ -239,6 +243,9 @@ fn flags_that_do_not_apply(a: &PlanArgs, mode: Mode) -> Vec<&'static str> {
             ("--cpu-offload", &a.cpu_offload),
             ("--activation-offload", &a.activation_offload),
             ("--loss", &a.loss),
+            ("--compile", &a.compile),
+            ("--zero-grad", &a.zero_grad),
+            ("--optimizer-impl", &a.optimizer_impl),
             ("--cp", &a.cp),
             ("--zero", &a.zero),
             ("--ga", &a.ga),
@@ -248,8 +255,15 @@ fn flags_that_do_not_apply(a: &PlanArgs, mode: Mode) -> Vec<&'static str> {
             }
         }
     }
-    if !matches!(mode, Mode::Lora | Mode::Qlora) && given(&a.lora_rank) {
-        out.push("--lora-rank");
+    if !matches!(mode, Mode::Lora | Mode::Qlora) {
+        for (flag, v) in [
+            ("--lora-rank", &a.lora_rank),
+            ("--lora-targets", &a.lora_targets),
+        ] {
+            if given(v) {
+                out.push(flag);
+            }
+        }
     }
     out
 }

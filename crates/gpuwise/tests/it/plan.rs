@@ -863,3 +863,80 @@ as_of = "2026-11-27"
         "{o}"
     );
 }
+
+/// The eager step's flags reach `plan`: an eager Hugging Face run is timed kernel by kernel
+/// and says so per option, `--compile true` returns to the large-model utilization, LoRA on two
+/// layers holds less than on all, and a training flag given to a serving plan is named.
+#[test]
+fn eager_and_adapter_flags_reach_the_plan() {
+    let first = |extra: &[&str]| {
+        let mut args = vec![
+            "plan",
+            "--model",
+            "bert-large",
+            "--mode",
+            "train",
+            "--batch",
+            "8",
+            "--seq",
+            "512",
+            "--framework",
+            "hf",
+            "--gpu",
+            "H200-SXM-141GB",
+            "--gpus",
+            "1",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        json(&args)["options"][0].clone()
+    };
+    let eager = first(&[]);
+    let notes = eager["notes"].as_array().expect("notes");
+    assert!(notes.iter().any(|n| {
+        n.as_str()
+            .is_some_and(|n| n.starts_with("eager PyTorch step"))
+    }));
+    let compiled = first(&["--compile", "true"]);
+    assert!(compiled.get("notes").is_none(), "{compiled}");
+    let speed = |o: &serde_json::Value| o["tokens_per_s"].as_f64().expect("speed");
+    assert!(speed(&compiled) > 4.0 * speed(&eager));
+    let lora = |targets: &str| {
+        json(&[
+            "plan",
+            "--model",
+            "llama-2-7b",
+            "--mode",
+            "lora",
+            "--lora-rank",
+            "32",
+            "--lora-targets",
+            targets,
+            "--seq",
+            "512",
+            "--gpu",
+            "H100-SXM5-80GB",
+            "--gpus",
+            "1",
+            "--format",
+            "json",
+        ])["memory_one_gpu"]["total_bytes"]
+            .as_f64()
+            .expect("bytes")
+    };
+    assert!(lora("q+v") + 1e9 < lora("all"));
+    let o = run(&[
+        "plan",
+        "--model",
+        "llama-3-8b",
+        "--mode",
+        "infer",
+        "--compile",
+        "true",
+        "--gpu",
+        "H100-SXM5-80GB",
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("--compile"), "{}", o.stderr);
+}
