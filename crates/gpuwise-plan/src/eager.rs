@@ -82,13 +82,10 @@ pub const KERNELS_FIXED: [(Precision, f64); 2] =
 /// autocast steps, whose GPU work is 57 % and 29 % of their wall time.
 pub const HOST_S_PER_KERNEL: f64 = 34.0e-6;
 
-/// The frameworks that run eagerly unless the case says `compile=true`.
-const EAGER_FRAMEWORKS: &[&str] = &["hf", "transformers", "trl", "peft", "accelerate"];
-
 /// Whether the step is timed by this model: an eager framework without `torch.compile`.
 #[must_use]
 pub fn applies(s: &Setup) -> bool {
-    s.workload.framework_is(EAGER_FRAMEWORKS) && s.workload.compile != Some(true)
+    s.workload.framework_is(super::workload::HF_FRAMEWORKS) && s.workload.compile != Some(true)
 }
 
 fn of<T: Copy>(table: &[(Precision, T); 2], p: Precision) -> T {

@@ -179,7 +179,8 @@ impl Setup {
     /// Fill `w`'s gaps for `model`.
     #[must_use]
     pub fn new(model: &Model, w: &Workload) -> Self {
-        let mut assumptions = Vec::new();
+        let (released, mut assumptions) = w.with_releases(model.name.starts_with("bert"));
+        let w = &released;
         if let Some(m) = &w.mode_given {
             assumptions.push(format!(
                 "--mode {m} is full fine-tuning (every weight trained; --mode lora or qlora trains adapters)"

@@ -411,6 +411,15 @@ pub struct Workload {
     /// Gradients kept between optimizer steps: `zero_grad` zeroing them in place (PyTorch's
     /// default before 2.0, `set_to_none=False`) instead of freeing them.
     pub keep_gradients: bool,
+    /// Whether `zero_grad` (or `set_to_none`) was given, so that a stated PyTorch release does
+    /// not override it.
+    pub zero_grad_given: bool,
+    /// Whether the attention kernel was given (`flash_attention`, `attention`), likewise.
+    pub attention_given: bool,
+    /// The PyTorch release the workload ran on (`torch=1.13.1`), if stated.
+    pub torch_version: Option<(u32, u32, u32)>,
+    /// The transformers release, if stated.
+    pub transformers_version: Option<(u32, u32, u32)>,
     /// PyTorch's multi-tensor (`foreach`) optimizer step, which holds one fp32 copy of the
     /// parameters as a workspace (`optimizer_impl=foreach`); fused kernels and per-parameter
     /// loops hold none (the default).
@@ -502,6 +511,10 @@ impl Default for Workload {
             checkpointing: Checkpointing::None,
             optimizer_in_backward: false,
             keep_gradients: false,
+            zero_grad_given: false,
+            attention_given: false,
+            torch_version: None,
+            transformers_version: None,
             foreach_optimizer: false,
             cpu_offload: false,
             activation_offload: false,
@@ -560,6 +573,32 @@ fn positive(key: &str, v: &str) -> Result<u32, WorkloadError> {
         n => Ok(n),
     }
 }
+
+/// A release `major.minor[.patch]`, with a leading `v` and a local suffix (`2.11.0+cu130`,
+/// `2.1.0a0`) allowed.
+fn release(key: &str, v: &str) -> Result<(u32, u32, u32), WorkloadError> {
+    let bad = || WorkloadError::Value {
+        key: key.to_owned(),
+        given: v.to_owned(),
+        expected: "a release such as 2.1.1 or 4.41",
+    };
+    let core = v
+        .trim_start_matches('v')
+        .split(['+', '-'])
+        .next()
+        .unwrap_or("");
+    let mut parts = core.split('.').map(|p| {
+        let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u32>()
+    });
+    let major = parts.next().ok_or_else(bad)?.map_err(|_| bad())?;
+    let minor = parts.next().ok_or_else(bad)?.map_err(|_| bad())?;
+    let patch = parts.next().map_or(Ok(0), |p| p.map_err(|_| bad()))?;
+    Ok((major, minor, patch))
+}
+
+/// The frameworks built on Hugging Face transformers (eager PyTorch unless compiled).
+pub const HF_FRAMEWORKS: &[&str] = &["hf", "transformers", "trl", "peft", "accelerate"];
 
 fn float(key: &str, v: &str) -> Result<f64, WorkloadError> {
     crate::model::parse_count(v).ok_or_else(|| WorkloadError::Value {
@@ -627,6 +666,11 @@ pub const KEYS: &[&str] = &[
     "checkpointing",
     "zero_grad",
     "optimizer_impl",
+    "torch",
+    "pytorch",
+    "torch_version",
+    "transformers",
+    "transformers_version",
     "lora_targets",
     "target_modules",
     "set_to_none",
@@ -711,7 +755,10 @@ impl Workload {
             "activation_offload" | "activation_offloading" | "enable_activation_offloading" => {
                 self.activation_offload = boolean(key, v)?;
             }
-            "flash_attention" => self.flash_attention = boolean(key, v)?,
+            "flash_attention" => {
+                self.flash_attention = boolean(key, v)?;
+                self.attention_given = true;
+            }
             "compile" | "torch_compile" => self.compile = Some(boolean(key, v)?),
             "zero" => {
                 let z = uint(key, v)?;
@@ -811,6 +858,7 @@ impl Workload {
         match key {
             // Hugging Face's `attn_implementation`: every fused kernel keeps no score matrices.
             "attention" | "attn_implementation" => {
+                self.attention_given = true;
                 self.flash_attention = choice(
                     key,
                     v,
@@ -833,6 +881,7 @@ impl Workload {
                 )?;
             }
             "zero_grad" => {
+                self.zero_grad_given = true;
                 self.keep_gradients = choice(
                     key,
                     v,
@@ -843,7 +892,14 @@ impl Workload {
                     "keep (zeroed in place, PyTorch before 2.0) or free (set to None)",
                 )?;
             }
-            "set_to_none" => self.keep_gradients = !boolean(key, v)?,
+            "set_to_none" => {
+                self.keep_gradients = !boolean(key, v)?;
+                self.zero_grad_given = true;
+            }
+            "torch" | "pytorch" | "torch_version" => self.torch_version = Some(release(key, v)?),
+            "transformers" | "transformers_version" => {
+                self.transformers_version = Some(release(key, v)?);
+            }
             "lora_targets" | "target_modules" => self.lora_targets = LoraTargets::parse(v)?,
             "optimizer_impl" => {
                 self.foreach_optimizer = choice(
@@ -894,6 +950,53 @@ impl Workload {
         }
     }
 
+    /// The workload with what a stated PyTorch or transformers release implies where the
+    /// workload does not say it itself, and a note for each. `bert`: the model is BERT-family
+    /// (its SDPA attention came later than the decoders').
+    ///
+    /// - PyTorch before 2.0: `zero_grad` zeroes gradients in place and keeps them
+    ///   (`set_to_none=True` became its default in 2.0).
+    /// - transformers before 4.36 (SDPA by default from then, huggingface/transformers#28005),
+    ///   BERT before 4.41 (huggingface/transformers#28802, merged April 2024), or a
+    ///   transformers-based framework on PyTorch before 2.1.1 (transformers picks SDPA by
+    ///   default only from 2.1.1): eager attention, whose score matrices are kept.
+    #[must_use]
+    pub fn with_releases(&self, bert: bool) -> (Workload, Vec<String>) {
+        let show = |(a, b, c): (u32, u32, u32)| format!("{a}.{b}.{c}");
+        let mut w = self.clone();
+        let mut notes = Vec::new();
+        if let Some(t) = self.torch_version
+            && t < (2, 0, 0)
+            && !self.zero_grad_given
+        {
+            w.keep_gradients = true;
+            notes.push(format!(
+                "PyTorch {}: zero_grad keeps the gradients between steps (set_to_none became its default in 2.0)",
+                show(t)
+            ));
+        }
+        let eager = match (self.transformers_version, self.torch_version) {
+            (Some(v), _) if v < (4, 36, 0) => Some(format!(
+                "transformers {}: eager attention (SDPA is its default from 4.36)",
+                show(v)
+            )),
+            (Some(v), _) if bert && v < (4, 41, 0) => Some(format!(
+                "transformers {}: BERT's eager attention (its SDPA is from 4.41)",
+                show(v)
+            )),
+            (_, Some(t)) if t < (2, 1, 1) && self.framework_is(HF_FRAMEWORKS) => Some(format!(
+                "PyTorch {}: eager attention (transformers picks SDPA by default from torch 2.1.1)",
+                show(t)
+            )),
+            _ => None,
+        };
+        if let Some(note) = eager.filter(|_| !self.attention_given) {
+            w.flash_attention = false;
+            notes.push(note);
+        }
+        (w, notes)
+    }
+
     /// Sequences per optimizer step over all GPUs: `global_batch`, else
     /// `global_batch_tokens` ÷ `seq`.
     #[must_use]
@@ -927,6 +1030,47 @@ mod tests {
         assert!((b("nf4") - 4.127).abs() < 1e-3);
         assert_eq!(b("amp_bf16"), 16.0);
         assert!(Precision::parse("int3").is_err());
+    }
+
+    #[test]
+    fn a_stated_release_sets_what_that_release_did_unless_the_workload_says_it() {
+        let read = |kv: &[(&str, &str)], bert: bool| {
+            let mut w = Workload::default();
+            for (k, v) in kv {
+                assert_eq!(w.set(k, v), Ok(true), "{k}");
+            }
+            w.with_releases(bert)
+        };
+        assert_eq!(release("torch", "2.11.0+cu130"), Ok((2, 11, 0)));
+        assert_eq!(release("torch", "v1.13"), Ok((1, 13, 0)));
+        assert_eq!(release("torch", "2.1.0a0"), Ok((2, 1, 0)));
+        assert!(release("torch", "latest").is_err() && release("torch", "2").is_err());
+        // Hugging Face's 2022 anatomy runs: PyTorch 1.x, transformers 4.2x, BERT.
+        let (w, notes) = read(&[("torch", "1.13.1"), ("transformers", "4.26.0")], true);
+        assert!(w.keep_gradients && !w.flash_attention, "{notes:?}");
+        assert_eq!(notes.len(), 2);
+        // BERT's SDPA came in 4.41, the decoders' in 4.36.
+        let (w, _) = read(&[("transformers", "4.38.2")], true);
+        assert!(!w.flash_attention);
+        let (w, _) = read(&[("transformers", "4.38.2")], false);
+        assert!(w.flash_attention);
+        // transformers on PyTorch before 2.1.1 runs eager attention; Megatron is not told so.
+        let (w, _) = read(&[("torch", "2.0.1"), ("framework", "hf")], false);
+        assert!(!w.flash_attention && !w.keep_gradients);
+        let (w, _) = read(&[("torch", "2.0.1"), ("framework", "megatron")], false);
+        assert!(w.flash_attention);
+        // What the workload says itself wins, in either order.
+        for kv in [
+            [("torch", "1.13"), ("zero_grad", "free")],
+            [("zero_grad", "free"), ("torch", "1.13")],
+        ] {
+            assert!(!read(&kv, false).0.keep_gradients);
+        }
+        let (w, notes) = read(&[("transformers", "4.26"), ("attention", "sdpa")], true);
+        assert!(w.flash_attention && notes.is_empty());
+        // Today's releases change nothing.
+        let (w, notes) = read(&[("torch", "2.11.0"), ("transformers", "5.17.0")], true);
+        assert!(w.flash_attention && !w.keep_gradients && notes.is_empty());
     }
 
     #[test]
