@@ -365,7 +365,7 @@ pub const DESCRIPTIVE_KEYS: &[(&str, &str)] = &[
     ),
     (
         "dp_allreduce_overlap",
-        "the planner overlaps data-parallel traffic with compute either way; it is small beside these steps",
+        "whether the source overlapped its gradient all-reduce: a case's speed leaves data-parallel traffic out either way (`plan` prices it per rental, overlapped), so a source that did not overlap it reads faster than it ran",
     ),
     (
         "parallelism",
