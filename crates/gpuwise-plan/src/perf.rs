@@ -185,7 +185,9 @@ pub struct Train {
     pub tokens_per_s_per_gpu: f64,
     /// Model FLOPs utilization (against the nominal dense peak).
     pub mfu: f64,
-    /// Hardware FLOPs utilization assumed for the arithmetic.
+    /// Hardware FLOPs utilization: assumed for the arithmetic, or, for an eager step timed by
+    /// its kernels ([`super::eager`]), the utilization that timed step reaches (its hardware
+    /// FLOPs over its time, before tensor-parallel traffic and the pipeline bubble).
     pub hfu: f64,
     /// Model FLOPs per token.
     pub model_flops_per_token: f64,
@@ -245,19 +247,9 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
     let hw_flops = model_flops + recompute;
     let mut notes = Vec::new();
     let eager = super::eager::applies(s) && s.precision != Precision::Fp8;
-    let hfu = default_hfu(&hw.architecture, compute_precision(s.precision));
-    if !eager
-        && c.mfu_override.is_none()
-        && hfu_is_assumed(&hw.architecture, compute_precision(s.precision))
-    {
-        notes.push(format!(
-            "HFU {hfu} on {} is an assumption (no published training measurement behind it)",
-            if hw.architecture.is_empty() {
-                "this architecture"
-            } else {
-                hw.architecture.as_str()
-            }
-        ));
+    let mut hfu = default_hfu(&hw.architecture, compute_precision(s.precision));
+    if !eager && c.mfu_override.is_none() {
+        notes.extend(assumed_hfu(hw, s.precision, hfu));
     }
     let mut achieved = nominal * hfu * hw.power_factor();
     if s.precision == Precision::Fp8 {
@@ -305,6 +297,7 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
     let mut tokens_per_s = achieved / hw_flops * (1.0 - tp_share) * (1.0 - bubble);
     if eager {
         let st = eager_step(m, s, hw, hw_flops, nominal)?;
+        hfu = st.tokens / st.seconds() * hw_flops / nominal;
         tokens_per_s = st.tokens / st.seconds() * (1.0 - tp_share) * (1.0 - bubble);
         notes.push(super::eager::note(&st));
     }
@@ -325,6 +318,21 @@ pub fn train(m: &Model, s: &Setup, hw: &Hardware, c: &Constants) -> Result<Train
         bubble_share: bubble,
         gpu_hours,
         notes,
+    })
+}
+
+/// The note that `hfu`, the default utilization, is an assumption on this card and precision,
+/// where it is one.
+fn assumed_hfu(hw: &Hardware, p: Precision, hfu: f64) -> Option<String> {
+    hfu_is_assumed(&hw.architecture, compute_precision(p)).then(|| {
+        format!(
+            "HFU {hfu} on {} is an assumption (no published training measurement behind it)",
+            if hw.architecture.is_empty() {
+                "this architecture"
+            } else {
+                hw.architecture.as_str()
+            }
+        )
     })
 }
 
@@ -1146,6 +1154,22 @@ mod eager_tests {
         assert_eq!(plain.tokens_per_s_per_gpu, compiled.tokens_per_s_per_gpu);
         let eager = speed(&[("framework", "transformers")]);
         assert!(eager.tokens_per_s_per_gpu < 0.5 * plain.tokens_per_s_per_gpu);
+        // The utilization said is the one the timed step reaches, not the large-model default
+        // the compiled step is read at (no pipeline or tensor parallelism here: it is the
+        // tokens' hardware FLOPs over the peak).
+        assert_eq!(plain.hfu, compiled.hfu);
+        let reached = eager.mfu * eager.hardware_flops_per_token / eager.model_flops_per_token;
+        assert!(
+            (eager.hfu - reached).abs() < 1e-12,
+            "{} against {reached}",
+            eager.hfu
+        );
+        assert!(
+            eager.hfu < 0.5 * plain.hfu,
+            "{} against {}",
+            eager.hfu,
+            plain.hfu
+        );
         assert!(
             eager
                 .notes
