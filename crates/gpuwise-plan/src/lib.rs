@@ -179,7 +179,7 @@ impl Setup {
     /// Fill `w`'s gaps for `model`.
     #[must_use]
     pub fn new(model: &Model, w: &Workload) -> Self {
-        let (released, mut assumptions) = w.with_releases(model.name.starts_with("bert"));
+        let (released, mut assumptions) = w.with_releases(model.family == "bert");
         let w = &released;
         if let Some(m) = &w.mode_given {
             assumptions.push(format!(
@@ -313,4 +313,35 @@ pub(crate) fn test_setup(m: &Model, kv: &[(&str, &str)]) -> Setup {
         assert_eq!(w.set(k, v), Ok(true), "{k}");
     }
     Setup::new(m, &w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Model, test_setup};
+
+    /// BERT's later SDPA is a rule of its architecture: a BERT read from its `config.json`
+    /// under another name gets it, a decoder whose name starts with "bert" does not.
+    #[test]
+    fn the_bert_release_rule_follows_the_family_not_the_name() {
+        let config = |name: &str, model_type: &str| {
+            let text = format!(
+                r#"{{"_name_or_path": "{name}", "model_type": "{model_type}", "hidden_size": 1024,
+                   "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
+                   "vocab_size": 30522, "max_position_embeddings": 512}}"#
+            );
+            Model::from_hf_config(&text, "config.json").expect("config")
+        };
+        let release = [("framework", "hf"), ("transformers", "4.38.2")];
+        let encoder = config("acme/support-ticket-encoder", "bert");
+        assert_eq!(encoder.family, "bert");
+        let s = test_setup(&encoder, &release);
+        assert!(!s.workload.flash_attention, "{:?}", s.assumptions);
+        assert!(s.assumptions.iter().any(|a| a.contains("BERT's eager")));
+        let decoder = config("bertha-7b", "llama");
+        let s = test_setup(&decoder, &release);
+        assert!(s.workload.flash_attention, "{:?}", s.assumptions);
+        // The presets carry their family too.
+        assert_eq!(Model::preset("bert-large").expect("preset").family, "bert");
+        assert_eq!(Model::preset("llama-3-8b").expect("preset").family, "llama");
+    }
 }

@@ -21,6 +21,10 @@ pub enum FfnKind {
 pub struct Model {
     /// Name (`llama-3-70b`).
     pub name: String,
+    /// Architecture family as Hugging Face's `config.json` names it (`model_type`: `bert`,
+    /// `llama`, …); empty when unknown. Release rules that differ by architecture read it
+    /// ([`crate::workload::Workload::with_releases`]), never the name.
+    pub family: String,
     /// Total parameters (all experts of a mixture).
     pub params: f64,
     /// Transformer blocks.
@@ -58,6 +62,7 @@ const PRESETS: &str = include_str!("../data/models.csv");
 #[derive(Deserialize)]
 struct Row {
     name: String,
+    family: String,
     params_b: f64,
     layers: u32,
     hidden: u32,
@@ -133,6 +138,7 @@ impl Model {
                 let head_dim = row.head_dim.unwrap_or(row.hidden / row.heads.max(1));
                 Model {
                     name: row.name,
+                    family: row.family,
                     params: row.params_b * 1e9,
                     layers: row.layers,
                     hidden: row.hidden,
@@ -252,6 +258,7 @@ impl Model {
         let name = config_name(obj, model_type, origin);
         let mut m = Model {
             name,
+            family: model_type.to_owned(),
             params: 0.0,
             layers,
             hidden,
@@ -294,6 +301,7 @@ impl Model {
         let ffn = ((f64::from(hidden) * 8.0 / 3.0 / 256.0).round() * 256.0) as u32;
         Ok(Model {
             name: format!("{text} parameters"),
+            family: String::new(),
             params,
             layers,
             hidden,

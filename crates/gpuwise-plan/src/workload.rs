@@ -951,8 +951,10 @@ impl Workload {
     }
 
     /// The workload with what a stated PyTorch or transformers release implies where the
-    /// workload does not say it itself, and a note for each. `bert`: the model is BERT-family
-    /// (its SDPA attention came later than the decoders').
+    /// workload does not say it itself, and a note for each. `bert`: the model's family
+    /// ([`crate::Model::family`], Hugging Face's `model_type`) is `bert`, whose SDPA attention
+    /// came later than the decoders'. Other encoder families (RoBERTa, DeBERTa, …) have their
+    /// own release histories, not modelled: for them only the general rules apply.
     ///
     /// - PyTorch before 2.0: `zero_grad` zeroes gradients in place and keeps them
     ///   (`set_to_none=True` became its default in 2.0).

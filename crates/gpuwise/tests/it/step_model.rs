@@ -32,6 +32,7 @@ const VALIDATION: [&str; 4] = [
 fn shaped(heads: u32, kv_heads: u32, hidden: u32, ffn: u32, gated: bool, vocab: u32) -> Model {
     let mut m = Model {
         name: "profiled".into(),
+        family: String::new(),
         params: 0.0,
         layers: 32,
         hidden,
