@@ -126,6 +126,64 @@ fn accuracy_doc_is_what_the_command_prints() {
     );
 }
 
+/// The README's planner figures are the ones `plan validate` gives on each set, as the
+/// accuracy document's are: a change to the model that moves a share fails here until the
+/// README says the new one.
+#[test]
+fn readme_planner_figures_are_what_the_command_prints() {
+    let Some(s) = shared() else { return };
+    let files = [
+        s.join("planner-calibration.csv").display().to_string(),
+        data("plan/development.csv"),
+        data("plan/measured-gpu.csv"),
+        data("plan/holdout-frozen.csv"),
+    ];
+    let mut args = vec!["plan", "validate"];
+    args.extend(files.iter().map(String::as_str));
+    args.extend(["--format", "json"]);
+    let v = json(&args);
+    let per_file = v["files"].as_array().expect("files");
+    assert_eq!(per_file.len(), 4);
+    // (within, cases) of memory, of throughput and of all, summed over `which` files.
+    let counts = |which: &[usize]| {
+        let sum = |part: &str, field: &str| -> u64 {
+            which
+                .iter()
+                .map(|&i| per_file[i]["summary"][part][field].as_u64().expect("count"))
+                .sum()
+        };
+        (
+            (sum("memory", "within"), sum("memory", "cases")),
+            (sum("throughput", "within"), sum("throughput", "cases")),
+            sum("all", "cases"),
+        )
+    };
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let says = |text: String| {
+        assert!(
+            flat.contains(&text),
+            "README.md does not say \"{text}\" (what `plan validate` gives now)"
+        );
+    };
+    let ((mw, mc), (tw, tc), all) = counts(&[0]);
+    says(format!(
+        "On the {all} published measurements its constants were fitted to it is within tolerance on {mw}/{mc} memory and {tw}/{tc} throughput cases"
+    ));
+    let ((mw, mc), (tw, tc), all) = counts(&[1, 2]);
+    says(format!(
+        "on {all} measurements its constants were not fitted to"
+    ));
+    says(format!(
+        "on {mw}/{mc} memory and {tw}/{tc} throughput cases"
+    ));
+    let ((mw, mc), (tw, tc), all) = counts(&[3]);
+    assert_eq!(all, 8, "the hold-out's size is said in words");
+    says(format!(
+        "has eight cases so far, within tolerance on {tw}/{tc} throughput and {mw}/{mc} memory cases"
+    ));
+}
+
 /// The frozen hold-out (docs/holdout.md) is never edited: its bytes are the ones its rule
 /// chose, and every case in it is estimated (scored as it is, whatever the score).
 #[test]
