@@ -352,7 +352,9 @@ pub struct Bill {
 
 /// Instance types the catalog knows: GPUs per instance and on-demand $ per GPU-hour by region.
 struct Types {
-    gpus: BTreeMap<String, f64>,
+    /// Hashed: looked up once or twice per row. Its keys are the catalog's, so a hostile bill
+    /// cannot crowd it (a lookup probes only the catalog's own collisions).
+    gpus: rustc_hash::FxHashMap<String, f64>,
     per_gpu: BTreeMap<(String, String), f64>,
     families: BTreeSet<String>,
 }
@@ -372,7 +374,7 @@ fn family(t: &str) -> String {
 
 impl Types {
     fn new(catalog: &Catalog) -> Self {
-        let mut gpus = BTreeMap::new();
+        let mut gpus = rustc_hash::FxHashMap::default();
         let mut per_gpu = BTreeMap::new();
         let mut families = BTreeSet::new();
         for i in &catalog.instances {
@@ -449,6 +451,11 @@ pub struct BillBuilder<'a> {
     join: &'a JoinKey,
     team_tag: &'a str,
     bill: Bill,
+    /// The bill's resources while it is read, by key: one hash per row, not a path of string
+    /// comparisons down a B-tree of thousands of names; sorted into [`Bill::resources`] once,
+    /// at [`BillBuilder::finish`]. The keys are the bill's: std's keyed hash, which names
+    /// crafted to collide cannot slow down.
+    resources: std::collections::HashMap<String, Resource>,
     currencies: BTreeMap<String, u64>,
 }
 
@@ -461,6 +468,7 @@ impl<'a> BillBuilder<'a> {
             join,
             team_tag,
             bill: Bill::default(),
+            resources: std::collections::HashMap::new(),
             currencies: BTreeMap::new(),
         }
     }
@@ -622,10 +630,9 @@ impl<'a> BillBuilder<'a> {
         let w = self.bill.window.get_or_insert((row.start_ms, row.end_ms));
         *w = (w.0.min(row.start_ms), w.1.max(row.end_ms));
         // One lookup for a resource seen before (the key copied only for a new one).
-        let r = match self.bill.resources.get_mut(key) {
+        let r = match self.resources.get_mut(key) {
             Some(r) => r,
             None => self
-                .bill
                 .resources
                 .entry(key.to_owned())
                 .or_insert_with(|| Resource {
@@ -684,6 +691,7 @@ impl<'a> BillBuilder<'a> {
             join: self.join,
             team_tag: self.team_tag,
             bill: Bill::default(),
+            resources: std::collections::HashMap::new(),
             currencies: BTreeMap::new(),
         }
     }
@@ -714,12 +722,12 @@ impl<'a> BillBuilder<'a> {
         for (c, n) in later.currencies {
             *self.currencies.entry(c).or_default() += n;
         }
-        for (key, r) in l.resources {
-            match b.resources.entry(key) {
-                std::collections::btree_map::Entry::Vacant(v) => {
+        for (key, r) in later.resources {
+            match self.resources.entry(key) {
+                std::collections::hash_map::Entry::Vacant(v) => {
                     v.insert(r);
                 }
-                std::collections::btree_map::Entry::Occupied(o) => o.into_mut().append(r),
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut().append(r),
             }
         }
     }
@@ -746,6 +754,7 @@ impl<'a> BillBuilder<'a> {
             }
             self.bill.currency = Some(c.clone());
         }
+        self.bill.resources = self.resources.into_iter().collect();
         for r in self.bill.resources.values_mut() {
             let (duplicates, overlapping) = r.fold_duplicates();
             self.bill.duplicates += duplicates;
@@ -881,7 +890,7 @@ mod tests {
                 });
                 // Folding as it streams (every so many rows) changes nothing.
                 if compact > 0 && i % (compact * 7) == 0 {
-                    let r = b.bill.resources.get_mut("i-1").expect("added");
+                    let r = b.resources.get_mut("i-1").expect("added");
                     b.bill.duplicates += r.fold_duplicates().0;
                 }
             }
@@ -959,7 +968,7 @@ mod tests {
         let row = row();
         for _ in 0..100_000 {
             b.add(row.clone());
-            assert!(b.bill.resources["i-1"].charges.len() <= 1024);
+            assert!(b.resources["i-1"].charges.len() <= 1024);
         }
         let bill = b.finish().expect("one currency");
         assert_eq!(bill.resources["i-1"].charges.len(), 1);

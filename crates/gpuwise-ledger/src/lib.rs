@@ -21,6 +21,7 @@ pub mod export;
 pub mod focus;
 pub mod notify;
 pub mod observed;
+mod pages;
 pub mod reconcile;
 pub mod rules;
 pub mod view;
