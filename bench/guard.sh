@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # CI's guard on speed. Wall time on a shared two-core machine moves by tens of percent from run
 # to run; instruction counts do not (valgrind's callgrind, one thread, the same binary and
-# inputs: the same count twice). Four small runs — `report` on an nvidia-smi log, `report` on
+# inputs: the same count twice). Five small runs — `report` on an nvidia-smi log, `report` on
 # DCGM scrapes, `jobs` joining Slurm records with the nvidia-smi fleet, `reconcile` of a
-# 20,000-row FOCUS bill (bench/ledger.py's) against that fleet — are counted and
+# 20,000-row FOCUS bill (bench/ledger.py's) against that fleet, as CSV and as Parquet written
+# by DuckDB (the pinned 2.0.1 of .ci/run, as bench/ledger.py writes it) — are counted and
 # compared with the counts recorded in bench/guard.txt. The baselines they are measured
 # against in BENCHMARKS.md (DuckDB's queries) do not change between runs, so a ratio falls
 # below 80 % of its recorded value exactly when its count grows by more than a quarter: then
@@ -29,6 +30,7 @@ export GPUWISE_NOW=2026-12-01T00:00:00Z RAYON_NUM_THREADS=1 NO_COLOR=1
 rm -f "$work/smi/truth.json" "$work/dcgm/truth.json"
 python3 bench/jobs.py "$work/smi" 2026-01-05 2 400 > "$work/sacct.txt"
 python3 -c 'import sys; sys.path.insert(0, "bench"); import ledger; ledger.write_bill(sys.argv[1], 20000)' "$work/bill.csv"
+python3 -c 'import sys, duckdb; duckdb.connect().execute(f"copy (select * from read_csv({sys.argv[1]!r}, header=true)) to {sys.argv[2]!r} (format parquet, compression snappy)")' "$work/bill.csv" "$work/bill.parquet"
 count() {  # count NAME ARGS…: the instructions of one run
   local name=$1; shift
   valgrind --tool=callgrind --callgrind-out-file="$work/$name.out" "$bin" "$@" \
@@ -39,10 +41,11 @@ now[report-smi]=$(count report-smi report "$work/smi" --format json)
 now[report-dcgm]=$(count report-dcgm report "$work/dcgm" --format json)
 now[jobs]=$(count jobs jobs "$work/smi" --sacct "$work/sacct.txt" --format json)
 now[reconcile]=$(count reconcile reconcile --bill "$work/bill.csv" "$work/smi" --format json)
+now[reconcile-parquet]=$(count reconcile-parquet reconcile --bill "$work/bill.parquet" "$work/smi" --format json)
 if $record; then
   {
     echo "# Instructions per run (bench/guard.sh --record, $(date -u +%Y-%m-%d), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
-    for k in report-smi report-dcgm jobs reconcile; do echo "$k ${now[$k]}"; done
+    for k in report-smi report-dcgm jobs reconcile reconcile-parquet; do echo "$k ${now[$k]}"; done
   } > bench/guard.txt
   cat bench/guard.txt
   exit 0
