@@ -1379,7 +1379,11 @@ impl<R: parquet::file::reader::ChunkReader + 'static> ParquetBill<R> {
                 .get_column_page_reader(l)
                 .map_err(|e| self.broken(e.to_string()))?;
             columns.push(Keyed {
-                chunk: crate::pages::Chunk::new(pages, group.metadata().column(l)),
+                chunk: crate::pages::Chunk::new(
+                    pages,
+                    group.metadata().column(l),
+                    group.metadata().num_rows(),
+                ),
                 descr: schema.column(l),
                 typed: self.typed(h),
                 dictionary: Vec::new(),

@@ -222,16 +222,17 @@ pub(crate) struct Chunk {
     pub(crate) dictionary: Vec<Raw>,
     /// A dictionary page or a data page has been read: a dictionary page may only come first.
     started: bool,
-    /// Rows the chunk's metadata says are left: a page cannot claim more (a corrupt page
-    /// header of billions of values over a few bytes of repeated runs reads no further).
+    /// Rows of the row group not read yet: a page cannot claim more (a corrupt page header of
+    /// billions of values over a few bytes of repeated runs reads no further).
     rows_left: u64,
     page: Option<Current>,
 }
 
 impl Chunk {
-    /// A chunk of a column described by `meta` ([`supported`] must hold), read from `pages`.
+    /// A chunk of a column described by `meta` ([`supported`] must hold), read from `pages`,
+    /// in a row group of `rows` rows.
     #[must_use]
-    pub(crate) fn new(pages: Box<dyn PageReader>, meta: &ColumnChunkMetaData) -> Self {
+    pub(crate) fn new(pages: Box<dyn PageReader>, meta: &ColumnChunkMetaData, rows: i64) -> Self {
         let d = meta.column_descr();
         Self {
             pages,
@@ -239,7 +240,7 @@ impl Chunk {
             nullable: d.max_def_level() == 1,
             dictionary: Vec::new(),
             started: false,
-            rows_left: u64::try_from(meta.num_values()).unwrap_or(0),
+            rows_left: u64::try_from(rows).unwrap_or(0),
             page: None,
         }
     }
@@ -474,8 +475,10 @@ mod tests {
     fn decode(bytes: &'static [u8], width: u32, n: u32) -> Result<Vec<u32>, String> {
         let mut h = Hybrid::new(Bytes::from_static(bytes), width).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
-        h.take(n, &mut |v, k| out.extend(std::iter::repeat_n(v, k as usize)))
-            .map_err(|e| e.to_string())?;
+        h.take(n, &mut |v, k| {
+            out.extend(std::iter::repeat_n(v, k as usize))
+        })
+        .map_err(|e| e.to_string())?;
         Ok(out)
     }
 
@@ -495,8 +498,14 @@ mod tests {
         );
         // Width 0 (a dictionary of one value): every value is 0, no value bytes.
         assert_eq!(decode(&[0x08], 0, 4), Ok(vec![0; 4]));
-        assert!(decode(&[0x06], 3, 3).is_err(), "the repeated value is missing");
-        assert!(decode(&[0x06, 0x05], 3, 4).is_err(), "no run after the first");
+        assert!(
+            decode(&[0x06], 3, 3).is_err(),
+            "the repeated value is missing"
+        );
+        assert!(
+            decode(&[0x06, 0x05], 3, 4).is_err(),
+            "no run after the first"
+        );
         assert!(decode(&[0x80, 0x80], 3, 1).is_err(), "a header cut short");
         assert!(Hybrid::new(Bytes::new(), 33).is_err());
     }
