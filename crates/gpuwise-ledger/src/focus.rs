@@ -1390,6 +1390,8 @@ impl<R: parquet::file::reader::ChunkReader + 'static> ParquetBill<R> {
                 keys: Vec::with_capacity(BATCH),
                 raw: Vec::new(),
                 plain: Vec::new(),
+                long: false,
+                long_dictionary: false,
             });
         }
         let mut tally = ReadTally::default();
@@ -1409,7 +1411,7 @@ impl<R: parquet::file::reader::ChunkReader + 'static> ParquetBill<R> {
                 let mut long = None;
                 for (&(h, _), c) in self.wanted.iter().zip(&columns) {
                     let v = c.value(r);
-                    if long.is_none() && v.is_some_and(|v| v.len() > MAX_LINE) {
+                    if c.long && long.is_none() && v.is_some_and(|v| v.len() > MAX_LINE) {
                         long = Some(h);
                     }
                     cells[h] = v.and_then(Value::cell);
@@ -1523,6 +1525,10 @@ struct Keyed {
     keys: Vec<u32>,
     raw: Vec<crate::pages::Raw>,
     plain: Vec<Value>,
+    /// Whether a value of this batch may be over [`MAX_LINE`] bytes (a row is then checked).
+    long: bool,
+    /// Whether a dictionary entry is.
+    long_dictionary: bool,
 }
 
 impl Keyed {
@@ -1551,8 +1557,11 @@ impl Keyed {
                     })
                 })
                 .collect::<Result<_, _>>()?;
+            self.long_dictionary = self.dictionary.iter().any(|v| v.len() > MAX_LINE);
         }
         self.plain = self.raw.drain(..).map(convert).collect::<Result<_, _>>()?;
+        let over = |v: &Value| v.len() > MAX_LINE;
+        self.long = self.long_dictionary || self.plain.iter().any(over);
         Ok(n)
     }
 
@@ -2358,6 +2367,58 @@ mod tests {
             let keyed = read_way(&buf, false);
             let by_values = read_way(&buf, true);
             proptest::prop_assert_eq!(&keyed, &by_values);
+        }
+    }
+
+    /// A cell over [`MAX_LINE`] bytes skips its row, counted with the row and column, by keys
+    /// and through the column reader alike, whether the long value sits in a dictionary or in
+    /// a plain page; the rows around it are read.
+    #[test]
+    fn a_parquet_cell_over_the_bound_skips_its_row_both_ways() {
+        let long = "x".repeat(MAX_LINE + 1);
+        for dictionary in [true, false] {
+            let schema = std::sync::Arc::new(
+                parquet::schema::parser::parse_message_type(
+                    "message focus {
+                      required binary BilledCost (UTF8);
+                      required binary BillingCurrency (UTF8);
+                      required binary ChargeCategory (UTF8);
+                      required binary ChargePeriodStart (UTF8);
+                      required binary ChargePeriodEnd (UTF8);
+                      required binary Tags (UTF8);
+                    }",
+                )
+                .expect("schema"),
+            );
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_dictionary_enabled(dictionary)
+                .build();
+            let mut buf = Vec::new();
+            let mut w =
+                parquet::file::writer::SerializedFileWriter::new(&mut buf, schema, props.into())
+                    .expect("writer");
+            let mut rg = w.next_row_group().expect("group");
+            for col in [
+                ["1", "2", "3"],
+                ["USD", "USD", "USD"],
+                ["Usage", "Usage", "Usage"],
+                ["2026-01-05T10:00:00Z"; 3],
+                ["2026-01-05T11:00:00Z"; 3],
+                ["{}", &long, "{}"],
+            ] {
+                text_column(&mut rg, &col, None, None);
+            }
+            rg.close().expect("group");
+            w.close().expect("close");
+            let keyed = read_way(&buf, false);
+            assert_eq!(keyed, read_way(&buf, true), "dictionary {dictionary}");
+            assert_eq!(keyed.0.len(), 2, "dictionary {dictionary}");
+            assert!(
+                keyed.1.contains("cell_too_long")
+                    && keyed.1.contains("row 2: a cell of column 6 is longer than"),
+                "{}",
+                keyed.1
+            );
         }
     }
 
