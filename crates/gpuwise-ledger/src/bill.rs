@@ -444,6 +444,90 @@ fn instance_word(d: &str) -> Option<&str> {
     })
 }
 
+/// The latest row that names a resource's id, name, region or team wins (copied only when it
+/// changes).
+fn name(r: &mut Resource, row: &BillRow<'_>, team_tag: &str) {
+    set(&mut r.resource_id, row.resource_id);
+    set(&mut r.resource_name, row.resource_name);
+    set(&mut r.region, row.region);
+    // A tag value that cannot name a team (blank, or `(untagged)` itself) is no tag.
+    if let Some(t) = row.tag(team_tag)
+        && gpuwise_core::teams::usable_team(t).is_ok()
+    {
+        set(&mut r.team, Some(t));
+    }
+}
+
+/// Instance-hours a GPU row of `itype` charges: its quantity in hours, else its period;
+/// `None` (a counted skip) when that is no time at all or longer than the period.
+fn hours_of(bill: &mut Bill, row: &BillRow<'_>, itype: &str) -> Option<f64> {
+    #[allow(clippy::cast_precision_loss)]
+    let period = (row.end_ms - row.start_ms) as f64 / gpuwise_core::HOUR_MS as f64;
+    let hours = row.quantity_hours.unwrap_or(period);
+    // One instance cannot run longer than the period it is charged for (a hair over for
+    // rounding), nor for no time at all. (Other resources can: two IP addresses bill two
+    // hours an hour.)
+    if !(hours > 0.0 && hours <= period * 1.001) {
+        bill.skips.add("implausible_quantity", || {
+            format!(
+                "line {}: {hours} hours of {itype} in a charge period of {} h",
+                row.line,
+                (period * 100.0).round() / 100.0
+            )
+        });
+        return None;
+    }
+    Some(hours)
+}
+
+/// Charge GPU row `row` to `r`: `(instance-hours, GPUs per instance, spot, price id index)`.
+fn charge_to(
+    bill: &mut Bill,
+    r: &mut Resource,
+    row: &BillRow<'_>,
+    (hours, gpus, spot, sku): (f64, f64, bool, Option<u32>),
+) {
+    bill.gpu_rows += 1;
+    let w = bill.window.get_or_insert((row.start_ms, row.end_ms));
+    *w = (w.0.min(row.start_ms), w.1.max(row.end_ms));
+    push_charge(
+        &mut r.charges,
+        Charge {
+            start_ms: row.start_ms,
+            end_ms: row.end_ms,
+            hours,
+            gpus,
+            billed: row.billed_cost,
+            effective: row.effective_cost,
+            list: row.list_cost,
+            spot,
+            sku,
+            periods: 1,
+        },
+    );
+    if r.charges.len() >= r.compact_at {
+        // Overlaps are counted once, at the end.
+        bill.duplicates += r.fold_duplicates().0;
+        r.compact_at = (2 * r.charges.len()).max(1024);
+    }
+}
+
+/// What [`BillBuilder::add`] made of a row's fixed fields, remembered under the row's
+/// [`BillRow::same_as`] for the rows that share them.
+enum Made {
+    NotUsage,
+    NotGpu(Option<String>),
+    Gpu {
+        /// Index into [`BillBuilder::resources`].
+        resource: usize,
+        itype: String,
+        gpus: f64,
+        spot: bool,
+        /// Index of the price id in the resource's [`Resource::skus`].
+        sku: Option<u32>,
+    },
+}
+
 /// Folds rows into a [`Bill`].
 pub struct BillBuilder<'a> {
     /// Shared by the builders of one bill's parts ([`BillBuilder::fork`]).
@@ -451,15 +535,48 @@ pub struct BillBuilder<'a> {
     join: &'a JoinKey,
     team_tag: &'a str,
     bill: Bill,
-    /// The bill's resources while it is read, by key: one hash per row, not a path of string
-    /// comparisons down a B-tree of thousands of names; sorted into [`Bill::resources`] once,
-    /// at [`BillBuilder::finish`]. The keys are the bill's: std's keyed hash, which names
-    /// crafted to collide cannot slow down.
-    resources: std::collections::HashMap<String, Resource>,
+    /// The bill's resources while it is read, by key, with the [`BillRow::same_as`] of the
+    /// row that last named their id, name, region and team; sorted into [`Bill::resources`]
+    /// once, at [`BillBuilder::finish`].
+    resources: Vec<(String, Resource, Option<u64>)>,
+    /// Index into `resources` by key: one hash per row, not a path of string comparisons
+    /// down a B-tree of thousands of names. The keys are the bill's: std's keyed hash, which
+    /// names crafted to collide cannot slow down.
+    index: std::collections::HashMap<String, usize>,
     currencies: BTreeMap<String, u64>,
+    /// What rows sharing their fixed fields made, by [`BillRow::same_as`] (the reader's
+    /// numbers, not the bill's: hashed without a key). Emptied when it holds [`Self::MADE`].
+    made: rustc_hash::FxHashMap<u64, Made>,
+}
+
+/// Count a row's currency (upper case), without a copy for one seen before.
+fn count_currency(currencies: &mut BTreeMap<String, u64>, c: &str) {
+    if c.bytes().any(|b| b.is_ascii_lowercase()) {
+        *currencies.entry(c.to_ascii_uppercase()).or_default() += 1;
+    } else if let Some(n) = currencies.get_mut(c) {
+        *n += 1;
+    } else {
+        currencies.insert(c.to_owned(), 1);
+    }
+}
+
+/// Count a usage row that is not GPU compute, with its instance type when it names one.
+fn count_not_gpu(bill: &mut Bill, t: Option<&str>) {
+    bill.not_gpu_rows += 1;
+    if let Some(t) = t {
+        match bill.not_gpu_types.get_mut(t) {
+            Some(n) => *n += 1,
+            None => {
+                bill.not_gpu_types.insert(t.to_owned(), 1);
+            }
+        }
+    }
 }
 
 impl<'a> BillBuilder<'a> {
+    /// The most rows' fixed fields remembered at once.
+    const MADE: usize = 1 << 14;
+
     /// A builder joining on `join`, reading teams from tag `team_tag`.
     #[must_use]
     pub fn new(catalog: &Catalog, join: &'a JoinKey, team_tag: &'a str) -> Self {
@@ -468,8 +585,10 @@ impl<'a> BillBuilder<'a> {
             join,
             team_tag,
             bill: Bill::default(),
-            resources: std::collections::HashMap::new(),
+            resources: Vec::new(),
+            index: std::collections::HashMap::new(),
             currencies: BTreeMap::new(),
+            made: rustc_hash::FxHashMap::default(),
         }
     }
 
@@ -536,14 +655,9 @@ impl<'a> BillBuilder<'a> {
     fn gpu_compute<'r>(&mut self, row: &BillRow<'r>) -> Option<(&'r str, f64, &'static str)> {
         match self.kind(row) {
             Kind::NotGpu(t) => {
-                self.bill.not_gpu_rows += 1;
-                if let Some(t) = t {
-                    match self.bill.not_gpu_types.get_mut(t) {
-                        Some(n) => *n += 1,
-                        None => {
-                            self.bill.not_gpu_types.insert(t.to_owned(), 1);
-                        }
-                    }
+                count_not_gpu(&mut self.bill, t);
+                if let Some(id) = row.same_as {
+                    self.remember(id, Made::NotGpu(t.map(str::to_owned)));
                 }
                 None
             }
@@ -569,23 +683,55 @@ impl<'a> BillBuilder<'a> {
         }
     }
 
-    /// Count a row's currency (upper case), without a copy for one seen before.
-    fn count_currency(&mut self, c: &str) {
-        if c.bytes().any(|b| b.is_ascii_lowercase()) {
-            *self.currencies.entry(c.to_ascii_uppercase()).or_default() += 1;
-        } else if let Some(n) = self.currencies.get_mut(c) {
-            *n += 1;
-        } else {
-            self.currencies.insert(c.to_owned(), 1);
+    #[cfg(test)]
+    fn resource_mut(&mut self, key: &str) -> Option<&mut Resource> {
+        let at = *self.index.get(key)?;
+        self.resources.get_mut(at).map(|(_, r, _)| r)
+    }
+
+    fn remember(&mut self, id: u64, made: Made) {
+        if self.made.len() >= Self::MADE {
+            self.made.clear();
         }
+        self.made.insert(id, made);
     }
 
     /// Take one row.
     pub fn add(&mut self, row: BillRow<'_>) {
         self.bill.rows += 1;
-        self.count_currency(row.currency);
+        count_currency(&mut self.currencies, row.currency);
+        // A row whose fixed fields an earlier row shared: what that row made of them.
+        if let Some(made) = row.same_as.and_then(|id| self.made.get(&id)) {
+            match made {
+                Made::NotUsage => self.bill.not_usage_rows += 1,
+                Made::NotGpu(t) => count_not_gpu(&mut self.bill, t.as_deref()),
+                &Made::Gpu {
+                    resource,
+                    ref itype,
+                    gpus,
+                    spot,
+                    sku,
+                } => {
+                    let Some(hours) = hours_of(&mut self.bill, &row, itype) else {
+                        return;
+                    };
+                    if let Some((_, r, named_by)) = self.resources.get_mut(resource) {
+                        // Named again only when a row of other fixed fields named it since.
+                        if *named_by != row.same_as {
+                            name(r, &row, self.team_tag);
+                            *named_by = row.same_as;
+                        }
+                        charge_to(&mut self.bill, r, &row, (hours, gpus, spot, sku));
+                    }
+                }
+            }
+            return;
+        }
         if !row.charge_category.eq_ignore_ascii_case("usage") {
             self.bill.not_usage_rows += 1;
+            if let Some(id) = row.same_as {
+                self.remember(id, Made::NotUsage);
+            }
             return;
         }
         let Some((itype, gpus, from)) = self.gpu_compute(&row) else {
@@ -610,47 +756,28 @@ impl<'a> BillBuilder<'a> {
             });
             return;
         };
-        #[allow(clippy::cast_precision_loss)]
-        let period = (row.end_ms - row.start_ms) as f64 / gpuwise_core::HOUR_MS as f64;
-        let hours = row.quantity_hours.unwrap_or(period);
-        // One instance cannot run longer than the period it is charged for (a hair over for
-        // rounding), nor for no time at all. (Other resources can: two IP addresses bill two
-        // hours an hour.)
-        if !(hours > 0.0 && hours <= period * 1.001) {
-            self.bill.skips.add("implausible_quantity", || {
-                format!(
-                    "line {}: {hours} hours of {itype} in a charge period of {} h",
-                    row.line,
-                    (period * 100.0).round() / 100.0
-                )
-            });
+        let Some(hours) = hours_of(&mut self.bill, &row, itype) else {
             return;
-        }
-        self.bill.gpu_rows += 1;
-        let w = self.bill.window.get_or_insert((row.start_ms, row.end_ms));
-        *w = (w.0.min(row.start_ms), w.1.max(row.end_ms));
+        };
         // One lookup for a resource seen before (the key copied only for a new one).
-        let r = match self.resources.get_mut(key) {
-            Some(r) => r,
-            None => self
-                .resources
-                .entry(key.to_owned())
-                .or_insert_with(|| Resource {
+        let at = match self.index.get(key) {
+            Some(&at) => at,
+            None => {
+                let r = Resource {
                     instance_type: itype.to_owned(),
                     gpus_from: from,
                     ..Resource::default()
-                }),
+                };
+                self.resources.push((key.to_owned(), r, None));
+                self.index.insert(key.to_owned(), self.resources.len() - 1);
+                self.resources.len() - 1
+            }
         };
-        // The latest row that names them wins (copied only when it changes: this runs per row).
-        set(&mut r.resource_id, row.resource_id);
-        set(&mut r.resource_name, row.resource_name);
-        set(&mut r.region, row.region);
-        // A tag value that cannot name a team (blank, or `(untagged)` itself) is no tag.
-        if let Some(t) = row.tag(self.team_tag)
-            && gpuwise_core::teams::usable_team(t).is_ok()
-        {
-            set(&mut r.team, Some(t));
-        }
+        let Some((_, r, named_by)) = self.resources.get_mut(at) else {
+            return;
+        };
+        name(r, &row, self.team_tag);
+        *named_by = row.same_as;
         let sku = row.sku_price_id.map(|id| {
             let i = r.skus.iter().position(|s| *s == id).unwrap_or_else(|| {
                 r.skus.push(id.to_owned());
@@ -658,27 +785,20 @@ impl<'a> BillBuilder<'a> {
             });
             u32::try_from(i).unwrap_or(u32::MAX)
         });
-        push_charge(
-            &mut r.charges,
-            Charge {
-                start_ms: row.start_ms,
-                end_ms: row.end_ms,
-                hours,
+        let spot = row
+            .pricing_category
+            .is_some_and(|p| p.eq_ignore_ascii_case("dynamic"));
+        charge_to(&mut self.bill, r, &row, (hours, gpus, spot, sku));
+        if let Some(id) = row.same_as {
+            let itype = itype.to_owned();
+            let made = Made::Gpu {
+                resource: at,
+                itype,
                 gpus,
-                billed: row.billed_cost,
-                effective: row.effective_cost,
-                list: row.list_cost,
-                spot: row
-                    .pricing_category
-                    .is_some_and(|p| p.eq_ignore_ascii_case("dynamic")),
+                spot,
                 sku,
-                periods: 1,
-            },
-        );
-        if r.charges.len() >= r.compact_at {
-            // Overlaps are counted once, at the end.
-            self.bill.duplicates += r.fold_duplicates().0;
-            r.compact_at = (2 * r.charges.len()).max(1024);
+            };
+            self.remember(id, made);
         }
     }
 
@@ -691,8 +811,10 @@ impl<'a> BillBuilder<'a> {
             join: self.join,
             team_tag: self.team_tag,
             bill: Bill::default(),
-            resources: std::collections::HashMap::new(),
+            resources: Vec::new(),
+            index: std::collections::HashMap::new(),
             currencies: BTreeMap::new(),
+            made: rustc_hash::FxHashMap::default(),
         }
     }
 
@@ -722,12 +844,19 @@ impl<'a> BillBuilder<'a> {
         for (c, n) in later.currencies {
             *self.currencies.entry(c).or_default() += n;
         }
-        for (key, r) in later.resources {
-            match self.resources.entry(key) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(r);
+        for (key, r, _) in later.resources {
+            match self.index.get(&key) {
+                Some(&at) => {
+                    if let Some((_, mine, named_by)) = self.resources.get_mut(at) {
+                        mine.append(r);
+                        // Its naming row is the later builder's, whose numbers are its own.
+                        *named_by = None;
+                    }
                 }
-                std::collections::hash_map::Entry::Occupied(o) => o.into_mut().append(r),
+                None => {
+                    self.index.insert(key.clone(), self.resources.len());
+                    self.resources.push((key, r, None));
+                }
             }
         }
     }
@@ -754,7 +883,7 @@ impl<'a> BillBuilder<'a> {
             }
             self.bill.currency = Some(c.clone());
         }
-        self.bill.resources = self.resources.into_iter().collect();
+        self.bill.resources = self.resources.into_iter().map(|(k, r, _)| (k, r)).collect();
         for r in self.bill.resources.values_mut() {
             let (duplicates, overlapping) = r.fold_duplicates();
             self.bill.duplicates += duplicates;
@@ -865,6 +994,75 @@ mod tests {
         });
     }
 
+    /// Rows that say they share their fixed fields ([`BillRow::same_as`]) make the bill they
+    /// make when each is decided alone: any rows over two resources (and rows without one),
+    /// teams, regions, pricing categories, price ids, GPU, unknown and other instance types,
+    /// usage and tax, implausible hours, read whole or in two forks joined.
+    #[test]
+    fn rows_sharing_fixed_fields_make_what_each_makes_alone() {
+        use proptest::prelude::*;
+        let catalog = Catalog::builtin();
+        let join = JoinKey::Id;
+        let teams: Vec<Vec<(String, String)>> = ["a", "b"]
+            .iter()
+            .map(|t| vec![("team".to_owned(), (*t).to_owned())])
+            .chain([Vec::new()])
+            .collect();
+        let types = [
+            Some(("p4d.24xlarge", "x_InstanceType")),
+            Some(("g5.96xlarge", "x_InstanceType")),
+            Some(("c5.2xlarge", "x_InstanceType")),
+            None,
+        ];
+        type Fixed = (usize, usize, usize, usize, usize, usize, usize);
+        let fixed = (
+            0usize..3,
+            0usize..3,
+            0usize..2,
+            0usize..2,
+            0usize..4,
+            0usize..4,
+            0usize..2,
+        );
+        proptest!(ProptestConfig::with_cases(256), |(rows in proptest::collection::vec((fixed, 0i64..30, 0usize..3), 0..200), cut in 0usize..200)| {
+            let bill = |shared: bool| {
+                let mut numbers: Vec<Fixed> = Vec::new();
+                let mut whole = BillBuilder::new(&catalog, &join, "team");
+                let mut fork = whole.fork();
+                for (i, &(f, start, q)) in rows.iter().enumerate() {
+                    let (id, team, region, pricing, itype, category, sku) = f;
+                    let n = numbers.iter().position(|x| *x == f).unwrap_or_else(|| {
+                        numbers.push(f);
+                        numbers.len() - 1
+                    });
+                    let row = BillRow {
+                        line: i as u64 + 2,
+                        charge_category: ["Usage", "Tax", "usage", "Usage"][category],
+                        start_ms: start * 3_600_000 + 1_767_225_600_000,
+                        end_ms: (start + 1) * 3_600_000 + 1_767_225_600_000,
+                        quantity_hours: [Some(1.0), None, Some(2.0)][q],
+                        resource_id: [Some("i-1"), Some("i-2"), None][id],
+                        tags: &teams[team],
+                        region: [Some("us-east-1"), Some("eu-west-1")][region],
+                        pricing_category: [Some("Standard"), Some("Dynamic")][pricing],
+                        instance_type: types[itype],
+                        sku_price_id: [Some("s1"), Some("s2")][sku],
+                        same_as: shared.then_some(n as u64),
+                        ..row()
+                    };
+                    if i < cut {
+                        whole.add(row);
+                    } else {
+                        fork.add(row);
+                    }
+                }
+                whole.merge(fork);
+                format!("{:?}", whole.finish().expect("usd"))
+            };
+            prop_assert_eq!(bill(true), bill(false));
+        });
+    }
+
     /// Charges joined into runs count what the rows would: any rows of one resource (periods
     /// of one or two hours at random starts, two prices, two price ids, arriving in any order
     /// and repeated) give the duplicates, overlaps and totals a brute force over the rows
@@ -890,7 +1088,7 @@ mod tests {
                 });
                 // Folding as it streams (every so many rows) changes nothing.
                 if compact > 0 && i % (compact * 7) == 0 {
-                    let r = b.resources.get_mut("i-1").expect("added");
+                    let r = b.resource_mut("i-1").expect("added");
                     b.bill.duplicates += r.fold_duplicates().0;
                 }
             }
@@ -954,6 +1152,7 @@ mod tests {
             provider: None,
             tags: &[],
             description: None,
+            same_as: None,
         }
     }
 
@@ -968,7 +1167,7 @@ mod tests {
         let row = row();
         for _ in 0..100_000 {
             b.add(row.clone());
-            assert!(b.resources["i-1"].charges.len() <= 1024);
+            assert!(b.resource_mut("i-1").expect("added").charges.len() <= 1024);
         }
         let bill = b.finish().expect("one currency");
         assert_eq!(bill.resources["i-1"].charges.len(), 1);

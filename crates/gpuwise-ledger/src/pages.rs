@@ -151,10 +151,18 @@ impl Hybrid {
 
     /// The `width` bits at bit offset `bit`.
     fn bits(&self, bit: usize) -> u32 {
-        let mut word = [0u8; 8];
-        let rest = self.buf.get(bit / 8..).unwrap_or_default();
-        let have = rest.len().min(8);
-        word[..have].copy_from_slice(&rest[..have]);
+        let at = bit / 8;
+        let word = match self.buf.get(at..at + 8) {
+            Some(eight) => <[u8; 8]>::try_from(eight).unwrap_or_default(),
+            // The page's last bytes.
+            None => {
+                let mut word = [0u8; 8];
+                let rest = self.buf.get(at..).unwrap_or_default();
+                let have = rest.len().min(8);
+                word[..have].copy_from_slice(&rest[..have]);
+                word
+            }
+        };
         let w = u64::from_le_bytes(word) >> (bit % 8);
         let mask = if self.width == 32 {
             u64::from(u32::MAX)
@@ -294,9 +302,27 @@ impl Chunk {
             } else {
                 keys.extend(std::iter::repeat_n(0, n as usize));
             }
-            // The values, in order, into the slots not null.
+            // The values, in order, into the slots not null (with no null, the next `present`).
+            let dense = present == n;
             let mut slots = keys[start..].iter_mut().filter(|k| **k != NULL);
             match &mut page.values {
+                Values::Keys(h) if dense => {
+                    let mut bad = None;
+                    let mut to = keys.get_mut(start..).unwrap_or_default().iter_mut();
+                    h.take(present, &mut |v, k| {
+                        if v >= dict {
+                            bad = Some(v);
+                        }
+                        for s in to.by_ref().take(k as usize) {
+                            *s = v;
+                        }
+                    })?;
+                    if let Some(v) = bad {
+                        return Err(broken(format!(
+                            "dictionary index {v} of a dictionary of {dict} values"
+                        )));
+                    }
+                }
                 Values::Keys(h) => {
                     let mut bad = None;
                     h.take(present, &mut |v, k| {
