@@ -207,6 +207,31 @@ impl Hybrid {
     }
 }
 
+/// The next `present` dictionary indices of `h` into `slots`, each checked against a
+/// dictionary of `dict` entries.
+fn keys_into<'k>(
+    h: &mut Hybrid,
+    present: u32,
+    dict: u32,
+    mut slots: impl Iterator<Item = &'k mut u32>,
+) -> Result<(), PageError> {
+    let mut bad = None;
+    h.take(present, &mut |v, k| {
+        if v >= dict {
+            bad = Some(v);
+        }
+        for s in slots.by_ref().take(k as usize) {
+            *s = v;
+        }
+    })?;
+    match bad {
+        Some(v) => Err(broken(format!(
+            "dictionary index {v} of a dictionary of {dict} values"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A data page being read: its definition levels (`None`: a required column) and its values.
 struct Current {
     rows_left: u32,
@@ -307,38 +332,10 @@ impl Chunk {
             let mut slots = keys[start..].iter_mut().filter(|k| **k != NULL);
             match &mut page.values {
                 Values::Keys(h) if dense => {
-                    let mut bad = None;
-                    let mut to = keys.get_mut(start..).unwrap_or_default().iter_mut();
-                    h.take(present, &mut |v, k| {
-                        if v >= dict {
-                            bad = Some(v);
-                        }
-                        for s in to.by_ref().take(k as usize) {
-                            *s = v;
-                        }
-                    })?;
-                    if let Some(v) = bad {
-                        return Err(broken(format!(
-                            "dictionary index {v} of a dictionary of {dict} values"
-                        )));
-                    }
+                    let to = keys.get_mut(start..).unwrap_or_default().iter_mut();
+                    keys_into(h, present, dict, to)?;
                 }
-                Values::Keys(h) => {
-                    let mut bad = None;
-                    h.take(present, &mut |v, k| {
-                        if v >= dict {
-                            bad = Some(v);
-                        }
-                        for s in slots.by_ref().take(k as usize) {
-                            *s = v;
-                        }
-                    })?;
-                    if let Some(v) = bad {
-                        return Err(broken(format!(
-                            "dictionary index {v} of a dictionary of {dict} values"
-                        )));
-                    }
-                }
+                Values::Keys(h) => keys_into(h, present, dict, slots.by_ref())?,
                 Values::Plain { buf, pos } => {
                     for s in slots.by_ref().take(present as usize) {
                         let i = u32::try_from(plain.len()).unwrap_or(u32::MAX);
