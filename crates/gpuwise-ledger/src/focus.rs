@@ -22,6 +22,8 @@ use std::io::BufRead;
 use gpuwise_core::records::{MAX_LINE, RecordLimit};
 
 use gpuwise_core::sample::EpochMs;
+use parquet::record::Field;
+use parquet::schema::types::ColumnDescPtr;
 
 /// What a Parquet bill is read from (a file, or bytes in memory), and its error.
 pub use parquet::{
@@ -2102,18 +2104,37 @@ fn column_values(
     }
 }
 
+/// A number cell where `number` holds (the column is read as numbers, and the value is one),
+/// else the crate's text of the value (`field`).
+fn number_or_text(
+    number: bool,
+    n: f64,
+    field: impl FnOnce() -> Field,
+) -> parquet::errors::Result<Value> {
+    if number {
+        Ok(Value::Num(n))
+    } else {
+        text(field())
+    }
+}
+
 /// An `INT32` value: a number where the column is read as one and the value is a plain integer
 /// (`ConsumedQuantity` written as a whole number; not a date, a time or a decimal), else text.
-fn from_i32(
-    d: &parquet::schema::types::ColumnDescPtr,
-    typed: Typed,
-    v: i32,
-) -> parquet::errors::Result<Value> {
-    if typed == Typed::Number && plain_integer(d.converted_type()) {
-        Ok(Value::Num(f64::from(v)))
-    } else {
-        text(parquet::record::Field::convert_int32(d, v))
-    }
+fn from_i32(d: &ColumnDescPtr, typed: Typed, v: i32) -> parquet::errors::Result<Value> {
+    let number = typed == Typed::Number && plain_integer(d.converted_type());
+    number_or_text(number, f64::from(v), || Field::convert_int32(d, v))
+}
+
+/// A `FLOAT` value: a number where the column is read as one, else text.
+fn from_f32(d: &ColumnDescPtr, typed: Typed, v: f32) -> parquet::errors::Result<Value> {
+    number_or_text(typed == Typed::Number, f64::from(v), || {
+        Field::convert_float(d, v)
+    })
+}
+
+/// A `DOUBLE` value: a number where the column is read as one, else text.
+fn from_f64(d: &ColumnDescPtr, typed: Typed, v: f64) -> parquet::errors::Result<Value> {
+    number_or_text(typed == Typed::Number, v, || Field::convert_double(d, v))
 }
 
 /// An `INT64` value: a charge period's timestamp (nanoseconds, microseconds, milliseconds)
@@ -2137,32 +2158,6 @@ fn from_i64(
         _ if nanos => Ok(nanos_text(v).map_or(Value::Null, Value::Text)),
         Typed::Number if plain_integer(converted) => Ok(Value::Num(whole(v))),
         _ => text(parquet::record::Field::convert_int64(d, v)),
-    }
-}
-
-/// A `FLOAT` value: a number where the column is read as one, else text.
-fn from_f32(
-    d: &parquet::schema::types::ColumnDescPtr,
-    typed: Typed,
-    v: f32,
-) -> parquet::errors::Result<Value> {
-    if typed == Typed::Number {
-        Ok(Value::Num(f64::from(v)))
-    } else {
-        text(parquet::record::Field::convert_float(d, v))
-    }
-}
-
-/// A `DOUBLE` value: a number where the column is read as one, else text.
-fn from_f64(
-    d: &parquet::schema::types::ColumnDescPtr,
-    typed: Typed,
-    v: f64,
-) -> parquet::errors::Result<Value> {
-    if typed == Typed::Number {
-        Ok(Value::Num(v))
-    } else {
-        text(parquet::record::Field::convert_double(d, v))
     }
 }
 
