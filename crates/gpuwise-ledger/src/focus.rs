@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::io::BufRead;
 
-use gpuwise_core::records::{MAX_LINE, RecordLimit};
+use gpuwise_core::records::{MAX_LINE, Record, RecordLimit, Split, Splitter};
 
 use gpuwise_core::sample::EpochMs;
 use parquet::record::Field;
@@ -412,6 +412,12 @@ trait Cells {
 }
 
 impl Cells for csv::StringRecord {
+    fn at(&self, i: usize) -> Option<Cell<'_>> {
+        self.get(i).map(Cell::Text)
+    }
+}
+
+impl Cells for Record<'_> {
     fn at(&self, i: usize) -> Option<Cell<'_>> {
         self.get(i).map(Cell::Text)
     }
@@ -1262,13 +1268,27 @@ impl CsvHeader {
         sink: &mut dyn FnMut(BillRow<'_>),
     ) -> Result<ReadTally, FocusError> {
         let at = |line: u64| block.first_line + line.saturating_sub(1);
+        let mut tally = ReadTally::default();
+        let mut parsed = Parsed::default();
+        // The common shape split without the `csv` crate; from the first record it is not
+        // sure of, the crate reads on (reading the block from its start, the records already
+        // folded passed over: a reader started mid-text drops a byte-order mark there).
+        let mut split = Splitter::new(&block.bytes, self.delimiter);
+        let mut done = loop {
+            match split.split() {
+                Split::End => return Ok(tally),
+                Split::Record(line, record) => {
+                    let n = record.len();
+                    self.fold_record(&record, n, at(line), &mut tally, &mut parsed, sink);
+                }
+                Split::Unsure { records } => break records,
+            }
+        };
         let mut csv = csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
             .delimiter(self.delimiter)
             .from_reader(block.bytes.as_slice());
-        let mut tally = ReadTally::default();
-        let mut parsed = Parsed::default();
         let mut record = csv::StringRecord::new();
         loop {
             match csv.read_record(&mut record) {
@@ -1282,18 +1302,36 @@ impl CsvHeader {
                     });
                 }
             }
-            let line = at(record.position().map_or(1, csv::Position::line));
-            if record.len() != self.columns {
-                tally.rows += 1;
-                let (n, m) = (record.len(), self.columns);
-                tally.skips.add("wrong_column_count", || {
-                    format!("line {line}: {n} cell(s) where the header has {m}")
-                });
+            if done > 0 {
+                done -= 1;
                 continue;
             }
-            fold_row(&self.layout, &record, line, &mut tally, &mut parsed, sink);
+            let line = at(record.position().map_or(1, csv::Position::line));
+            let n = record.len();
+            self.fold_record(&record, n, line, &mut tally, &mut parsed, sink);
         }
         Ok(tally)
+    }
+
+    /// Fold one record of `n` cells, skipping it when they are not the header's number.
+    fn fold_record(
+        &self,
+        record: &dyn Cells,
+        n: usize,
+        line: u64,
+        tally: &mut ReadTally,
+        parsed: &mut Parsed,
+        sink: &mut dyn FnMut(BillRow<'_>),
+    ) {
+        let m = self.columns;
+        if n != m {
+            tally.rows += 1;
+            tally.skips.add("wrong_column_count", || {
+                format!("line {line}: {n} cell(s) where the header has {m}")
+            });
+            return;
+        }
+        fold_row(&self.layout, record, line, tally, parsed, sink);
     }
 }
 
