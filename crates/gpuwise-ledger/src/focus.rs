@@ -1156,6 +1156,9 @@ pub struct CsvHeader {
     columns: usize,
     delimiter: u8,
     version: &'static str,
+    /// Whether a row's cells are parsed once per distinct text ([`TextMemo`]); off only to
+    /// test it against each row parsed alone.
+    remember: bool,
 }
 
 /// Whole records of a CSV bill, and the line the first starts on.
@@ -1203,6 +1206,7 @@ impl<R: BufRead> CsvBlocks<R> {
                 columns: header.len(),
                 delimiter,
                 version,
+                remember: true,
             },
         })
     }
@@ -1274,13 +1278,20 @@ impl CsvHeader {
         // sure of, the crate reads on (reading the block from its start, the records already
         // folded passed over: a reader started mid-text drops a byte-order mark there).
         let mut split = Splitter::new(&block.bytes, self.delimiter);
+        let mut memo = self.remember.then(|| TextMemo::new(&self.layout));
         let mut done = loop {
             match split.split() {
                 Split::End => return Ok(tally),
-                Split::Record(line, record) => {
-                    let n = record.len();
-                    self.fold_record(&record, n, at(line), &mut tally, &mut parsed, sink);
-                }
+                Split::Record(line, record) => match &mut memo {
+                    Some(memo) if record.len() == self.columns => {
+                        let layout = &self.layout;
+                        memo.fold(layout, &record, at(line), &mut tally, &mut parsed, sink);
+                    }
+                    _ => {
+                        let n = record.len();
+                        self.fold_record(&record, n, at(line), &mut tally, &mut parsed, sink);
+                    }
+                },
                 Split::Unsure { records } => break records,
             }
         };
@@ -1919,6 +1930,13 @@ impl<T> Memo<T> {
         }
     }
 
+    /// A memo of sets numbered by their text's hash ([`TextMemo`]), not by dictionary keys.
+    fn for_text() -> Self {
+        let mut memo = Self::default();
+        memo.slots.resize_with(Self::SLOTS, || None);
+        memo
+    }
+
     /// The first slot number `id` may sit in (Fibonacci hashing of its two halves).
     fn home(id: u128) -> usize {
         #[allow(clippy::cast_possible_truncation)]
@@ -1964,6 +1982,114 @@ impl<T> Memo<T> {
                 used: self.clock,
                 value: None,
             });
+        }
+    }
+}
+
+/// A set of fixed cells remembered: their text, what they say, and the number the rows made
+/// from them share ([`BillRow::same_as`]). Boxed: a slot not yet filled is a few words.
+type Charged = Box<(Box<[u8]>, FixedOwned, u64)>;
+
+/// The memos of a CSV block: a row's period and costs ([`Varying`]), and its other cells
+/// ([`Fixed`]), parsed once per distinct text of those cells, as the Parquet reader does per
+/// distinct set of dictionary keys. A set's number is a hash of its cells' text (each cell's
+/// length, then its bytes), and the text is kept beside what it made and compared on every
+/// hit: two texts that hash alike only miss each other, never share an entry.
+struct TextMemo {
+    /// The header positions of the cells [`varying`] reads, and of the rest the ledger reads.
+    varies: Vec<usize>,
+    fixes: Vec<usize>,
+    periods: Memo<(Box<[u8]>, Varying)>,
+    charged: Memo<Charged>,
+    /// The text of the set being looked up.
+    key: Vec<u8>,
+}
+
+impl TextMemo {
+    fn new(layout: &Layout) -> Self {
+        let (mut varies, mut fixes) = (Vec::new(), Vec::new());
+        for col in Col::ALL {
+            if let Some(h) = layout.index[col as usize] {
+                if VARYING.contains(&col) {
+                    varies.push(h);
+                } else {
+                    fixes.push(h);
+                }
+            }
+        }
+        Self {
+            varies,
+            fixes,
+            periods: Memo::for_text(),
+            charged: Memo::for_text(),
+            key: Vec::new(),
+        }
+    }
+
+    /// The number of `record`'s cells at `columns`, their text (each cell's length in four
+    /// bytes, a cell being at most `MAX_LINE` as its record is, then its bytes) left in `key`.
+    fn number(key: &mut Vec<u8>, record: &Record<'_>, columns: &[usize]) -> u128 {
+        use std::hash::Hasher;
+        key.clear();
+        for &c in columns {
+            let cell = record.get(c).unwrap_or_default();
+            let len = u32::try_from(cell.len()).unwrap_or(u32::MAX);
+            key.extend_from_slice(&len.to_le_bytes());
+            key.extend_from_slice(cell.as_bytes());
+        }
+        let mut hash = rustc_hash::FxHasher::default();
+        hash.write(key);
+        u128::from(hash.finish())
+    }
+
+    /// Fold one record of the header's number of cells, as [`fold_row`] does.
+    fn fold(
+        &mut self,
+        layout: &Layout,
+        record: &Record<'_>,
+        line: u64,
+        tally: &mut ReadTally,
+        parsed: &mut Parsed,
+        sink: &mut dyn FnMut(BillRow<'_>),
+    ) {
+        tally.rows += 1;
+        let vid = Self::number(&mut self.key, record, &self.varies);
+        let known = match self.periods.get(vid) {
+            Some((text, v)) if **text == *self.key => Some(*v),
+            _ => None,
+        };
+        let v = match known.map_or_else(|| varying(layout, record, line), Ok) {
+            Ok(v) => v,
+            Err((reason, example)) => {
+                tally.skips.add(reason, || example);
+                return;
+            }
+        };
+        if known.is_none() {
+            let key = &self.key;
+            self.periods.put(vid, || (key.as_slice().into(), v));
+        }
+        let fid = Self::number(&mut self.key, record, &self.fixes);
+        if let Some(known) = self.charged.get(fid)
+            && *known.0 == *self.key
+        {
+            sink(known.1.fixed().row(line, v, Some(known.2)));
+            return;
+        }
+        match fixed(layout, record, line, parsed) {
+            Ok(f) => {
+                let mut same_as = None;
+                if f.text_len() <= Memo::<()>::MAX_TEXT {
+                    let key = &self.key;
+                    self.charged.put(fid, || {
+                        let n = SAME_AS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        same_as = Some(n);
+                        Box::new((key.as_slice().into(), f.to_owned(), n))
+                    });
+                }
+                sink(f.row(line, v, same_as));
+            }
+            Err((reason, example)) => tally.skips.add(reason, || example),
         }
     }
 }
@@ -2837,6 +2963,130 @@ mod tests {
             let keyed = read_way(&buf, false);
             let by_values = read_way(&buf, true);
             proptest::prop_assert_eq!(&keyed, &by_values);
+        }
+    }
+
+    /// `rows` as a CSV bill ([`generated_bill`]'s columns, the period as text).
+    fn generated_csv(rows: &[GenRow]) -> String {
+        let quoted = |v: &str| format!("\"{}\"", v.replace('"', "\"\""));
+        let mut text = String::from(
+            "BilledCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,\
+             ConsumedQuantity,ConsumedUnit,ResourceId,Tags,SkuPriceDetails,PricingCategory\n",
+        );
+        for r in rows {
+            let time = |h: usize| {
+                jiff::Timestamp::from_microsecond(hour(h))
+                    .expect("time")
+                    .to_string()
+            };
+            let end = if r.3.1 == 3 {
+                "yesterday".to_owned()
+            } else {
+                time((r.3.0 + r.3.1).saturating_sub(1))
+            };
+            let pick = |pool: &[&str], i: Option<usize>| {
+                i.map(|i| quoted(pool[i % pool.len()])).unwrap_or_default()
+            };
+            let cells = [
+                r.0.map(|i| COST[i].to_string()).unwrap_or_default(),
+                CURRENCY[r.1].to_owned(),
+                CATEGORY[r.2].to_owned(),
+                time(r.3.0),
+                end,
+                r.4.map(|i| QUANTITY[i].to_string()).unwrap_or_default(),
+                pick(&UNIT, r.5),
+                pick(&ID, r.6),
+                pick(&TAGS, r.7.0),
+                pick(&SKU, r.7.1),
+                pick(&PRICING, r.7.2),
+            ];
+            text.push_str(&cells.join(","));
+            text.push('\n');
+        }
+        text
+    }
+
+    /// [`read_way`] for a CSV bill read in blocks of about `target` bytes, each row's cells
+    /// parsed once per distinct text (`remember`) or each row alone.
+    fn read_csv_way(text: &str, target: usize, remember: bool) -> (Vec<String>, String, String) {
+        let catalog = gpuwise_catalog::Catalog::builtin();
+        let join = crate::bill::JoinKey::Id;
+        let mut builder = crate::bill::BillBuilder::new(&catalog, &join, "team");
+        let mut blocks = CsvBlocks::open(text.as_bytes(), "t.csv").expect("opens");
+        let mut header = blocks.header().clone();
+        header.remember = remember;
+        let (mut rows, mut tally) = (Vec::new(), header.tally());
+        while let Some(block) = blocks.next_block(target).expect("block") {
+            let mut fork = builder.fork();
+            let mut sink = |r: BillRow<'_>| {
+                rows.push(format!(
+                    "{:?}",
+                    BillRow {
+                        same_as: None,
+                        ..r.clone()
+                    }
+                ));
+                if r.currency.eq_ignore_ascii_case("usd") {
+                    fork.add(r);
+                }
+            };
+            match header.read_block(&block, "t.csv", &mut sink) {
+                Ok(t) => tally.add(t),
+                Err(e) => rows.push(format!("error: {e}")),
+            }
+            builder.merge(fork);
+        }
+        tally.add(blocks.finish());
+        let folded = match builder.finish() {
+            Ok(b) => format!("{b:?}"),
+            Err(e) => format!("error: {e}"),
+        };
+        (rows, format!("{tally:?}"), folded)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// A CSV bill's rows parsed once per distinct text of their cells give the rows,
+        /// skips, examples and bill each row parsed alone gives, in blocks of any size.
+        #[test]
+        fn csv_rows_remembered_read_what_each_reads_alone(
+            palette in proptest::collection::vec((
+                proptest::option::of(0usize..5),
+                0usize..3,
+                0usize..3,
+                (0usize..6, 0usize..4),
+                proptest::option::of(0usize..3),
+                proptest::option::of(0usize..3),
+                proptest::option::of(0usize..4),
+                (
+                    proptest::option::of(0usize..3),
+                    proptest::option::of(0usize..3),
+                    proptest::option::of(0usize..2),
+                ),
+            ), 1..12),
+            order in proptest::collection::vec((
+                0usize..12,
+                proptest::option::of(0usize..3),
+                proptest::option::of(0usize..3),
+                proptest::option::of(0usize..6),
+            ), 0..300),
+            target in 1usize..20_000,
+        ) {
+            // Rows drawn from a few, some with their tags, unit or hour changed: cells that
+            // repeat as a bill's do, rows alike but for one of them.
+            let rows: Vec<GenRow> = order
+                .iter()
+                .map(|&(i, tags, unit, start)| {
+                    let mut r = palette[i % palette.len()];
+                    r.7.0 = tags.or(r.7.0);
+                    r.5 = unit.or(r.5);
+                    r.3.0 = start.unwrap_or(r.3.0);
+                    r
+                })
+                .collect();
+            let text = generated_csv(&rows);
+            let remembered = read_csv_way(&text, target, true);
+            proptest::prop_assert_eq!(&remembered, &read_csv_way(&text, target, false));
         }
     }
 
