@@ -175,6 +175,17 @@ impl<R: BufRead> RecordLimit<R> {
     /// # Errors
     /// The reader's, and a first record (the header) longer than the limit.
     pub fn fill_block(&mut self, block: &mut Vec<u8>, target: usize) -> std::io::Result<bool> {
+        self.fill_block_with(block, target, true)
+    }
+
+    /// [`RecordLimit::fill_block`], with its fast path or (`fast` false, to test it) record
+    /// by record only.
+    fn fill_block_with(
+        &mut self,
+        block: &mut Vec<u8>,
+        target: usize,
+        fast: bool,
+    ) -> std::io::Result<bool> {
         // What a `Read` call left of the current record first, then records read straight
         // into the block (one copy, from the reader's buffer).
         let mut any = self.blank_lines > 0 || self.pos < self.record.len();
@@ -193,8 +204,11 @@ impl<R: BufRead> RecordLimit<R> {
             // The records wholly in the reader's buffer, found 64 bytes at a time; the
             // record the buffer cuts, or one the fast path declines, record by record.
             let avail = fill(&mut self.inner)?;
-            let (cut, newlines) =
-                whole_records(avail, self.delimiter, self.max, target - block.len());
+            let (cut, newlines) = if fast {
+                whole_records(avail, self.delimiter, self.max, target - block.len())
+            } else {
+                (0, 0)
+            };
             if cut > 0 {
                 block.extend_from_slice(&avail[..cut]);
                 self.inner.consume(cut);
@@ -680,31 +694,6 @@ mod tests {
         );
     }
 
-    impl<R: BufRead> RecordLimit<R> {
-        /// [`RecordLimit::fill_block`] record by record, as it was before its fast path.
-        fn fill_block_by_records(
-            &mut self,
-            block: &mut Vec<u8>,
-            target: usize,
-        ) -> std::io::Result<bool> {
-            let mut any = self.blank_lines > 0 || self.pos < self.record.len();
-            block.extend_from_slice(&self.record[self.pos..]);
-            self.pos = self.record.len();
-            loop {
-                if self.blank_lines > 0 {
-                    any = true;
-                    let n = usize::try_from(self.blank_lines).unwrap_or(0);
-                    block.resize(block.len() + n, b'\n');
-                    self.blank_lines = 0;
-                }
-                if block.len() >= target || !self.next_record_into(block)? {
-                    return Ok(any);
-                }
-                any = true;
-            }
-        }
-    }
-
     /// Blocks with the line each starts on, and the lines of the dropped records.
     type Cut = (Vec<(u64, Vec<u8>)>, Vec<u64>);
 
@@ -723,11 +712,7 @@ mod tests {
         let mut blocks = Vec::new();
         loop {
             let (line, mut block) = (l.line(), Vec::new());
-            let more = if fast {
-                l.fill_block(&mut block, target)?
-            } else {
-                l.fill_block_by_records(&mut block, target)?
-            };
+            let more = l.fill_block_with(&mut block, target, fast)?;
             if !more {
                 return Ok((blocks, l.dropped));
             }

@@ -2894,15 +2894,29 @@ mod tests {
     /// folded from its rows in dollars (as its debug text) of a Parquet bill, read by keys or
     /// through the crate's column reader.
     fn read_way(buf: &[u8], by_values: bool) -> (Vec<String>, String, String) {
-        let catalog = gpuwise_catalog::Catalog::builtin();
-        let join = crate::bill::JoinKey::Id;
-        let mut builder = crate::bill::BillBuilder::new(&catalog, &join, "team");
         let mut bill =
             ParquetBill::open(bytes::Bytes::from(buf.to_vec()), "t.parquet").expect("opens");
         bill.by_values = by_values;
+        let mut parts = 0..bill.parts();
+        let (rows, tally, folded) = fold_parts(bill.tally(), |sink| {
+            parts.next().map(|part| bill.read_part(part, sink))
+        });
+        (rows, format!("{tally:?}"), folded)
+    }
+
+    /// Parts of a bill read by `read_part` (handed a sink; `None` when none is left), each
+    /// into a fork of one bill, joined in order: the rows (as their debug text, but for
+    /// [`BillRow::same_as`]), the tally, and the bill folded from the rows in dollars (as its
+    /// debug text).
+    fn fold_parts(
+        mut tally: ReadTally,
+        mut read_part: impl FnMut(&mut dyn FnMut(BillRow<'_>)) -> Option<Result<ReadTally, FocusError>>,
+    ) -> (Vec<String>, ReadTally, String) {
+        let catalog = gpuwise_catalog::Catalog::builtin();
+        let join = crate::bill::JoinKey::Id;
+        let mut builder = crate::bill::BillBuilder::new(&catalog, &join, "team");
         let mut rows = Vec::new();
-        let mut tally = bill.tally();
-        for part in 0..bill.parts() {
+        loop {
             let mut fork = builder.fork();
             let mut sink = |r: BillRow<'_>| {
                 rows.push(format!(
@@ -2917,9 +2931,10 @@ mod tests {
                     fork.add(r);
                 }
             };
-            match bill.read_part(part, &mut sink) {
-                Ok(t) => tally.add(t),
-                Err(e) => rows.push(format!("error: {e}")),
+            match read_part(&mut sink) {
+                None => break,
+                Some(Ok(t)) => tally.add(t),
+                Some(Err(e)) => rows.push(format!("error: {e}")),
             }
             builder.merge(fork);
         }
@@ -2927,7 +2942,25 @@ mod tests {
             Ok(b) => format!("{b:?}"),
             Err(e) => format!("error: {e}"),
         };
-        (rows, format!("{tally:?}"), folded)
+        (rows, tally, folded)
+    }
+
+    /// A generated row ([`GenRow`]).
+    fn gen_row() -> impl proptest::strategy::Strategy<Value = GenRow> {
+        (
+            proptest::option::of(0usize..5),
+            0usize..3,
+            0usize..3,
+            (0usize..6, 0usize..4),
+            proptest::option::of(0usize..3),
+            proptest::option::of(0usize..3),
+            proptest::option::of(0usize..4),
+            (
+                proptest::option::of(0usize..3),
+                proptest::option::of(0usize..3),
+                proptest::option::of(0usize..2),
+            ),
+        )
     }
 
     proptest::proptest! {
@@ -2938,20 +2971,7 @@ mod tests {
         /// row groups of any size.
         #[test]
         fn keyed_pages_read_what_the_column_reader_reads(
-            rows in proptest::collection::vec((
-                proptest::option::of(0usize..5),
-                0usize..3,
-                0usize..3,
-                (0usize..6, 0usize..4),
-                proptest::option::of(0usize..3),
-                proptest::option::of(0usize..3),
-                proptest::option::of(0usize..4),
-                (
-                    proptest::option::of(0usize..3),
-                    proptest::option::of(0usize..3),
-                    proptest::option::of(0usize..2),
-                ),
-            ), 0..300),
+            rows in proptest::collection::vec(gen_row(), 0..300),
             dictionary in proptest::bool::ANY,
             v2 in proptest::bool::ANY,
             page in 1usize..40,
@@ -3009,38 +3029,14 @@ mod tests {
     /// [`read_way`] for a CSV bill read in blocks of about `target` bytes, each row's cells
     /// parsed once per distinct text (`remember`) or each row alone.
     fn read_csv_way(text: &str, target: usize, remember: bool) -> (Vec<String>, String, String) {
-        let catalog = gpuwise_catalog::Catalog::builtin();
-        let join = crate::bill::JoinKey::Id;
-        let mut builder = crate::bill::BillBuilder::new(&catalog, &join, "team");
         let mut blocks = CsvBlocks::open(text.as_bytes(), "t.csv").expect("opens");
         let mut header = blocks.header().clone();
         header.remember = remember;
-        let (mut rows, mut tally) = (Vec::new(), header.tally());
-        while let Some(block) = blocks.next_block(target).expect("block") {
-            let mut fork = builder.fork();
-            let mut sink = |r: BillRow<'_>| {
-                rows.push(format!(
-                    "{:?}",
-                    BillRow {
-                        same_as: None,
-                        ..r.clone()
-                    }
-                ));
-                if r.currency.eq_ignore_ascii_case("usd") {
-                    fork.add(r);
-                }
-            };
-            match header.read_block(&block, "t.csv", &mut sink) {
-                Ok(t) => tally.add(t),
-                Err(e) => rows.push(format!("error: {e}")),
-            }
-            builder.merge(fork);
-        }
+        let (rows, mut tally, folded) = fold_parts(header.tally(), |sink| {
+            let block = blocks.next_block(target).expect("block")?;
+            Some(header.read_block(&block, "t.csv", sink))
+        });
         tally.add(blocks.finish());
-        let folded = match builder.finish() {
-            Ok(b) => format!("{b:?}"),
-            Err(e) => format!("error: {e}"),
-        };
         (rows, format!("{tally:?}"), folded)
     }
 
@@ -3050,20 +3046,7 @@ mod tests {
         /// skips, examples and bill each row parsed alone gives, in blocks of any size.
         #[test]
         fn csv_rows_remembered_read_what_each_reads_alone(
-            palette in proptest::collection::vec((
-                proptest::option::of(0usize..5),
-                0usize..3,
-                0usize..3,
-                (0usize..6, 0usize..4),
-                proptest::option::of(0usize..3),
-                proptest::option::of(0usize..3),
-                proptest::option::of(0usize..4),
-                (
-                    proptest::option::of(0usize..3),
-                    proptest::option::of(0usize..3),
-                    proptest::option::of(0usize..2),
-                ),
-            ), 1..12),
+            palette in proptest::collection::vec(gen_row(), 1..12),
             order in proptest::collection::vec((
                 0usize..12,
                 proptest::option::of(0usize..3),
