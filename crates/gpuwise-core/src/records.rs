@@ -264,8 +264,9 @@ fn prefix_xor(mut x: u64) -> u64 {
 /// takes a record).
 ///
 /// Hand-written because no CSV crate finds record ends without parsing every field: this
-/// classifies 64 bytes at a time (quotes, newlines, separators as bit masks) and reads a
-/// newline as a record end when an even number of quotes precede it in the record. Parity is
+/// classifies 64 bytes at a time (quotes and newlines as bit masks, the byte before each
+/// opening quote looked at) and reads a newline as a record end when an even number of quotes
+/// precede it in the record. Parity is
 /// what a CSV reader does only when every quote that opens (an odd one) follows a separator,
 /// a newline, another quote (`""`) or the record's start; a quote anywhere else is a byte of an
 /// unquoted field to the `csv` crate, and the records from the first such quote on are left to
@@ -282,7 +283,7 @@ fn whole_records(bytes: &[u8], delimiter: u8, max: usize, want: usize) -> (usize
         let chunk: &[u8; 64] = if let Ok(whole) = piece.try_into() {
             whole
         } else {
-            // The tail, padded with bytes that are none of the three.
+            // The tail, padded with bytes that are neither a quote, a newline nor the separator.
             let pad = if delimiter == 0 { 1 } else { 0 };
             tail.fill(pad);
             tail[..piece.len()].copy_from_slice(piece);
@@ -400,7 +401,8 @@ pub enum Split<'r> {
 ///
 /// Hand-written for speed: the `csv` crate's parser costs about sixteen instructions a byte
 /// on a FOCUS bill; this looks each byte up once in a table of the four that matter and
-/// copies only the cells whose quotes it has to undouble. A property test holds it to the `csv` crate.
+/// copies only the cells whose quotes it has to undouble. A property test holds it to the
+/// `csv` crate.
 pub struct Splitter<'a> {
     bytes: &'a [u8],
     delimiter: u8,
