@@ -26,6 +26,39 @@ pub fn fill<R: BufRead + ?Sized>(r: &mut R) -> std::io::Result<&[u8]> {
     r.fill_buf()
 }
 
+/// The line (1-based) a record the `csv` crate read from `text` starts on, from the position
+/// the crate gives the record or its error (`at`). The crate places a record where its read
+/// began: before the empty lines (and, reading with `comment`, the comment lines) it passed
+/// over, and after a `\r\n` on the `\n`, so on the line before in a file of `\r\n` lines.
+/// The lines passed over are counted here. A reader of a block of a longer text adds the
+/// block's first line less one.
+#[must_use]
+pub fn record_line(text: &[u8], at: &csv::Position, comment: Option<u8>) -> u64 {
+    let mut line = at.line();
+    let mut i = usize::try_from(at.byte()).unwrap_or(usize::MAX);
+    // The crate drops a byte-order mark at the start of the text without a line.
+    if i == 0 && text.starts_with(b"\xef\xbb\xbf") {
+        i = 3;
+    }
+    while let Some(&b) = text.get(i) {
+        match b {
+            b'\n' => line += 1,
+            b'\r' => {}
+            b if Some(b) == comment => match memchr::memchr(b'\n', &text[i..]) {
+                // To the comment's newline, counted next.
+                Some(k) => {
+                    i += k;
+                    continue;
+                }
+                None => break,
+            },
+            _ => break,
+        }
+        i += 1;
+    }
+    line
+}
+
 /// Where a CSV reader is inside a record (RFC 4180, as the `csv` crate reads it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Csv {
@@ -217,6 +250,20 @@ impl<R: BufRead> RecordLimit<R> {
                 return Ok(any);
             }
             any = true;
+        }
+    }
+
+    /// Append records to `block` up to the first that is not an empty line (a header, after
+    /// the empty lines a file may begin with); `false` when the input had nothing more.
+    ///
+    /// # Errors
+    /// As [`RecordLimit::fill_block`]'s.
+    pub fn fill_header(&mut self, block: &mut Vec<u8>) -> std::io::Result<bool> {
+        loop {
+            let more = self.fill_block(block, block.len() + 1)?;
+            if !more || block.iter().any(|&b| !matches!(b, b'\n' | b'\r')) {
+                return Ok(more);
+            }
         }
     }
 
@@ -449,10 +496,9 @@ impl<'a> Splitter<'a> {
     /// The next record.
     pub fn split(&mut self) -> Split<'_> {
         let bytes = self.bytes;
-        // The `csv` crate gives a record the position its read started at: after the byte
-        // that ended the last record (a `\r\n`'s `\r`), before any empty line.
-        let (from, line) = (self.pos, self.line);
-        // Empty lines are no records.
+        let from = self.pos;
+        // Empty lines are no records (and the `\n` of a `\r\n` that ended the last record
+        // comes here, as it does to the `csv` crate).
         loop {
             match bytes.get(self.pos..) {
                 Some([b'\n', ..]) => self.pos += 1,
@@ -462,7 +508,7 @@ impl<'a> Splitter<'a> {
             }
             self.line += 1;
         }
-        let start = self.pos;
+        let (start, line) = (self.pos, self.line);
         let unsure = Split::Unsure {
             records: self.records,
         };
@@ -781,7 +827,7 @@ mod tests {
             match csv.read_record(&mut record) {
                 Ok(false) => return (out, None),
                 Ok(true) => out.push((
-                    record.position().map_or(0, csv::Position::line),
+                    record.position().map_or(0, |p| record_line(text, p, None)),
                     record.iter().map(str::to_owned).collect(),
                 )),
                 Err(e) => return (out, Some(e.to_string())),
@@ -824,8 +870,8 @@ mod tests {
         assert_eq!(own, usize::MAX, "all read by the splitter");
         assert_eq!(
             read.0[1],
-            // Its position is where its read began: before the empty line.
-            (1, vec!["1".into(), "x\ny".into(), "{\"k\":\"v\"}".into()])
+            // On its own line, after the empty one.
+            (3, vec!["1".into(), "x\ny".into(), "{\"k\":\"v\"}".into()])
         );
         // A quote inside an unquoted cell: the `csv` crate reads it, from that record on.
         let text = b"a,b\n1,x\"y\n3,4\n";
@@ -834,7 +880,97 @@ mod tests {
         assert_eq!(own, 1);
     }
 
+    /// Text made of `rows` (each: the empty lines before it, whether they and its own end
+    /// are `\r\n`, its cells), with the line each row starts on, counted as it is written.
+    fn planted(rows: &[(u8, bool, Vec<&str>)], comment: bool) -> (Vec<u8>, Vec<u64>) {
+        let (mut text, mut lines, mut line) = (Vec::new(), Vec::new(), 1u64);
+        for (i, (empty, crlf, cells)) in rows.iter().enumerate() {
+            let end: &[u8] = if *crlf { b"\r\n" } else { b"\n" };
+            for e in 0..*empty {
+                if comment && e % 2 == 1 {
+                    text.extend_from_slice(b"# a comment, \"quoted");
+                }
+                text.extend_from_slice(end);
+                line += 1;
+            }
+            lines.push(line);
+            // A line of nothing is no record: an empty cell there is written quoted.
+            let row = match cells.join(",") {
+                row if row.is_empty() => "\"\"".to_owned(),
+                row => row,
+            };
+            line += row.bytes().filter(|&b| b == b'\n').count() as u64;
+            text.extend_from_slice(row.as_bytes());
+            if i + 1 < rows.len() || *crlf {
+                text.extend_from_slice(end);
+                line += 1;
+            }
+        }
+        (text, lines)
+    }
+
+    #[test]
+    fn record_line_is_the_line_a_record_starts_on() {
+        let text = b"\xef\xbb\xbfh\r\n\r\n\r\na,\"x\r\ny\"\r\nb\n#c\n\n#d\nc";
+        let mut csv = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .comment(Some(b'#'))
+            .from_reader(&text[..]);
+        let lines: Vec<u64> = csv
+            .records()
+            .map(|r| {
+                record_line(
+                    text,
+                    r.expect("CSV").position().expect("a position"),
+                    Some(b'#'),
+                )
+            })
+            .collect();
+        // The crate's own: 1, 1 (the `\n` before `a`), 5 and 6 (before the lines it passed).
+        assert_eq!(lines, [1, 4, 6, 10]);
+    }
+
     proptest::proptest! {
+        /// Rows planted with their lines, among empty and comment lines, `\n` or `\r\n`,
+        /// cells quoted across lines: the `csv` crate's records placed by [`record_line`],
+        /// and the splitter's, are on the lines they were written on.
+        #[test]
+        fn records_are_on_the_lines_they_were_written_on(
+            rows in proptest::collection::vec(
+                (
+                    0u8..4,
+                    proptest::bool::ANY,
+                    proptest::collection::vec(
+                        proptest::sample::select(vec![
+                            "a", "", "x y", "\"p\nq\"", "\"r\"\"s\"", "\"\r\n\n\"",
+                        ]),
+                        1..4,
+                    ),
+                ),
+                1..12,
+            ),
+            comment in proptest::bool::ANY,
+        ) {
+            let (text, lines) = planted(&rows, comment);
+            let mut csv = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .flexible(true)
+                .comment(comment.then_some(b'#'))
+                .from_reader(&text[..]);
+            let mut read = Vec::new();
+            for r in csv.records() {
+                let r = r.map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+                let at = r.position().expect("a position");
+                read.push(record_line(&text, at, comment.then_some(b'#')));
+            }
+            proptest::prop_assert_eq!(&read, &lines);
+            if !comment {
+                let split: Vec<u64> = split_reads(&text, b',').0 .0.iter().map(|r| r.0).collect();
+                proptest::prop_assert_eq!(split, lines);
+            }
+        }
+
         /// The splitter, with the `csv` crate taking over where it is unsure, reads what the
         /// `csv` crate reads: the same records, cells, lines and errors.
         #[test]

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use gpuwise_core::EpochMs;
+use gpuwise_core::records::record_line;
 use serde::Deserialize;
 
 use crate::record::{JobRecord, JobState, Source, expand_nodes};
@@ -327,7 +328,9 @@ pub fn runs_csv(text: &str) -> Result<Vec<Run>, MlflowError> {
     let mut runs = Vec::new();
     for rec in rd.records() {
         let rec = rec.map_err(|e| MlflowError::Csv {
-            line: e.position().map_or(0, csv::Position::line),
+            line: e
+                .position()
+                .map_or(0, |p| record_line(text.as_bytes(), p, None)),
             message: e.to_string(),
         })?;
         let get = |c: Option<usize>| {

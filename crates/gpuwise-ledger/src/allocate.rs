@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 
 use gpuwise_core::HOUR_MS;
 use gpuwise_core::profile::DeviceProfile;
+use gpuwise_core::records::record_line;
 use gpuwise_core::report::{DeviceRow, Report};
 use gpuwise_core::sample::EpochMs;
 use gpuwise_core::teams::TeamMap;
@@ -189,6 +190,7 @@ impl UnitCounts {
         let mut r = csv::ReaderBuilder::new()
             .trim(csv::Trim::All)
             .from_reader(text.as_bytes());
+        let line_of = |p: &csv::Position| record_line(text.as_bytes(), p, None);
         let head: Vec<String> = r
             .headers()
             .map_err(|e| err(1, e.to_string()))?
@@ -205,9 +207,8 @@ impl UnitCounts {
         }
         let mut by = BTreeMap::new();
         for rec in r.records() {
-            let rec =
-                rec.map_err(|e| err(e.position().map_or(0, csv::Position::line), e.to_string()))?;
-            let line = rec.position().map_or(0, csv::Position::line);
+            let rec = rec.map_err(|e| err(e.position().map_or(0, line_of), e.to_string()))?;
+            let line = rec.position().map_or(0, line_of);
             let cell = |i: usize| rec.get(i).unwrap_or("");
             let p = cell(period);
             if month_start(p).is_none() {
@@ -856,6 +857,11 @@ mod tests {
         assert_eq!(
             e("team,period,tokens\nllm,2026-11,-5\n"),
             "u.csv: line 2: tokens `-5` is not a count"
+        );
+        // After empty lines, in a file of `\r\n` lines: the line the row is on.
+        assert_eq!(
+            e("team,period,tokens\r\n\r\nllm,2026-11,1\r\n\r\nllm,November,5\r\n"),
+            "u.csv: line 5: period `November` is not a month (2026-11)"
         );
         assert!(e("team,tokens\n").contains("team and period"));
         assert!(e("team,period,tokens\na,2026-11,1\na,2026-11,2\n").contains("given twice"));

@@ -13,6 +13,7 @@ use super::perf::{self, Constants};
 use super::workload::{GPU_KEYS, MODEL_KEYS, Mode, Workload};
 use super::{Hardware, Setup, memory};
 use gpuwise_catalog::Catalog;
+use gpuwise_core::records::record_line;
 
 /// One case as read.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -87,6 +88,7 @@ pub fn parse_cases(text: &str, origin: &str) -> Result<Vec<Case>, CasesError> {
     let mut r = csv::ReaderBuilder::new()
         .flexible(true)
         .from_reader(text.as_bytes());
+    let line_of = |p: &csv::Position| record_line(text.as_bytes(), p, None);
     let header = r
         .headers()
         .map_err(|e| CasesError::Row {
@@ -111,10 +113,10 @@ pub fn parse_cases(text: &str, origin: &str) -> Result<Vec<Case>, CasesError> {
     for rec in r.records() {
         let rec = rec.map_err(|e| CasesError::Row {
             origin: origin.to_owned(),
-            line: e.position().map_or(0, csv::Position::line),
+            line: e.position().map_or(0, line_of),
             message: e.to_string(),
         })?;
-        let line = rec.position().map_or(0, csv::Position::line);
+        let line = rec.position().map_or(0, line_of);
         let err = |message: String| CasesError::Row {
             origin: origin.to_owned(),
             line,
@@ -805,6 +807,10 @@ mod tests {
         assert_eq!(e.to_string(), "c.csv: line 2: measured `x` is not a number");
         let e = parse_cases(&format!("{ONE}A,m,1,GiB\n"), "c.csv").expect_err("fields");
         assert_eq!(e.to_string(), "c.csv: line 2: 4 fields, expected 8");
+        // After empty lines, in a file of `\r\n` lines: the line the row is on.
+        let crlf = format!("{}\r\n\r\n\r\nA,m,1,GiB\r\n", ONE.trim_end());
+        let e = parse_cases(&crlf, "c.csv").expect_err("fields");
+        assert_eq!(e.to_string(), "c.csv: line 4: 4 fields, expected 8");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! robustness tests. Each must return without panicking whatever the bytes are.
 
 use gpuwise_core::profile::ProfileBuilder;
+use gpuwise_core::records::{MAX_LINE, RecordLimit};
 use gpuwise_core::settings::ProfileSettings;
 use jiff::tz::TimeZone;
 
@@ -97,7 +98,7 @@ pub fn csv(data: &[u8]) {
     let mut b = ProfileBuilder::new(ProfileSettings::default());
     let mut t = Tally::default();
     let _ = generic::read(
-        data,
+        &mut RecordLimit::new(data, MAX_LINE, b','),
         &map,
         &ORIGIN,
         &mut LocalClock::new(TimeZone::UTC),

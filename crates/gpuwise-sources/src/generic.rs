@@ -5,13 +5,14 @@
 //! readings `util`, `sm_active`, `sm_occupancy`, `tensor_active`, `dram_active`, `mem_bw_util`
 //! (percent 0–100; add `_ratio` to the key for a 0–1 column, e.g. `util_ratio=gr_active`),
 //! `mem_used_mib`, `mem_total_mib`, `power_w`, `power_limit_w`. At least one reading is
-//! required. The file is read with a real CSV parser (quotes allowed), in one piece, and must
-//! be in time order per device.
+//! required. The file is read with a real CSV parser (quotes allowed), a block of whole records
+//! at a time, and must be in time order per device.
 
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::BufRead;
 
 use gpuwise_core::profile::{DeviceId, ProfileBuilder};
+use gpuwise_core::records::{RecordLimit, record_line};
 use gpuwise_core::sample::UtilSource;
 use gpuwise_core::{DeviceKey, Sample};
 
@@ -89,9 +90,17 @@ impl ColumnMap {
     }
 }
 
-/// Read a whole generic CSV.
-pub fn read(
-    r: impl Read,
+/// Bytes of whole records read and parsed at a time.
+const BLOCK: usize = 1 << 20;
+
+/// Read a whole generic CSV, a block of whole records at a time (so that a record's line is
+/// counted from its block's text, [`record_line`]).
+///
+/// # Errors
+/// [`IngestError::Format`] when the header cannot be read, names no mapped column, or the
+/// input cannot be read.
+pub fn read<R: BufRead>(
+    records: &mut RecordLimit<R>,
     map: &ColumnMap,
     origin: &Origin<'_>,
     clock: &mut LocalClock,
@@ -99,51 +108,74 @@ pub fn read(
     t: &mut Tally,
 ) -> Result<(), IngestError> {
     let file = origin.file;
-    let mut rdr = csv::ReaderBuilder::new()
+    let failed = |what: &str, e: &dyn std::fmt::Display| IngestError::Format {
+        file: file.to_owned(),
+        message: format!("cannot read {what}: {e}"),
+    };
+    let mut parser = csv::ReaderBuilder::new();
+    parser
+        .has_headers(false)
         .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(r);
-    let headers = rdr
-        .headers()
-        .map_err(|e| IngestError::Format {
-            file: file.to_owned(),
-            message: format!("cannot read the CSV header: {e}"),
-        })?
-        .clone();
+        .trim(csv::Trim::All);
+    let mut block = Vec::new();
+    records
+        .fill_header(&mut block)
+        .map_err(|e| failed("the CSV header", &e))?;
+    let mut headers = csv::StringRecord::new();
+    parser
+        .from_reader(block.as_slice())
+        .read_record(&mut headers)
+        .map_err(|e| failed("the CSV header", &e))?;
     let columns = Columns::of(map, &headers, file)?;
     let mut devices: HashMap<(String, String), DeviceId> = HashMap::new();
     let mut record = csv::StringRecord::new();
     loop {
-        match rdr.read_record(&mut record) {
-            Ok(false) => break,
-            Ok(true) => {}
-            Err(e) => {
-                let line = e.position().map_or(0, csv::Position::line);
-                t.lines += 1;
-                t.skip("bad_line", file, line, format!("not valid CSV: {e}"));
+        let first = records.line();
+        block.clear();
+        if !records
+            .fill_block(&mut block, BLOCK)
+            .map_err(|e| failed("the file", &e))?
+        {
+            return Ok(());
+        }
+        let at =
+            |p: Option<&csv::Position>| first - 1 + p.map_or(1, |p| record_line(&block, p, None));
+        let mut csv = parser.from_reader(block.as_slice());
+        loop {
+            match csv.read_record(&mut record) {
+                Ok(false) => break,
+                Ok(true) => {}
+                Err(e) => {
+                    t.lines += 1;
+                    t.skip(
+                        "bad_line",
+                        file,
+                        at(e.position()),
+                        format!("not valid CSV: {e}"),
+                    );
+                    continue;
+                }
+            }
+            let line = at(record.position());
+            t.lines += 1;
+            if record.len() != headers.len() {
+                t.skip(
+                    "wrong_column_count",
+                    file,
+                    line,
+                    format!("expected {} columns, found {}", headers.len(), record.len()),
+                );
                 continue;
             }
+            let Some(mut s) = columns.sample(&record, &headers, clock, file, line, t) else {
+                continue;
+            };
+            t.sanitize(&mut s, file, line);
+            let id = columns.device(&record, origin, &mut devices, b);
+            // A sample without any reading still shows the device existed (and was billed).
+            t.taken(b.push(id, &s), file, line, s.ts_ms);
         }
-        let line = record.position().map_or(0, csv::Position::line);
-        t.lines += 1;
-        if record.len() != headers.len() {
-            t.skip(
-                "wrong_column_count",
-                file,
-                line,
-                format!("expected {} columns, found {}", headers.len(), record.len()),
-            );
-            continue;
-        }
-        let Some(mut s) = columns.sample(&record, &headers, clock, file, line, t) else {
-            continue;
-        };
-        t.sanitize(&mut s, file, line);
-        let id = columns.device(&record, origin, &mut devices, b);
-        // A sample without any reading still shows the device existed (and was billed).
-        t.taken(b.push(id, &s), file, line, s.ts_ms);
     }
-    Ok(())
 }
 
 /// Where the mapped columns are: identity columns by key, readings with their scale.

@@ -301,6 +301,59 @@ fn long_lines_are_bounded_in_every_reader() {
     assert_eq!(r["ingest"]["samples"], 11);
 }
 
+/// A generic export of `\r\n` lines, begun and broken by empty lines, with a cell quoted
+/// across lines, long enough to be read in several blocks: each skip names the line its row
+/// was written on (counted here as the text is written).
+#[test]
+fn generic_csv_skips_name_the_line_the_row_is_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("export.csv");
+    let mut text = String::from("\r\nts,gpu,util,note\r\n");
+    let mut line = 3;
+    let mut planted = Vec::new();
+    for i in 0..60_000u64 {
+        let ts = 1_767_607_200 + i * 60;
+        match i {
+            10 => {
+                text.push_str("\r\n\r\n");
+                line += 2;
+                planted.push(("bad_value", line));
+                text.push_str(&format!("{ts},g0,lots,\r\n"));
+            }
+            20 => {
+                text.push_str(&format!("{ts},g0,50,\"two\r\nlines\"\r\n"));
+                line += 1;
+            }
+            // Past the first block of a mebibyte.
+            40_000 => {
+                text.push_str("\r\n");
+                line += 1;
+                planted.push(("bad_timestamp", line));
+                text.push_str("yesterday,g0,50,\r\n");
+            }
+            _ => text.push_str(&format!("{ts},g{},50,\r\n", i % 4)),
+        }
+        line += 1;
+    }
+    std::fs::write(&csv, text).expect("write");
+    let r = report_json(&[
+        &csv.display().to_string(),
+        "--map",
+        "timestamp=ts,device=gpu,util=util",
+    ]);
+    for (kind, line) in planted {
+        assert_eq!(skips(&r, kind), 1, "{kind}: {:?}", r["warnings"]);
+        assert!(
+            r["warnings"]
+                .to_string()
+                .contains(&format!("export.csv` line {line}:")),
+            "{kind} on line {line}: {}",
+            r["warnings"]
+        );
+    }
+    assert_eq!(r["ingest"]["samples"], 59_999);
+}
+
 #[test]
 fn unreadable_inputs_are_errors_naming_the_file() {
     for (file, text) in [

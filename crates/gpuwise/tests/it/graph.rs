@@ -15,7 +15,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("gpuwise-catalog", &[]),
     ("gpuwise-core", &["gpuwise-catalog"]),
     ("gpuwise-render", &["gpuwise-core"]),
-    ("gpuwise-plan", &["gpuwise-catalog", "gpuwise-render"]),
+    (
+        "gpuwise-plan",
+        &["gpuwise-catalog", "gpuwise-core", "gpuwise-render"],
+    ),
     ("gpuwise-sim", &["gpuwise-plan", "gpuwise-render"]),
     ("gpuwise-pack", &["gpuwise-render"]),
     (
