@@ -386,11 +386,13 @@ fn whole_records(bytes: &[u8], delimiter: u8, max: usize, want: usize) -> (usize
 }
 
 /// Where a cell of a [`Record`] lies: in the record's text, or (a quoted cell with doubled
-/// quotes, unescaped) in the splitter's scratch text.
+/// quotes, unescaped) in the splitter's scratch text; and where it is written in the record's
+/// text (`raw`: its first byte, an opening quote included).
 #[derive(Clone, Copy, Debug)]
 struct Span {
     start: usize,
     end: usize,
+    raw: usize,
     unescaped: bool,
 }
 
@@ -413,6 +415,21 @@ impl<'r> Record<'r> {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.spans.is_empty()
+    }
+
+    /// Cells `first..=last` as the record writes them: from the first's first byte (an
+    /// opening quote included) to the separator after the last, or the record's end. Two
+    /// records that write them alike have them alike (one text reads as one set of cells);
+    /// cells alike may be written differently (quoted or not).
+    #[must_use]
+    pub fn written(&self, first: usize, last: usize) -> Option<&'r [u8]> {
+        let from = self.spans.get(first)?.raw;
+        let to = match self.spans.get(last.checked_add(1)?) {
+            Some(next) => next.raw,
+            None if last < self.spans.len() => self.text.len(),
+            None => return None,
+        };
+        self.text.as_bytes().get(from..to)
     }
 
     /// Cell `i`.
@@ -576,12 +593,14 @@ impl<'a> Splitter<'a> {
                     Span {
                         start: first,
                         end: self.scratch.len(),
+                        raw: at - start,
                         unescaped: true,
                     }
                 } else {
                     Span {
                         start: at + 1 - start,
                         end: close - start,
+                        raw: at - start,
                         unescaped: false,
                     }
                 };
@@ -604,9 +623,15 @@ impl<'a> Splitter<'a> {
                 let span = |end: usize| Span {
                     start: at - start,
                     end: end - start,
+                    raw: at - start,
                     unescaped: false,
                 };
+                // The separator first: most cells end there.
                 match bytes.get(i..) {
+                    Some([d, ..]) if *d == delimiter => {
+                        self.spans.push(span(i));
+                        at = i + 1;
+                    }
                     Some([]) | None => {
                         self.spans.push(span(i));
                         return Some(self.ended(i, newlines));
@@ -619,10 +644,6 @@ impl<'a> Splitter<'a> {
                     Some([b'\r', b'\n', ..]) => {
                         self.spans.push(span(i));
                         return Some(self.ended(i + 1, newlines));
-                    }
-                    Some([d, ..]) if *d == delimiter => {
-                        self.spans.push(span(i));
-                        at = i + 1;
                     }
                     // A quote in an unquoted cell, or a lone `\r`.
                     Some(_) => return None,
@@ -929,6 +950,25 @@ mod tests {
             .collect();
         // The crate's own: 1, 1 (the `\n` before `a`), 5 and 6 (before the lines it passed).
         assert_eq!(lines, [1, 4, 6, 10]);
+    }
+
+    #[test]
+    fn cells_as_written_run_from_a_cell_to_the_next_separator() {
+        let text = b"a,\"b\"\"c\",\"d\",e\r\n";
+        let mut split = Splitter::new(text, b',');
+        let Split::Record(_, r) = split.split() else {
+            panic!("a record")
+        };
+        let written = |a, b| {
+            r.written(a, b)
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+        };
+        assert_eq!(written(0, 0).as_deref(), Some("a,"));
+        assert_eq!(written(1, 2).as_deref(), Some("\"b\"\"c\",\"d\","));
+        assert_eq!(written(3, 3).as_deref(), Some("e\r"));
+        assert_eq!(written(0, 3).as_deref(), Some("a,\"b\"\"c\",\"d\",e\r"));
+        assert_eq!(written(2, 4), None);
+        assert_eq!(written(4, 4), None);
     }
 
     proptest::proptest! {

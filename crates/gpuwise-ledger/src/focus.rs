@@ -2049,13 +2049,16 @@ type Charged = Box<(Box<[u8]>, FixedOwned, u64)>;
 
 /// The memos of a CSV block: a row's period and costs ([`Varying`]), and its other cells
 /// ([`Fixed`]), parsed once per distinct text of those cells, as the Parquet reader does per
-/// distinct set of dictionary keys. A set's number is a hash of its cells' text (each cell's
-/// length, then its bytes), and the text is kept beside what it made and compared on every
-/// hit: two texts that hash alike only miss each other, never share an entry.
+/// distinct set of dictionary keys. A set's number is a hash of its cells' text as written
+/// (each run of neighbouring cells in the set with its length), and the text is kept beside
+/// what it made and compared on every hit: two texts that hash alike only miss each other,
+/// never share an entry.
 struct TextMemo {
-    /// The header positions of the cells [`varying`] reads, and of the rest the ledger reads.
-    varies: Vec<usize>,
-    fixes: Vec<usize>,
+    /// The header positions of the cells [`varying`] reads, and of the rest the ledger reads,
+    /// as runs of neighbours (first and last): a run's cells are keyed by their text as
+    /// written ([`Record::written`]), one copy a run rather than one a cell.
+    varies: Vec<(usize, usize)>,
+    fixes: Vec<(usize, usize)>,
     periods: Memo<(Box<[u8]>, Varying)>,
     charged: Memo<Charged>,
     /// The text of the set being looked up.
@@ -2075,24 +2078,25 @@ impl TextMemo {
             }
         }
         Self {
-            varies,
-            fixes,
+            varies: runs(varies),
+            fixes: runs(fixes),
             periods: Memo::for_text(),
             charged: Memo::for_text(),
             key: Vec::new(),
         }
     }
 
-    /// The number of `record`'s cells at `columns`, their text (each cell's length in four
-    /// bytes, a cell being at most `MAX_LINE` as its record is, then its bytes) left in `key`.
-    fn number(key: &mut Vec<u8>, record: &Record<'_>, columns: &[usize]) -> u128 {
+    /// The number of `record`'s cells in the runs of `columns`, their text (each run's length
+    /// in four bytes, a record being at most `MAX_LINE`, then the run as written) left in
+    /// `key`.
+    fn number(key: &mut Vec<u8>, record: &Record<'_>, columns: &[(usize, usize)]) -> u128 {
         use std::hash::Hasher;
         key.clear();
-        for &c in columns {
-            let cell = record.get(c).unwrap_or_default();
-            let len = u32::try_from(cell.len()).unwrap_or(u32::MAX);
+        for &(first, last) in columns {
+            let run = record.written(first, last).unwrap_or_default();
+            let len = u32::try_from(run.len()).unwrap_or(u32::MAX);
             key.extend_from_slice(&len.to_le_bytes());
-            key.extend_from_slice(cell.as_bytes());
+            key.extend_from_slice(run);
         }
         let mut hash = rustc_hash::FxHasher::default();
         hash.write(key);
@@ -2134,6 +2138,19 @@ impl TextMemo {
         };
         fold_fixed(layout, record, line, v, (tally, parsed), keep, sink);
     }
+}
+
+/// Header positions, sorted, as runs of neighbours: `[1, 2, 3, 7]` → `[(1, 3), (7, 7)]`.
+fn runs(mut positions: Vec<usize>) -> Vec<(usize, usize)> {
+    positions.sort_unstable();
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for h in positions {
+        match out.last_mut() {
+            Some((_, last)) if *last + 1 == h => *last = h,
+            _ => out.push((h, h)),
+        }
+    }
+    out
 }
 
 /// A column of a row group read as keys ([`crate::pages`]): its dictionary converted once,
